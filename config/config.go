@@ -1,0 +1,227 @@
+// Package config reads dubstudio's configuration from environment variables.
+//
+// Every option lives in one table (options) with its default, its parser and its
+// validation, so that `dubstudio help` and the error messages always agree with the
+// code. Secrets also accept a NAME_FILE variant that names a file holding the value.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the typed, validated configuration of one dubstudio process.
+type Config struct {
+	DatabaseURL     string
+	HTTPAddr        string
+	BaseURL         string
+	DataDir         string
+	SessionSecret   string
+	SessionTTL      time.Duration
+	Worker          bool
+	WorkerName      string
+	Engine          string
+	MaxUploadBytes  int64
+	LogLevel        string
+	DemoProject     bool
+	OOMRetries      int
+	LoginMaxFails   int
+	LoginFailWindow time.Duration
+}
+
+type option struct {
+	name    string
+	def     string
+	secret  bool
+	help    string
+	setFunc func(c *Config, v string) error
+}
+
+var options = []option{
+	{name: "DATABASE_URL", def: "postgres://root@127.0.0.1:5432/dubstudio?sslmode=disable", help: "PostgreSQL connection URL",
+		setFunc: func(c *Config, v string) error {
+			u, err := url.Parse(v)
+			if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+				return errors.New("must be a postgres:// URL")
+			}
+			c.DatabaseURL = v
+			return nil
+		}},
+	{name: "HTTP_ADDR", def: "127.0.0.1:8080", help: "address the web server listens on",
+		setFunc: func(c *Config, v string) error {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				return fmt.Errorf("must be host:port: %w", err)
+			}
+			c.HTTPAddr = v
+			return nil
+		}},
+	{name: "BASE_URL", def: "", help: "public URL of the web app, for links printed on the console (default http://HTTP_ADDR)",
+		setFunc: func(c *Config, v string) error { c.BaseURL = strings.TrimRight(v, "/"); return nil }},
+	{name: "DATA_DIR", def: "./data", help: "directory for audio, caches and the private Postgres cluster",
+		setFunc: func(c *Config, v string) error {
+			if v == "" {
+				return errors.New("must not be empty")
+			}
+			abs, err := filepath.Abs(v)
+			if err != nil {
+				return err
+			}
+			c.DataDir = abs
+			return nil
+		}},
+	{name: "SESSION_SECRET", def: "", secret: true, help: "secret mixed into session and CSRF tokens (at least 32 characters; generated and kept in DATA_DIR when empty)",
+		setFunc: func(c *Config, v string) error {
+			if v != "" && len(v) < 32 {
+				return errors.New("must be at least 32 characters")
+			}
+			c.SessionSecret = v
+			return nil
+		}},
+	{name: "SESSION_TTL", def: "168h", help: "how long a login lasts without activity",
+		setFunc: func(c *Config, v string) error { return setDuration(&c.SessionTTL, v, time.Minute) }},
+	{name: "WORKER", def: "true", help: "run an embedded worker inside `serve`",
+		setFunc: func(c *Config, v string) error { return setBool(&c.Worker, v) }},
+	{name: "WORKER_NAME", def: "", help: "name this worker registers under (default: host name and process id)",
+		setFunc: func(c *Config, v string) error { c.WorkerName = v; return nil }},
+	{name: "ENGINE", def: "auto", help: "speech engine: auto, espeak, simulator, indextts, http",
+		setFunc: func(c *Config, v string) error {
+			switch v {
+			case "auto", "espeak", "simulator", "indextts", "http":
+				c.Engine = v
+				return nil
+			}
+			return errors.New("must be one of auto, espeak, simulator, indextts, http")
+		}},
+	{name: "MAX_UPLOAD_MB", def: "50", help: "largest accepted upload in MiB",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 4096 {
+				return errors.New("must be a whole number of MiB between 1 and 4096")
+			}
+			c.MaxUploadBytes = int64(n) << 20
+			return nil
+		}},
+	{name: "LOG_LEVEL", def: "info", help: "debug, info, warn or error",
+		setFunc: func(c *Config, v string) error {
+			switch v {
+			case "debug", "info", "warn", "error":
+				c.LogLevel = v
+				return nil
+			}
+			return errors.New("must be debug, info, warn or error")
+		}},
+	{name: "DEMO_PROJECT", def: "true", help: "create a demo project on first run",
+		setFunc: func(c *Config, v string) error { return setBool(&c.DemoProject, v) }},
+	{name: "OOM_RETRIES", def: "1", help: "times a line is retried after CUDA out-of-memory",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 10 {
+				return errors.New("must be a whole number between 0 and 10")
+			}
+			c.OOMRetries = n
+			return nil
+		}},
+	{name: "LOGIN_MAX_FAILS", def: "5", help: "failed logins per user name and address before a pause",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return errors.New("must be a whole number of at least 1")
+			}
+			c.LoginMaxFails = n
+			return nil
+		}},
+	{name: "LOGIN_FAIL_WINDOW", def: "15m", help: "window in which failed logins are counted",
+		setFunc: func(c *Config, v string) error { return setDuration(&c.LoginFailWindow, v, time.Second) }},
+}
+
+// Load reads the configuration from the process environment.
+func Load() (*Config, error) { return LoadFrom(os.LookupEnv) }
+
+// LoadFrom reads the configuration through lookup, which is os.LookupEnv outside tests.
+// All problems are reported together, one per line.
+func LoadFrom(lookup func(string) (string, bool)) (*Config, error) {
+	c := &Config{}
+	var problems []string
+	for _, o := range options {
+		v, ok := lookup(o.name)
+		if o.secret {
+			if path, okFile := lookup(o.name + "_FILE"); okFile && path != "" {
+				if ok {
+					problems = append(problems, fmt.Sprintf("%s and %s_FILE are both set: use one", o.name, o.name))
+					continue
+				}
+				b, err := os.ReadFile(path)
+				if err != nil {
+					problems = append(problems, fmt.Sprintf("%s_FILE: %v", o.name, err))
+					continue
+				}
+				v, ok = strings.TrimSpace(string(b)), true
+			}
+		}
+		if !ok {
+			v = o.def
+		}
+		if err := o.setFunc(c, strings.TrimSpace(v)); err != nil {
+			problems = append(problems, fmt.Sprintf("%s=%q: %v", o.name, shown(o, v), err))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("invalid configuration:\n  %s", strings.Join(problems, "\n  "))
+	}
+	if c.BaseURL == "" {
+		c.BaseURL = "http://" + c.HTTPAddr
+	}
+	if c.WorkerName == "" {
+		host, _ := os.Hostname()
+		c.WorkerName = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	return c, nil
+}
+
+// Help describes every option, for `dubstudio help`.
+func Help() string {
+	var b strings.Builder
+	sorted := append([]option(nil), options...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
+	for _, o := range sorted {
+		def := o.def
+		if def == "" {
+			def = "(empty)"
+		}
+		fmt.Fprintf(&b, "  %-18s %s [default %s]\n", o.name, o.help, def)
+	}
+	return b.String()
+}
+
+func shown(o option, v string) string {
+	if o.secret {
+		return "***"
+	}
+	return v
+}
+
+func setBool(dst *bool, v string) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return errors.New("must be true or false")
+	}
+	*dst = b
+	return nil
+}
+
+func setDuration(dst *time.Duration, v string, min time.Duration) error {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < min {
+		return fmt.Errorf("must be a duration of at least %s, like 15m or 24h", min)
+	}
+	*dst = d
+	return nil
+}

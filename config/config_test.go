@@ -1,0 +1,51 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := LoadFrom(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:8080", c.HTTPAddr)
+	require.Equal(t, "http://127.0.0.1:8080", c.BaseURL)
+	require.Equal(t, int64(50<<20), c.MaxUploadBytes)
+	require.True(t, c.Worker)
+	require.True(t, filepath.IsAbs(c.DataDir))
+}
+
+func TestAllProblemsReportedTogether(t *testing.T) {
+	t.Parallel()
+	_, err := LoadFrom(env(map[string]string{
+		"DATABASE_URL":   "mysql://x",
+		"HTTP_ADDR":      "nope",
+		"SESSION_SECRET": "short",
+		"MAX_UPLOAD_MB":  "0",
+	}))
+	require.Error(t, err)
+	for _, want := range []string{"DATABASE_URL", "HTTP_ADDR", "SESSION_SECRET=\"***\"", "MAX_UPLOAD_MB"} {
+		require.Contains(t, err.Error(), want)
+	}
+	require.NotContains(t, err.Error(), "short", "secrets are never echoed")
+}
+
+func TestSecretFromFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(path, []byte("0123456789abcdef0123456789abcdef\n"), 0o600))
+	c, err := LoadFrom(env(map[string]string{"SESSION_SECRET_FILE": path}))
+	require.NoError(t, err)
+	require.Equal(t, "0123456789abcdef0123456789abcdef", c.SessionSecret)
+
+	_, err = LoadFrom(env(map[string]string{"SESSION_SECRET_FILE": path, "SESSION_SECRET": "x"}))
+	require.ErrorContains(t, err, "both set")
+}
