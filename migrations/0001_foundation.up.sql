@@ -109,3 +109,9 @@ CREATE TABLE line_history (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX line_history_line_idx ON line_history (line_id, id);
+
+CREATE TABLE app_settings (
+    key        text PRIMARY KEY,
+    value      text NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);

@@ -1,0 +1,205 @@
+package studio_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"dubstudio/studio"
+	"dubstudio/studio/studiotest"
+)
+
+type testBundle struct {
+	store   *studio.Store
+	editor  *studio.User
+	project *studio.Project
+}
+
+func setup(t *testing.T, lines int) *testBundle {
+	t.Helper()
+	s := studiotest.Store(t)
+	u := studiotest.User(t, s, studio.RoleEditor)
+	return &testBundle{store: s, editor: u, project: studiotest.Project(t, s, u, lines)}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestImportCreatesCharactersAndFlags(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	ctx := context.Background()
+	res, err := b.store.ImportLines(ctx, b.editor.ID, b.project.ID, []studio.NewLine{
+		{SourceLine: 1, StartMs: 0, EndMs: 1000, CharacterName: "Alice", Text: "Hi"},
+		{SourceLine: 5, StartMs: 900, EndMs: 2000, CharacterName: "alice", Text: "Overlaps"},
+		{SourceLine: 9, StartMs: 2500, EndMs: 2500, CharacterName: "Bob", Text: "Zero", Emotion: "0.1,0,0,0,0,0,0,0.2"},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Lines)
+	require.Equal(t, []string{"Alice", "Bob"}, res.CharactersCreated)
+	require.Equal(t, 2, res.Flagged)
+
+	page, err := b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
+	require.NoError(t, err)
+	require.Len(t, page.Lines, 3)
+	require.Equal(t, []int{1, 2, 3}, []int{page.Lines[0].Idx, page.Lines[1].Idx, page.Lines[2].Idx})
+	require.Empty(t, page.Lines[0].Flags)
+	require.True(t, page.Lines[1].Flags.Has(studio.FlagOverlap))
+	require.True(t, page.Lines[2].Flags.Has(studio.FlagZeroLength))
+	require.Equal(t, studio.EmotionVector, page.Lines[2].Emotion.Mode)
+	require.Equal(t, 900, page.Lines[1].StartMs, "flagged, not changed")
+}
+
+func TestImportIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	ctx := context.Background()
+	_, err := b.store.ImportLines(ctx, b.editor.ID, b.project.ID, []studio.NewLine{
+		{SourceLine: 1, StartMs: 0, EndMs: 1000, CharacterName: "New", Text: "fine"},
+		{SourceLine: 4, StartMs: 0, EndMs: 1000, Text: "bad \x00 control"},
+		{SourceLine: 7, StartMs: 2000, EndMs: 1000, Text: "backwards"},
+	})
+	var ie *studio.ImportError
+	require.ErrorAs(t, err, &ie)
+	require.Len(t, ie.Problems, 2)
+	require.Equal(t, 4, ie.Problems[0].Line)
+	require.Equal(t, 7, ie.Problems[1].Line)
+	page, err := b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, page.Total, "nothing imported")
+	chars, err := b.store.Characters(ctx, b.project.ID)
+	require.NoError(t, err)
+	require.Len(t, chars, 2, "no character created")
+}
+
+func TestStaleSaveIsRefusedWithTheOtherChange(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	ctx := context.Background()
+	other := studiotest.User(t, b.store, studio.RoleEditor)
+	page, _ := b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
+	l := page.Lines[0]
+
+	saved, err := b.store.UpdateLine(ctx, other.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: l.Revision, Text: ptr("Theirs")})
+	require.NoError(t, err)
+	require.Equal(t, l.Revision+1, saved.Revision)
+
+	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: l.Revision, Text: ptr("Mine")})
+	var ce *studio.ConflictError
+	require.ErrorAs(t, err, &ce)
+	require.ErrorIs(t, err, studio.ErrConflict)
+	require.Equal(t, "Theirs", ce.Current.Text)
+	require.Equal(t, other.ID, ce.By.ID)
+
+	cur, err := b.store.Line(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, "Theirs", cur.Text, "never silently overwritten")
+
+	hist, err := b.store.LineHistory(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Len(t, hist, 2) // import + edit
+	require.Equal(t, "edit", hist[0].Action)
+	require.Equal(t, "Theirs", hist[0].After.Text)
+	require.Equal(t, l.Text, hist[0].Before.Text)
+	require.Equal(t, other.Username, hist[0].UserName)
+}
+
+func TestConcurrentSavesOfOneRevisionOnlyOneWins(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	ctx := context.Background()
+	page, _ := b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
+	l := page.Lines[0]
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: l.Revision, Notes: ptr("n")})
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		if err == nil {
+			ok++
+		} else {
+			require.True(t, errors.Is(err, studio.ErrConflict), "%v", err)
+		}
+	}
+	require.Equal(t, 1, ok)
+}
+
+func TestSplitAndMerge(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 3)
+	ctx := context.Background()
+	page, _ := b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
+	l := page.Lines[0] // 0..1500 ms
+	first, second, err := b.store.SplitLine(ctx, b.editor.ID, b.project.ID, l.ID, l.Revision, 4, 600)
+	require.NoError(t, err)
+	require.Equal(t, "Line", first.Text)
+	require.Equal(t, 600, first.EndMs)
+	require.Equal(t, 600, second.StartMs)
+	require.Equal(t, 1500, second.EndMs)
+	require.Equal(t, 2, second.Idx)
+
+	page, _ = b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
+	require.Len(t, page.Lines, 4)
+	for i, x := range page.Lines {
+		require.Equal(t, i+1, x.Idx, "indices stay dense")
+	}
+
+	merged, err := b.store.MergeLines(ctx, b.editor.ID, b.project.ID, first.ID, first.Revision)
+	require.NoError(t, err)
+	require.Equal(t, l.Text, merged.Text)
+	require.Equal(t, 1500, merged.EndMs)
+	page, _ = b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
+	require.Len(t, page.Lines, 3)
+	require.Equal(t, []int{1, 2, 3}, []int{page.Lines[0].Idx, page.Lines[1].Idx, page.Lines[2].Idx})
+
+	_, _, err = b.store.SplitLine(ctx, b.editor.ID, b.project.ID, merged.ID, merged.Revision, 0, 0)
+	require.ErrorIs(t, err, studio.ErrInvalid)
+}
+
+func TestFilterAndSearch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 30)
+	ctx := context.Background()
+	chars, _ := b.store.Characters(ctx, b.project.ID)
+	bob := chars[1]
+	require.Equal(t, "Bob", bob.Name)
+
+	page, err := b.store.Lines(ctx, b.project.ID, studio.LineFilter{CharacterID: bob.ID, PerPage: 10})
+	require.NoError(t, err)
+	require.EqualValues(t, 15, page.Total)
+	require.Len(t, page.Lines, 10)
+	require.Equal(t, 2, page.Pages())
+
+	page, err = b.store.Lines(ctx, b.project.ID, studio.LineFilter{Query: "number 2,"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, page.Total)
+
+	page, err = b.store.Lines(ctx, b.project.ID, studio.LineFilter{Query: "%"})
+	require.NoError(t, err)
+	require.EqualValues(t, 0, page.Total, "LIKE wildcards are literal")
+
+	all, _ := b.store.Lines(ctx, b.project.ID, studio.LineFilter{PerPage: 4})
+	ids := []int64{all.Lines[0].ID, all.Lines[1].ID, all.Lines[2].ID}
+	n, err := b.store.AssignCharacter(ctx, b.editor.ID, b.project.ID, ids, &bob.ID)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "line 2 was Bob's already")
+	got, _ := b.store.LinesByIDs(ctx, b.project.ID, ids)
+	for _, l := range got {
+		require.Equal(t, bob.ID, *l.CharacterID)
+	}
+	require.Equal(t, all.Lines[0].Revision+1, got[0].Revision)
+
+	other := studiotest.Project(t, b.store, b.editor, 1)
+	otherChars, _ := b.store.Characters(ctx, other.ID)
+	_, err = b.store.AssignCharacter(ctx, b.editor.ID, b.project.ID, ids, &otherChars[0].ID)
+	require.ErrorIs(t, err, studio.ErrInvalid, "a character of another project is refused")
+}

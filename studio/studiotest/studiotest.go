@@ -1,0 +1,66 @@
+// Package studiotest builds fixtures for tests: a store on a fresh database, users,
+// projects, characters and lines.
+package studiotest
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"dubstudio/internal/testdb"
+	"dubstudio/studio"
+)
+
+// Store returns a store on a fresh migrated database.
+func Store(t testing.TB) *studio.Store {
+	t.Helper()
+	s, err := studio.NewStore(testdb.Pool(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var seq atomic.Int64
+
+// Password is the password of every user made here.
+const Password = "correct-horse-battery"
+
+// User creates a user with role.
+func User(t testing.TB, s *studio.Store, role studio.Role) *studio.User {
+	t.Helper()
+	u, err := s.CreateUser(context.Background(), studio.CreateUserParams{
+		Username: fmt.Sprintf("%s%d", role, seq.Add(1)), Role: role, Password: Password,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// Project creates a project with n lines spoken by two characters, one second each.
+func Project(t testing.TB, s *studio.Store, owner *studio.User, n int) *studio.Project {
+	t.Helper()
+	ctx := context.Background()
+	p, err := s.CreateProject(ctx, fmt.Sprintf("Project %d", seq.Add(1)), &owner.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		return p
+	}
+	lines := make([]studio.NewLine, n)
+	for i := range lines {
+		who := "Alice"
+		if i%2 == 1 {
+			who = "Bob"
+		}
+		lines[i] = studio.NewLine{SourceLine: i + 1, StartMs: i * 2000, EndMs: i*2000 + 1500, CharacterName: who,
+			Text: fmt.Sprintf("Line number %d, said with \"quotes\" & <brackets>.", i+1)}
+	}
+	if _, err := s.ImportLines(ctx, owner.ID, p.ID, lines); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
