@@ -1,0 +1,142 @@
+package tts
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// The model-host protocol: JSON over HTTP, on a unix socket or loopback TCP. It is
+// documented for host authors in docs/engines.md; hosts/protocol.py is the Python side.
+const (
+	// ProtocolVersion is reported by hosts in GET /health as "protocol".
+	ProtocolVersion = 1
+
+	PathHealth       = "/health"
+	PathPrepare      = "/prepare"
+	PathSynthesize   = "/synthesize"
+	PathReleaseCache = "/release_cache"
+
+	// maxResponseBytes bounds what a client reads from a host: responses are small JSON
+	// documents (a traceback is the largest part).
+	maxResponseBytes = 1 << 20
+)
+
+// StatusOf is the HTTP status a host answers with for an error code.
+func StatusOf(code ErrorCode) int {
+	switch code {
+	case CodeInvalidInput:
+		return http.StatusBadRequest
+	case CodeOutOfMemory:
+		return http.StatusInsufficientStorage // 507
+	case CodeUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// codeOfStatus maps an HTTP status to an error code when the body carries none.
+func codeOfStatus(status int) ErrorCode {
+	switch {
+	case status == http.StatusInsufficientStorage:
+		return CodeOutOfMemory
+	case status == http.StatusServiceUnavailable, status == http.StatusBadGateway,
+		status == http.StatusGatewayTimeout, status == http.StatusTooManyRequests:
+		return CodeUnavailable
+	case status == http.StatusNotFound, status == http.StatusMethodNotAllowed:
+		return CodeInternal // a protocol mismatch, not the request's fault
+	case status >= 400 && status < 500:
+		return CodeInvalidInput
+	default:
+		return CodeInternal
+	}
+}
+
+// WireError is the body of every error response: {"error": {...}}.
+type WireError struct {
+	Error WireErrorBody `json:"error"`
+}
+
+// WireErrorBody is the error's content.
+type WireErrorBody struct {
+	Code      ErrorCode `json:"code"`
+	Message   string    `json:"message"`
+	Traceback string    `json:"traceback,omitempty"`
+}
+
+// HealthResponse is the body of GET /health.
+type HealthResponse struct {
+	Protocol int `json:"protocol"`
+	HostInfo
+	// Counters are the host's running totals: "requests", "ooms",
+	// "conditioning_computed", "conditioning_loaded".
+	Counters map[string]int64 `json:"counters,omitempty"`
+}
+
+// ReleaseCacheResult is the body of POST /release_cache: accelerator memory reserved by
+// the caching allocator before and after torch.cuda.empty_cache.
+type ReleaseCacheResult struct {
+	ReservedBefore int64 `json:"reserved_before"`
+	ReservedAfter  int64 `json:"reserved_after"`
+	Allocated      int64 `json:"allocated"`
+}
+
+// decodeResponse turns a host's HTTP response into out (on 2xx) or an *Error. It never
+// panics, whatever the bytes; out must be a non-nil pointer.
+func decodeResponse(status int, contentType string, body []byte, out any) error {
+	if status >= 200 && status < 300 {
+		if !isJSON(contentType) {
+			return &Error{Code: CodeInternal, Message: fmt.Sprintf("host answered %d with content type %q, want JSON", status, contentType)}
+		}
+		dec := json.NewDecoder(bytes.NewReader(body))
+		if err := dec.Decode(out); err != nil {
+			return &Error{Code: CodeInternal, Message: "decoding host response", Err: err}
+		}
+		if dec.More() {
+			return &Error{Code: CodeInternal, Message: "host response has data after the JSON document"}
+		}
+		return nil
+	}
+	var we WireError
+	if isJSON(contentType) && json.Unmarshal(body, &we) == nil && we.Error.Code != "" {
+		code := we.Error.Code
+		switch code {
+		case CodeOutOfMemory, CodeInvalidInput, CodeInternal, CodeUnavailable:
+		default:
+			code = CodeInternal
+		}
+		msg := we.Error.Message
+		if msg == "" {
+			msg = http.StatusText(status)
+		}
+		return &Error{Code: code, Message: msg, Traceback: we.Error.Traceback}
+	}
+	return &Error{Code: codeOfStatus(status), Message: fmt.Sprintf("host answered %d: %s", status, snippet(body))}
+}
+
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
+}
+
+// snippet returns the start of a body, as valid UTF-8 on one line, for error messages.
+func snippet(body []byte) string {
+	const limit = 200
+	if len(body) > limit {
+		body = body[:limit]
+	}
+	s := strings.ToValidUTF8(string(body), "\uFFFD")
+	s = strings.Join(strings.Fields(s), " ")
+	if s == "" {
+		return "(empty body)"
+	}
+	if !utf8.ValidString(s) {
+		return "(binary body)"
+	}
+	return s
+}
