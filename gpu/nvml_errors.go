@@ -1,0 +1,5 @@
+package gpu
+
+import "errors"
+
+func isNotSupported(err error) bool { return errors.Is(err, ErrNotSupported) }
