@@ -1,0 +1,168 @@
+package gpu
+
+import (
+	"math"
+
+	"dubstudio/i18n"
+)
+
+// Profile is an admin's concurrency setting for one GPU. It applies live: the
+// executor and the slot pool resize when it changes.
+type Profile struct {
+	Name string
+	// MaxSlots is the most syntheses that run at once on the GPU.
+	MaxSlots int
+	// ReservePct is the share of the card's memory never budgeted (0–90); the method
+	// recommends 15.
+	ReservePct float64
+	// LongTextThresholdSec: a request predicted at least this long goes to the long
+	// lane.
+	LongTextThresholdSec float64
+	// LongLaneLimit is the most long-lane requests that run at once (<= MaxSlots).
+	LongLaneLimit int
+	// MaxGenSeconds caps the audio one request may generate; longer lines are split
+	// (SplitText).
+	MaxGenSeconds float64
+	// SegmentTokens is IndexTTS's max_text_tokens_per_segment.
+	SegmentTokens int
+	// FP16 runs the GPT in half precision (about a third less GPT memory).
+	FP16 bool
+	// EmotionTextModel loads the Qwen emotion-from-text model (about 1 GB more per
+	// host).
+	EmotionTextModel bool
+}
+
+// Limits on profile fields.
+const (
+	MaxReservePct     = 90
+	MaxSegmentTokens  = 600 // IndexTTS-2.5 crashes on unsegmented input over about 600 tokens
+	defaultSegTokens  = 120
+	defaultReservePct = 15
+)
+
+// DefaultProfile is a conservative starting point for an unprofiled GPU.
+func DefaultProfile() Profile {
+	return Profile{
+		Name: "default", MaxSlots: 2, ReservePct: defaultReservePct, LongTextThresholdSec: 15,
+		LongLaneLimit: 1, MaxGenSeconds: 30, SegmentTokens: defaultSegTokens, FP16: true,
+	}
+}
+
+// FieldProblem is one invalid profile field, with the catalog message that explains it.
+type FieldProblem struct {
+	Field string // the Go field name, which forms use as input name
+	Key   string // i18n message key
+	Args  []any
+}
+
+// In returns the problem's text in lang.
+func (p FieldProblem) In(lang i18n.Lang) string { return i18n.T(lang, p.Key, p.Args...) }
+
+// ValidationError lists the invalid fields of a profile; it unwraps to ErrInvalid.
+type ValidationError struct {
+	Problems []FieldProblem
+}
+
+func (e *ValidationError) Error() string {
+	s := "gpu: invalid profile:"
+	for _, p := range e.Problems {
+		s += " " + p.Field + ": " + p.In(i18n.EN)
+	}
+	return s
+}
+
+func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+// Field returns the problem with field, if any.
+func (e *ValidationError) Field(field string) (FieldProblem, bool) {
+	for _, p := range e.Problems {
+		if p.Field == field {
+			return p, true
+		}
+	}
+	return FieldProblem{}, false
+}
+
+// Validate returns a *ValidationError listing every invalid field, or nil.
+func (p Profile) Validate() error {
+	var probs []FieldProblem
+	add := func(field, key string, args ...any) {
+		probs = append(probs, FieldProblem{Field: field, Key: key, Args: args})
+	}
+	if p.Name == "" {
+		add("Name", "gpu.profile.name_required")
+	}
+	if p.MaxSlots < 1 {
+		add("MaxSlots", "gpu.profile.slots_min", 1)
+	}
+	if math.IsNaN(p.ReservePct) || p.ReservePct < 0 || p.ReservePct > MaxReservePct {
+		add("ReservePct", "gpu.profile.reserve_range", 0, MaxReservePct)
+	}
+	positive := func(field string, v float64) bool {
+		if !(v > 0) || math.IsInf(v, 0) {
+			add(field, "gpu.profile.must_be_positive")
+			return false
+		}
+		return true
+	}
+	okThreshold := positive("LongTextThresholdSec", p.LongTextThresholdSec)
+	okMaxGen := positive("MaxGenSeconds", p.MaxGenSeconds)
+	if okThreshold && okMaxGen && p.LongTextThresholdSec > p.MaxGenSeconds {
+		add("LongTextThresholdSec", "gpu.profile.threshold_over_max_gen", p.LongTextThresholdSec, p.MaxGenSeconds)
+	}
+	if positive("SegmentTokens", float64(p.SegmentTokens)) && p.SegmentTokens > MaxSegmentTokens {
+		add("SegmentTokens", "gpu.profile.segment_tokens_max", MaxSegmentTokens)
+	}
+	if p.LongLaneLimit < 1 || (p.MaxSlots >= 1 && p.LongLaneLimit > p.MaxSlots) {
+		add("LongLaneLimit", "gpu.profile.lane_limit_range", 1, max(p.MaxSlots, 1))
+	}
+	if len(probs) == 0 {
+		return nil
+	}
+	return &ValidationError{Problems: probs}
+}
+
+// Budget returns the memory the executor may commit on a card of total bytes with
+// foreign bytes held by processes that are not ours.
+func (p Profile) Budget(total, foreign int64) int64 {
+	return int64(float64(total)*(1-p.ReservePct/100)) - foreign
+}
+
+// IsLong reports whether a request of audioSeconds belongs to the long lane.
+func (p Profile) IsLong(audioSeconds float64) bool { return audioSeconds >= p.LongTextThresholdSec }
+
+// FitError is CheckFits's refusal: one host and the longest request do not fit. It
+// is an *i18n.Error (use In for the user's language) and unwraps to ErrNeverFits.
+type FitError = i18n.Error
+
+// CheckFits refuses a profile that cannot run even one slot on a card of total bytes
+// with foreign bytes held by other processes: one host's resident memory plus the
+// predicted peak of a MaxGenSeconds request must fit the budget. The message carries
+// the measured numbers.
+func CheckFits(p Profile, cal Calibration, total, foreign int64) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	resident := cal.Resident()
+	peak := cal.PeakBytes(p.MaxGenSeconds)
+	budget := p.Budget(total, foreign)
+	if resident+peak <= budget {
+		return nil
+	}
+	return i18n.Errorf(ErrNeverFits, "gpu.profile.does_not_fit",
+		gb(resident), gb(peak), p.MaxGenSeconds, gb(max(budget, 0)), gb(total), p.ReservePct, gb(foreign))
+}
+
+// SlotsThatFit returns how many slots fit when every host has run the longest
+// request and kept its cache (the worst steady state, without cache releases).
+func SlotsThatFit(p Profile, cal Calibration, total, foreign int64) int {
+	per := cal.Resident() + cal.PeakBytes(p.MaxGenSeconds)
+	budget := p.Budget(total, foreign)
+	if per <= 0 || budget <= 0 {
+		return 0
+	}
+	return int(budget / per)
+}
+
+// gb renders bytes as decimal gigabytes for messages, as nvidia-smi users read them.
+func gb(b int64) float64 { return math.Round(float64(b)/1e8) / 10 }

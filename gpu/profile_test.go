@@ -1,0 +1,139 @@
+package gpu
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"dubstudio/i18n"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestProfileValidate(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, DefaultProfile().Validate())
+
+	tests := []struct {
+		name   string
+		change func(*Profile)
+		fields map[string]string // field -> key
+	}{
+		{"no name", func(p *Profile) { p.Name = "" }, map[string]string{"Name": "gpu.profile.name_required"}},
+		{"zero slots", func(p *Profile) { p.MaxSlots = 0 }, map[string]string{"MaxSlots": "gpu.profile.slots_min"}},
+		{"negative reserve", func(p *Profile) { p.ReservePct = -1 }, map[string]string{"ReservePct": "gpu.profile.reserve_range"}},
+		{"reserve over 90", func(p *Profile) { p.ReservePct = 90.5 }, map[string]string{"ReservePct": "gpu.profile.reserve_range"}},
+		{"reserve NaN", func(p *Profile) { p.ReservePct = math.NaN() }, map[string]string{"ReservePct": "gpu.profile.reserve_range"}},
+		{"reserve 0 and 90 are fine", func(p *Profile) { p.ReservePct = 90 }, nil},
+		{"zero lengths", func(p *Profile) { p.LongTextThresholdSec, p.MaxGenSeconds, p.SegmentTokens = 0, -3, 0 },
+			map[string]string{"LongTextThresholdSec": "gpu.profile.must_be_positive",
+				"MaxGenSeconds": "gpu.profile.must_be_positive", "SegmentTokens": "gpu.profile.must_be_positive"}},
+		{"threshold above max gen", func(p *Profile) { p.LongTextThresholdSec = 40 },
+			map[string]string{"LongTextThresholdSec": "gpu.profile.threshold_over_max_gen"}},
+		{"huge segments", func(p *Profile) { p.SegmentTokens = 1000 }, map[string]string{"SegmentTokens": "gpu.profile.segment_tokens_max"}},
+		{"lane over slots", func(p *Profile) { p.MaxSlots, p.LongLaneLimit = 3, 4 },
+			map[string]string{"LongLaneLimit": "gpu.profile.lane_limit_range"}},
+		{"lane zero", func(p *Profile) { p.LongLaneLimit = 0 }, map[string]string{"LongLaneLimit": "gpu.profile.lane_limit_range"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := DefaultProfile()
+			tt.change(&p)
+			err := p.Validate()
+			if tt.fields == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalid)
+			var ve *ValidationError
+			require.ErrorAs(t, err, &ve)
+			require.Len(t, ve.Problems, len(tt.fields))
+			for field, key := range tt.fields {
+				prob, ok := ve.Field(field)
+				require.True(t, ok, "no problem for %s", field)
+				require.Equal(t, key, prob.Key)
+				require.True(t, i18n.Has(prob.Key))
+				require.NotContains(t, prob.In(i18n.ZH), "%!", "arguments match the placeholders")
+				require.NotContains(t, prob.In(i18n.EN), "%!")
+			}
+		})
+	}
+}
+
+func TestCheckFits(t *testing.T) {
+	t.Parallel()
+	p := DefaultProfile() // 15% reserve, 30 s max
+	cal := DefaultCalibration(p)
+	// 5 GiB + (45 + 38*30) MiB = 6.16 GiB; an 8 GB card keeps 6.8 GB.
+	require.NoError(t, CheckFits(p, cal, 8e9, 0))
+
+	err := CheckFits(p, cal, 8e9, 1e9) // another process holds 1 GB
+	require.ErrorIs(t, err, ErrNeverFits)
+	var ie *i18n.Error
+	require.ErrorAs(t, err, &ie)
+	en := ie.In(i18n.EN)
+	require.Contains(t, en, "5.4 GB") // resident, decimal
+	require.Contains(t, en, "1.2 GB") // peak of a 30 s line
+	require.Contains(t, en, "30 s")   // the length
+	require.Contains(t, en, "5.8 GB") // 8e9*0.85 - 1e9
+	require.Contains(t, en, "8.0 GB") // the card
+	require.Contains(t, en, "15% reserve")
+	require.Contains(t, en, "1.0 GB held")
+	require.NotContains(t, ie.In(i18n.ZH), "%!")
+
+	bad := p
+	bad.MaxSlots = 0
+	require.ErrorIs(t, CheckFits(bad, cal, 80e9, 0), ErrInvalid)
+
+	require.Equal(t, 1, SlotsThatFit(p, cal, 8e9, 0))
+	require.Equal(t, 0, SlotsThatFit(p, cal, 8e9, 8e9))
+	require.Equal(t, 19, SlotsThatFit(p, cal, 140*GiB, 0)) // 119 GiB / 6.16 GiB
+}
+
+func TestDefaultCalibrationWithEmotionModel(t *testing.T) {
+	t.Parallel()
+	p := DefaultProfile()
+	p.EmotionTextModel = true
+	require.Greater(t, DefaultCalibration(p).Resident(), DefaultResidentBytes)
+	require.Equal(t, DefaultResidentBytes, Calibration{}.Resident())
+	require.False(t, Calibration{}.Calibrated())
+	require.False(t, errors.Is(nil, ErrInvalid))
+}
+
+func TestCurve(t *testing.T) {
+	t.Parallel()
+	def := Calibration{}
+	require.Equal(t, 45*MiB, def.PeakBytes(0))
+	require.Equal(t, 121*MiB, def.PeakBytes(2))
+	require.Equal(t, 501*MiB, def.PeakBytes(12))
+	require.Equal(t, 45*MiB, def.PeakBytes(-1))
+
+	cal := Calibration{Points: []CurvePoint{
+		{AudioSeconds: 12, PeakBytes: 500 * MiB},
+		{AudioSeconds: 2, PeakBytes: 120 * MiB},
+		{AudioSeconds: 30, PeakBytes: 1200 * MiB},
+		{AudioSeconds: 20, PeakBytes: 400 * MiB}, // noisy: below the 12 s bucket
+		{AudioSeconds: 2, PeakBytes: 100 * MiB},  // duplicate bucket: the worst wins
+	}}
+	require.True(t, cal.Calibrated())
+	tests := []struct {
+		sec  float64
+		want int64
+	}{
+		{0, 120 * MiB},   // flat below the first bucket
+		{2, 120 * MiB},   // exact
+		{7, 310 * MiB},   // halfway 2..12
+		{12, 500 * MiB},  // exact
+		{16, 500 * MiB},  // 12..20 is flat after monotone fix
+		{25, 850 * MiB},  // halfway 20..30 (500..1200)
+		{30, 1200 * MiB}, // exact
+		{40, 1900 * MiB}, // extended with the last slope, 70 MiB/s
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, cal.PeakBytes(tt.sec), "%.0f s", tt.sec)
+	}
+	one := Calibration{Points: []CurvePoint{{AudioSeconds: 10, PeakBytes: 400 * MiB}}}
+	require.Equal(t, 400*MiB, one.PeakBytes(5))
+	require.Equal(t, 400*MiB+2*DefaultPeakPerSecond, one.PeakBytes(12))
+}
