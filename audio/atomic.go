@@ -1,0 +1,64 @@
+package audio
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// writeFileAtomic writes path through a temporary file in its directory: write fills
+// it, it is synced and renamed over path only when everything succeeded, and removed
+// otherwise. Errors from a full disk unwrap to ErrNoSpace.
+func writeFileAtomic(path string, write func(w io.Writer) error) (err error) {
+	f, err := createTemp(path)
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 256<<10)
+	if err := write(bw); err != nil {
+		return writeError(path, err, "")
+	}
+	if err := bw.Flush(); err != nil {
+		return writeError(path, err, "")
+	}
+	return commitTemp(f, path)
+}
+
+// createTemp creates the temporary file that will become path.
+func createTemp(path string) (*os.File, error) {
+	if _, err := mediaArg(path); err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return nil, writeError(path, err, "")
+	}
+	return f, nil
+}
+
+// commitTemp syncs and closes f, then renames it to path. It does not remove f on
+// failure: its caller does.
+func commitTemp(f *os.File, path string) error {
+	// Sync before rename: otherwise a crash can leave path renamed but empty.
+	if err := f.Sync(); err != nil {
+		return writeError(path, err, "")
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return writeError(path, err, "")
+	}
+	if err := f.Close(); err != nil {
+		return writeError(path, err, "")
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return writeError(path, err, "")
+	}
+	return nil
+}

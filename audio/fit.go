@@ -1,0 +1,506 @@
+package audio
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"dubstudio/i18n"
+)
+
+// Duration lock defaults, used where FitParams leaves a field zero. They match the
+// project settings' defaults.
+const (
+	DefaultStretchMin       = 0.85
+	DefaultStretchMax       = 1.25
+	DefaultGapBorrowMs      = 300
+	DefaultMaxSpeedStep     = 0.15
+	DefaultSilenceThreshold = -50.0 // dBFS
+	DefaultLoudness         = -23.0 // LUFS, EBU R128
+	DefaultSampleRate       = 48000
+)
+
+const (
+	// trimMargin is kept either side of the speech found by the silence threshold, so
+	// that soft onsets and decays just under it are not clipped.
+	trimMargin = 5 * time.Millisecond
+	// fadeOut is applied where Fit has to cut speech short, so the cut does not click.
+	fadeOut = 5 * time.Millisecond
+	// peakCeiling is the highest sample peak loudness gain may produce (-1 dBFS).
+	peakCeiling = -1.0
+)
+
+// FitParams describes one take to fit into its line's slot. Zero numeric fields take
+// the defaults above; GapBorrowMs and MaxSpeedStep are turned off with a negative
+// value, since zero means "the default" for them too.
+type FitParams struct {
+	// InputPath is the synthesized take, in any format ffmpeg decodes. 16-bit PCM WAV
+	// is read directly.
+	InputPath string
+	// OutputPath receives the fitted take: mono 16-bit PCM WAV at SampleRate. It may
+	// equal InputPath.
+	OutputPath string
+	// SlotMs is the line's length (end - start); it must be positive.
+	SlotMs int
+	// GapMs is the silence between this line's end and the next line's start (0 or
+	// less: none, the lines touch or overlap).
+	GapMs int
+	// GapBorrowMs caps how much of GapMs the take may run into (default 300 ms).
+	GapBorrowMs int
+	// StretchMin and StretchMax bound the tempo ratio (speech length / available
+	// length; above 1 speeds up). Defaults 0.85 and 1.25.
+	StretchMin, StretchMax float64
+	// SlowDown lets Fit slow short speech down (to StretchMin at most) to fill the
+	// slot. Without it speech that fits is padded with silence, never slowed.
+	SlowDown bool
+	// PrevRatio is the ratio applied to the previous line of the same character (0 if
+	// none). With MaxSpeedStep (default 0.15) it keeps the tempo from jumping audibly
+	// between neighbouring lines when a closer ratio still fits.
+	PrevRatio    float64
+	MaxSpeedStep float64
+	// SilenceThresholdDB is the level under which leading and trailing audio counts
+	// as silence and is trimmed (default -50 dBFS).
+	SilenceThresholdDB float64
+	// LoudnessLUFS is the integrated loudness the take is normalised to (default -23).
+	LoudnessLUFS float64
+	// SampleRate of the output (default 48000).
+	SampleRate int
+
+	// forceAtempo makes Fit stretch with atempo even where rubberband exists (tests).
+	forceAtempo bool
+}
+
+// FitTimings is the wall time Fit spent in each stage.
+type FitTimings struct {
+	Decode   time.Duration // reading the take (ffmpeg only for formats other than 16-bit WAV)
+	Trim     time.Duration // silence trim and planning
+	Stretch  time.Duration // time-stretch and resampling (ffmpeg), when needed
+	Loudness time.Duration // measurement and gain
+	Write    time.Duration // encoding, sync and rename
+}
+
+// Total returns the sum of the stages.
+func (t FitTimings) Total() time.Duration {
+	return t.Decode + t.Trim + t.Stretch + t.Loudness + t.Write
+}
+
+// Hint is a message for the editor about a take, as a catalog key and its arguments;
+// In renders it. The zero Hint says nothing.
+type Hint struct {
+	Key  string `json:"key"`
+	Args []any  `json:"args,omitempty"`
+}
+
+// In returns the hint's text in lang, or "" for the zero Hint.
+func (h Hint) In(lang i18n.Lang) string {
+	if h.Key == "" {
+		return ""
+	}
+	return i18n.T(lang, h.Key, h.Args...)
+}
+
+// FitResult is what Fit did to a take.
+type FitResult struct {
+	OutputPath string
+	// Samples is the output's exact length: (SlotMs + BorrowedMs) × SampleRate / 1000.
+	Samples    int64
+	SampleRate int
+	// Ratio is the tempo ratio applied (1: none; above 1: faster).
+	Ratio float64
+	// NeededRatio is speech length / available length, available being the slot plus
+	// as much of the gap as may be borrowed. Above StretchMax the take needs review.
+	NeededRatio float64
+	// SpeechMs is the take's length after the silence trim, before stretching.
+	SpeechMs int
+	// BorrowedMs is how far the output runs into the following gap.
+	BorrowedMs int
+	// LoudnessLUFS is the output's integrated loudness (SilenceLUFS for silence), and
+	// GainDB the gain applied to reach it.
+	LoudnessLUFS float64
+	GainDB       float64
+	// NeedsReview is set when the take could not be fitted within the limits (the
+	// output is then the best effort at the limit, cut to the slot) or is silent; Hint
+	// says why and what to do.
+	NeedsReview bool
+	Hint        Hint
+	Elapsed     FitTimings
+}
+
+// Fit is the duration lock: it fits the take at p.InputPath to its slot and writes
+// the result to p.OutputPath. It trims leading and trailing silence, borrows from the
+// following gap what the speech needs (up to GapBorrowMs), time-stretches with pitch
+// preserved when the speech is still too long (Rubber Band, or chained atempo where
+// ffmpeg lacks it), pads with silence or cuts to the exact sample count, and
+// normalises loudness (BS.1770 measurement and gain, peaks kept under -1 dBFS).
+//
+// A take that cannot fit within StretchMax is still written, stretched at the limit
+// and cut to the available length so that the editor can listen to it, and the
+// result says NeedsReview with a Hint. Silent takes are written as silence and need
+// review too. The output is written to a temporary file and renamed into place only
+// when complete; a full disk gives an error that unwraps to ErrNoSpace.
+func Fit(ctx context.Context, p FitParams) (FitResult, error) {
+	p, err := p.withDefaults()
+	if err != nil {
+		return FitResult{}, err
+	}
+	var res FitResult
+	res.OutputPath, res.SampleRate = p.OutputPath, p.SampleRate
+
+	t0 := time.Now()
+	x, inRate, err := decodeMono(ctx, p.InputPath, p.SampleRate)
+	if err != nil {
+		return FitResult{}, err
+	}
+	res.Elapsed.Decode = time.Since(t0)
+
+	t0 = time.Now()
+	start, end := trimSilence(x, inRate, p.SilenceThresholdDB)
+	x = x[start:end]
+	speech := float64(len(x)) * 1000 / float64(inRate) // ms
+	res.SpeechMs = int(math.Round(speech))
+	plan := planFit(speech, p)
+	res.Ratio, res.NeededRatio = plan.Ratio, plan.Needed
+	res.Elapsed.Trim = time.Since(t0)
+
+	t0 = time.Now()
+	y, err := stretch(ctx, x, inRate, p.SampleRate, plan.Ratio, !p.forceAtempo && hasRubberband())
+	if err != nil {
+		return FitResult{}, err
+	}
+	res.Elapsed.Stretch = time.Since(t0)
+
+	// Borrow what the stretched speech needs, then pad or cut to the exact length.
+	slotSamples := samplesFor(p.SlotMs, p.SampleRate)
+	if over := int64(len(y)) - slotSamples; over > 0 && plan.MaxBorrowMs > 0 {
+		ms := (over*1000 + int64(p.SampleRate) - 1) / int64(p.SampleRate)
+		res.BorrowedMs = int(min(ms, int64(plan.MaxBorrowMs)))
+	}
+	res.Samples = samplesFor(p.SlotMs+res.BorrowedMs, p.SampleRate)
+	y = fitLength(y, res.Samples, p.SampleRate)
+
+	t0 = time.Now()
+	res.LoudnessLUFS, res.GainDB = normalize(y, p.SampleRate, p.LoudnessLUFS)
+	out := toPCM16(y, p.SampleRate)
+	if l, ok := integratedLoudness(pcmToFloat(out.Samples), p.SampleRate); ok {
+		res.LoudnessLUFS = l
+	}
+	res.Elapsed.Loudness = time.Since(t0)
+
+	switch {
+	case len(x) == 0:
+		res.NeedsReview = true
+		res.Hint = Hint{Key: "audio.fit.silent"}
+	case plan.Review:
+		res.NeedsReview = true
+		pct := max(1, int(math.Round((plan.Needed/p.StretchMax-1)*100)))
+		res.Hint = Hint{Key: "audio.fit.too_long", Args: []any{pct}}
+	}
+
+	if err := ctx.Err(); err != nil {
+		return FitResult{}, fmt.Errorf("error fitting %s: %w", p.InputPath, err)
+	}
+	t0 = time.Now()
+	if err := WriteWAVFile(p.OutputPath, out); err != nil {
+		return FitResult{}, err
+	}
+	res.Elapsed.Write = time.Since(t0)
+	return res, nil
+}
+
+// withDefaults fills zero fields and checks the rest.
+func (p FitParams) withDefaults() (FitParams, error) {
+	def := func(v *float64, d float64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&p.StretchMin, DefaultStretchMin)
+	def(&p.StretchMax, DefaultStretchMax)
+	def(&p.MaxSpeedStep, DefaultMaxSpeedStep)
+	def(&p.SilenceThresholdDB, DefaultSilenceThreshold)
+	def(&p.LoudnessLUFS, DefaultLoudness)
+	if p.GapBorrowMs == 0 {
+		p.GapBorrowMs = DefaultGapBorrowMs
+	}
+	if p.SampleRate == 0 {
+		p.SampleRate = DefaultSampleRate
+	}
+	var bad []string
+	if _, err := mediaArg(p.InputPath); err != nil {
+		bad = append(bad, "input: "+err.Error())
+	}
+	if _, err := mediaArg(p.OutputPath); err != nil {
+		bad = append(bad, "output: "+err.Error())
+	}
+	if p.SlotMs <= 0 {
+		bad = append(bad, fmt.Sprintf("slot of %d ms", p.SlotMs))
+	}
+	if !(p.StretchMin > 0 && p.StretchMin <= 1 && p.StretchMax >= 1 && p.StretchMax <= 4) {
+		bad = append(bad, fmt.Sprintf("stretch limits %g-%g", p.StretchMin, p.StretchMax))
+	}
+	if p.SampleRate < 8000 || p.SampleRate > 192000 {
+		bad = append(bad, fmt.Sprintf("sample rate %d", p.SampleRate))
+	}
+	if p.SilenceThresholdDB >= 0 || p.LoudnessLUFS >= 0 {
+		bad = append(bad, fmt.Sprintf("levels %g dB / %g LUFS", p.SilenceThresholdDB, p.LoudnessLUFS))
+	}
+	if len(bad) > 0 {
+		return p, fmt.Errorf("%w: fit: %s", ErrInvalid, strings.Join(bad, "; "))
+	}
+	return p, nil
+}
+
+// fitPlan is the duration lock's decision for one take.
+type fitPlan struct {
+	Needed      float64 // speech / (slot + the borrow it needs, up to MaxBorrowMs)
+	Ratio       float64 // tempo to apply
+	MaxBorrowMs int     // how much of the gap may be used
+	Review      bool    // Needed is over StretchMax
+}
+
+// planFit decides the tempo for speechMs of speech. Borrowing from the gap comes
+// before stretching; stretching never goes past the limits; speech that fits is not
+// slowed down unless p.SlowDown; and the ratio moves towards p.PrevRatio, within
+// MaxSpeedStep of it, when a closer ratio still fits.
+func planFit(speechMs float64, p FitParams) fitPlan {
+	slot := float64(p.SlotMs)
+	var plan fitPlan
+	if p.GapBorrowMs > 0 && p.GapMs > 0 {
+		plan.MaxBorrowMs = min(p.GapBorrowMs, p.GapMs)
+	}
+	avail := slot + float64(plan.MaxBorrowMs)
+	switch {
+	case speechMs <= slot:
+		plan.Needed = speechMs / slot
+	case speechMs <= avail:
+		plan.Needed = 1
+	default:
+		plan.Needed = speechMs / avail
+	}
+	lo := 1.0
+	if p.SlowDown {
+		lo = p.StretchMin
+	}
+	plan.Ratio = min(max(plan.Needed, lo), p.StretchMax)
+	plan.Review = plan.Needed > p.StretchMax
+	if plan.Review || speechMs == 0 {
+		return plan
+	}
+	if prev, step := p.PrevRatio, p.MaxSpeedStep; prev > 0 && step >= 0 && math.Abs(plan.Ratio-prev) > step {
+		c := min(max(plan.Ratio, prev-step), prev+step)
+		c = min(max(c, lo, plan.Needed), p.StretchMax) // still fits, still within limits
+		if math.Abs(c-prev) < math.Abs(plan.Ratio-prev) {
+			plan.Ratio = c
+		}
+	}
+	return plan
+}
+
+// samplesFor returns ms × rate / 1000, rounded down.
+func samplesFor(ms, rate int) int64 { return int64(ms) * int64(rate) / 1000 }
+
+// decodeMono reads path as mono samples in [-1, 1). A 16-bit PCM WAV is read here at
+// its own rate; anything else is decoded by ffmpeg at fallbackRate.
+func decodeMono(ctx context.Context, path string, fallbackRate int) ([]float32, int, error) {
+	pcm, err := ReadWAVFile(path)
+	if err == nil {
+		return downmix(pcm), pcm.SampleRate, nil
+	}
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return nil, 0, err
+	}
+	in, err := mediaArg(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out bytes.Buffer
+	_, err = runTool(ctx, ffmpegBin, []string{
+		"-v", "error", "-nostdin", "-hide_banner", "-i", in,
+		"-map", "0:a:0", "-ac", "1", "-ar", strconv.Itoa(fallbackRate), "-f", "f32le", "pipe:1",
+	}, nil, &out)
+	var te *toolError
+	if errors.As(err, &te) {
+		return nil, 0, userError(ErrNotAudio, fmt.Errorf("error decoding %s: %w", path, err), "audio.unreadable")
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("error decoding %s: %w", path, err)
+	}
+	return bytesToFloat(out.Bytes()), fallbackRate, nil
+}
+
+// downmix averages p's channels into mono floats.
+func downmix(p PCM) []float32 {
+	if p.Channels == 1 {
+		return pcmToFloat(p.Samples)
+	}
+	out := make([]float32, p.Frames())
+	for i := range out {
+		var s int32
+		for c := range p.Channels {
+			s += int32(p.Samples[i*p.Channels+c])
+		}
+		out[i] = float32(s) / float32(p.Channels) / 32768
+	}
+	return out
+}
+
+func pcmToFloat(s []int16) []float32 {
+	out := make([]float32, len(s))
+	for i, v := range s {
+		out[i] = float32(v) / 32768
+	}
+	return out
+}
+
+// toPCM16 quantises x (rounding, clipped) into mono PCM.
+func toPCM16(x []float32, rate int) PCM {
+	s := make([]int16, len(x))
+	for i, v := range x {
+		s[i] = int16(min(max(math.Round(float64(v)*32768), math.MinInt16), math.MaxInt16))
+	}
+	return PCM{SampleRate: rate, Channels: 1, Samples: s}
+}
+
+func bytesToFloat(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+func floatToBytes(x []float32) []byte {
+	b := make([]byte, 4*len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+	}
+	return b
+}
+
+// trimSilence returns the bounds of x once leading and trailing samples under
+// thresholdDB (dBFS peak) are removed, keeping trimMargin either side. All-silent x
+// gives an empty range.
+func trimSilence(x []float32, rate int, thresholdDB float64) (start, end int) {
+	thr := float32(math.Pow(10, thresholdDB/20))
+	first, last := -1, -1
+	for i, v := range x {
+		if v >= thr || -v >= thr {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return 0, 0
+	}
+	for i := len(x) - 1; i >= first; i-- {
+		if v := x[i]; v >= thr || -v >= thr {
+			last = i
+			break
+		}
+	}
+	margin := int(int64(rate) * int64(trimMargin) / int64(time.Second))
+	return max(0, first-margin), min(len(x), last+1+margin)
+}
+
+// stretch changes x's tempo by ratio with its pitch kept, and resamples it from
+// inRate to outRate, in one ffmpeg run. Nothing to do means no ffmpeg at all.
+func stretch(ctx context.Context, x []float32, inRate, outRate int, ratio float64, rubberband bool) ([]float32, error) {
+	var filters []string
+	if ratio != 1 && len(x) > 0 {
+		if rubberband {
+			filters = append(filters, "rubberband=tempo="+strconv.FormatFloat(ratio, 'f', 6, 64))
+		} else {
+			filters = append(filters, atempoChain(ratio)...)
+		}
+	}
+	if inRate != outRate && len(x) > 0 {
+		filters = append(filters, "aresample="+strconv.Itoa(outRate))
+	}
+	if len(filters) == 0 {
+		return x, nil
+	}
+	var out bytes.Buffer
+	out.Grow(int(float64(len(x))*float64(outRate)/float64(inRate)/ratio)*4 + 1<<16)
+	_, err := runTool(ctx, ffmpegBin, []string{
+		"-v", "error", "-nostdin", "-hide_banner",
+		"-f", "f32le", "-ar", strconv.Itoa(inRate), "-ac", "1", "-i", "pipe:0",
+		"-af", strings.Join(filters, ","),
+		"-f", "f32le", "-ar", strconv.Itoa(outRate), "-ac", "1", "pipe:1",
+	}, bytes.NewReader(floatToBytes(x)), &out)
+	if err != nil {
+		return nil, fmt.Errorf("error stretching audio by %.3f: %w", ratio, err)
+	}
+	return bytesToFloat(out.Bytes()), nil
+}
+
+// atempoChain splits ratio into atempo filters, each within atempo's 0.5-2.0.
+func atempoChain(ratio float64) []string {
+	var chain []string
+	for ratio > 2 {
+		chain = append(chain, "atempo=2")
+		ratio /= 2
+	}
+	for ratio < 0.5 {
+		chain = append(chain, "atempo=0.5")
+		ratio /= 0.5
+	}
+	return append(chain, "atempo="+strconv.FormatFloat(ratio, 'f', 6, 64))
+}
+
+// hasRubberband reports whether this ffmpeg has the rubberband filter (Debian's does;
+// builds without librubberband do not).
+var hasRubberband = sync.OnceValue(func() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, ffmpegBin, "-hide_banner", "-filters").Output()
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(out)) {
+		if f := strings.Fields(line); len(f) >= 2 && f[1] == "rubberband" {
+			return true
+		}
+	}
+	return false
+})
+
+// fitLength pads y with silence or cuts it to n samples; a cut fades out over fadeOut.
+func fitLength(y []float32, n int64, rate int) []float32 {
+	if int64(len(y)) <= n {
+		return append(y, make([]float32, n-int64(len(y)))...)
+	}
+	y = y[:n]
+	fade := min(len(y), int(int64(rate)*int64(fadeOut)/int64(time.Second)))
+	for i := range fade {
+		y[len(y)-1-i] *= float32(i) / float32(fade)
+	}
+	return y
+}
+
+// normalize applies the gain that brings y to target LUFS, limited so that the peak
+// stays under peakCeiling, and returns the loudness expected and the gain. Silence is
+// left alone.
+func normalize(y []float32, rate int, target float64) (lufs, gainDB float64) {
+	l, ok := integratedLoudness(y, rate)
+	if !ok {
+		return SilenceLUFS, 0
+	}
+	gainDB = target - l
+	if pk := peak(y); pk > 0 {
+		gainDB = min(gainDB, peakCeiling-20*math.Log10(pk))
+	}
+	g := float32(math.Pow(10, gainDB/20))
+	for i := range y {
+		y[i] *= g
+	}
+	return l + gainDB, gainDB
+}

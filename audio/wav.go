@@ -1,0 +1,223 @@
+package audio
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"time"
+)
+
+// PCM is 16-bit linear PCM audio held in memory, channels interleaved.
+type PCM struct {
+	SampleRate int
+	Channels   int
+	// Samples holds Frames()*Channels values, frame by frame.
+	Samples []int16
+}
+
+// Frames returns the number of sample frames (samples per channel).
+func (p PCM) Frames() int {
+	if p.Channels <= 0 {
+		return 0
+	}
+	return len(p.Samples) / p.Channels
+}
+
+// Duration returns the length of p.
+func (p PCM) Duration() time.Duration {
+	if p.SampleRate <= 0 {
+		return 0
+	}
+	return time.Duration(int64(p.Frames()) * int64(time.Second) / int64(p.SampleRate))
+}
+
+const (
+	wavFormatPCM        = 1
+	wavFormatExtensible = 0xFFFE
+	wavHeaderSize       = 44
+	// maxWAVData is the largest data chunk a RIFF size field can describe.
+	maxWAVData = math.MaxUint32 - (wavHeaderSize - 8)
+)
+
+// wavFormat is what a WAV header says about the data that follows.
+type wavFormat struct {
+	SampleRate int
+	Channels   int
+	// DataSize is the data chunk's declared size in bytes; -1 when the writer did not
+	// know it (streamed WAV: 0 or 0xFFFFFFFF), meaning "until the end of the file".
+	DataSize int64
+}
+
+// readWAVHeader reads a RIFF WAVE header up to the start of the data chunk and checks
+// that the data is 16-bit integer PCM.
+func readWAVHeader(r io.Reader) (wavFormat, error) {
+	var riff [12]byte
+	if _, err := io.ReadFull(r, riff[:]); err != nil {
+		return wavFormat{}, fmt.Errorf("%w: no WAV header: %w", ErrNotAudio, err)
+	}
+	if string(riff[0:4]) != "RIFF" || string(riff[8:12]) != "WAVE" {
+		return wavFormat{}, fmt.Errorf("%w: not a RIFF WAVE file", ErrNotAudio)
+	}
+	var f wavFormat
+	var haveFmt bool
+	for {
+		var ch [8]byte
+		if _, err := io.ReadFull(r, ch[:]); err != nil {
+			return wavFormat{}, fmt.Errorf("%w: WAV file without a data chunk: %w", ErrNotAudio, err)
+		}
+		id, n := string(ch[0:4]), int64(binary.LittleEndian.Uint32(ch[4:]))
+		switch id {
+		case "fmt ":
+			if n < 16 || n > 1<<10 {
+				return wavFormat{}, fmt.Errorf("%w: WAV fmt chunk of %d bytes", ErrNotAudio, n)
+			}
+			b := make([]byte, n+n&1)
+			if _, err := io.ReadFull(r, b); err != nil {
+				return wavFormat{}, fmt.Errorf("%w: short WAV fmt chunk: %w", ErrNotAudio, err)
+			}
+			tag := binary.LittleEndian.Uint16(b[0:])
+			f.Channels = int(binary.LittleEndian.Uint16(b[2:]))
+			f.SampleRate = int(binary.LittleEndian.Uint32(b[4:]))
+			bits := binary.LittleEndian.Uint16(b[14:])
+			if tag == wavFormatExtensible && n >= 40 {
+				tag = binary.LittleEndian.Uint16(b[24:]) // the sub-format GUID starts with the tag
+			}
+			if tag != wavFormatPCM || bits != 16 {
+				return wavFormat{}, fmt.Errorf("%w: WAV is not 16-bit PCM (format %#x, %d bits)", ErrInvalid, tag, bits)
+			}
+			if f.Channels < 1 || f.SampleRate < 1 {
+				return wavFormat{}, fmt.Errorf("%w: WAV with %d channels at %d Hz", ErrNotAudio, f.Channels, f.SampleRate)
+			}
+			haveFmt = true
+		case "data":
+			if !haveFmt {
+				return wavFormat{}, fmt.Errorf("%w: WAV data before its format", ErrNotAudio)
+			}
+			f.DataSize = n
+			if n == 0 || n == math.MaxUint32 {
+				f.DataSize = -1
+			}
+			return f, nil
+		default:
+			if _, err := io.CopyN(io.Discard, r, n+n&1); err != nil {
+				return wavFormat{}, fmt.Errorf("%w: short WAV %q chunk: %w", ErrNotAudio, id, err)
+			}
+		}
+	}
+}
+
+// ReadWAV reads a 16-bit PCM WAV file. Another sample format gives an error that
+// unwraps to ErrInvalid; a file that is not WAV, or shorter than its header says,
+// one that unwraps to ErrNotAudio.
+func ReadWAV(r io.Reader) (PCM, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	f, err := readWAVHeader(br)
+	if err != nil {
+		return PCM{}, err
+	}
+	var data []byte
+	if f.DataSize < 0 {
+		data, err = io.ReadAll(br)
+		if err != nil {
+			return PCM{}, fmt.Errorf("error reading WAV data: %w", err)
+		}
+	} else {
+		data = make([]byte, f.DataSize)
+		if n, err := io.ReadFull(br, data); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				return PCM{}, fmt.Errorf("%w: WAV data is %d bytes, header says %d", ErrNotAudio, n, f.DataSize)
+			}
+			return PCM{}, fmt.Errorf("error reading WAV data: %w", err)
+		}
+	}
+	frame := 2 * f.Channels
+	data = data[:len(data)/frame*frame] // a partial last frame is dropped
+	p := PCM{SampleRate: f.SampleRate, Channels: f.Channels, Samples: make([]int16, len(data)/2)}
+	for i := range p.Samples {
+		p.Samples[i] = int16(binary.LittleEndian.Uint16(data[2*i:]))
+	}
+	return p, nil
+}
+
+// ReadWAVFile reads a 16-bit PCM WAV file from path.
+func ReadWAVFile(path string) (PCM, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return PCM{}, fmt.Errorf("error reading %s: %w", path, err)
+	}
+	defer f.Close()
+	p, err := ReadWAV(f)
+	if err != nil {
+		return PCM{}, fmt.Errorf("error reading %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// wavHeader returns the canonical 44-byte header for frames of 16-bit PCM.
+func wavHeader(rate, channels int, frames int64) ([]byte, error) {
+	if rate < 1 || channels < 1 || channels > 8 {
+		return nil, fmt.Errorf("%w: WAV of %d channels at %d Hz", ErrInvalid, channels, rate)
+	}
+	data := frames * int64(channels) * 2
+	if frames < 0 || data > maxWAVData {
+		return nil, fmt.Errorf("%w: %d frames do not fit in a WAV file", ErrInvalid, frames)
+	}
+	h := make([]byte, wavHeaderSize)
+	copy(h[0:], "RIFF")
+	binary.LittleEndian.PutUint32(h[4:], uint32(data+wavHeaderSize-8))
+	copy(h[8:], "WAVEfmt ")
+	binary.LittleEndian.PutUint32(h[16:], 16)
+	binary.LittleEndian.PutUint16(h[20:], wavFormatPCM)
+	binary.LittleEndian.PutUint16(h[22:], uint16(channels))
+	binary.LittleEndian.PutUint32(h[24:], uint32(rate))
+	binary.LittleEndian.PutUint32(h[28:], uint32(rate*channels*2))
+	binary.LittleEndian.PutUint16(h[32:], uint16(channels*2))
+	binary.LittleEndian.PutUint16(h[34:], 16)
+	copy(h[36:], "data")
+	binary.LittleEndian.PutUint32(h[40:], uint32(data))
+	return h, nil
+}
+
+// WriteWAV writes p as a canonical 16-bit PCM WAV file (44-byte header, nothing
+// else), so the same samples always give the same bytes.
+func WriteWAV(w io.Writer, p PCM) error {
+	if p.Channels < 1 || len(p.Samples)%p.Channels != 0 {
+		return fmt.Errorf("%w: %d samples for %d channels", ErrInvalid, len(p.Samples), p.Channels)
+	}
+	h, err := wavHeader(p.SampleRate, p.Channels, int64(p.Frames()))
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(h); err != nil {
+		return err
+	}
+	return writeSamples(w, p.Samples)
+}
+
+// writeSamples writes s little-endian, in chunks.
+func writeSamples(w io.Writer, s []int16) error {
+	buf := make([]byte, 0, 32<<10)
+	for len(s) > 0 {
+		n := min(len(s), cap(buf)/2)
+		buf = buf[:2*n]
+		for i, v := range s[:n] {
+			binary.LittleEndian.PutUint16(buf[2*i:], uint16(v))
+		}
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+		s = s[n:]
+	}
+	return nil
+}
+
+// WriteWAVFile writes p to path through a temporary file in the same directory,
+// renamed into place only when complete. A full disk gives an error that unwraps to
+// ErrNoSpace.
+func WriteWAVFile(path string, p PCM) error {
+	return writeFileAtomic(path, func(w io.Writer) error { return WriteWAV(w, p) })
+}
