@@ -179,12 +179,12 @@ func Fit(ctx context.Context, p FitParams) (FitResult, error) {
 	res.Elapsed.Stretch = time.Since(t0)
 
 	// Borrow what the stretched speech needs, then pad or cut to the exact length.
-	slotSamples := samplesFor(p.SlotMs, p.SampleRate)
+	slotSamples := SamplesFor(p.SlotMs, p.SampleRate)
 	if over := int64(len(y)) - slotSamples; over > 0 && plan.MaxBorrowMs > 0 {
 		ms := (over*1000 + int64(p.SampleRate) - 1) / int64(p.SampleRate)
 		res.BorrowedMs = int(min(ms, int64(plan.MaxBorrowMs)))
 	}
-	res.Samples = samplesFor(p.SlotMs+res.BorrowedMs, p.SampleRate)
+	res.Samples = SamplesFor(p.SlotMs+res.BorrowedMs, p.SampleRate)
 	y = fitLength(y, res.Samples, p.SampleRate)
 
 	t0 = time.Now()
@@ -304,9 +304,6 @@ func planFit(speechMs float64, p FitParams) fitPlan {
 	}
 	return plan
 }
-
-// samplesFor returns ms × rate / 1000, rounded down.
-func samplesFor(ms, rate int) int64 { return int64(ms) * int64(rate) / 1000 }
 
 // decodeMono reads path as mono samples in [-1, 1). A 16-bit PCM WAV is read here at
 // its own rate; anything else is decoded by ffmpeg at fallbackRate.
