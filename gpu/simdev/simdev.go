@@ -158,6 +158,26 @@ func (d *Device) Processes() []ProcessInfo {
 	return out
 }
 
+// Reading is an atomic view of the device, as one NVML sample would give it.
+type Reading struct {
+	Total, Used, Free int64
+	Processes         []ProcessInfo
+}
+
+// Read returns the device's memory and processes at one instant, so that a sample
+// built from it is consistent (foreign = Used − our processes).
+func (d *Device) Read() Reading {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	used := d.usedLocked()
+	r := Reading{Total: d.total, Used: used, Free: max(d.total-used, 0)}
+	for _, p := range d.procs {
+		r.Processes = append(r.Processes, ProcessInfo{PID: p.pid, UsedBytes: p.resident + p.reserved})
+	}
+	sort.Slice(r.Processes, func(i, j int) bool { return r.Processes[i].PID < r.Processes[j].PID })
+	return r
+}
+
 // Process is one simulated model host on a Device.
 type Process struct {
 	d   *Device

@@ -87,6 +87,9 @@ func TestExitFreesEverything(t *testing.T) {
 	require.NoError(t, p.Alloc(100*mb))
 	require.Len(t, d.Processes(), 1)
 	require.Equal(t, ProcessInfo{PID: p.PID(), UsedBytes: 5_100 * mb}, d.Processes()[0])
+	r := d.Read()
+	require.Equal(t, Reading{Total: 10_000 * mb, Used: 5_100 * mb, Free: 4_900 * mb,
+		Processes: []ProcessInfo{{PID: p.PID(), UsedBytes: 5_100 * mb}}}, r)
 	p.Exit()
 	p.Exit()
 	require.Zero(t, d.Used())
