@@ -6,6 +6,8 @@
 package config
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -223,5 +225,30 @@ func setDuration(dst *time.Duration, v string, min time.Duration) error {
 		return fmt.Errorf("must be a duration of at least %s, like 15m or 24h", min)
 	}
 	*dst = d
+	return nil
+}
+
+// EnsureSessionSecret fills SessionSecret from DATA_DIR/session.secret when the
+// environment gave none, generating that file (mode 0600) on first run.
+func (c *Config) EnsureSessionSecret() error {
+	if c.SessionSecret != "" {
+		return nil
+	}
+	path := filepath.Join(c.DataDir, "session.secret")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+		c.SessionSecret = strings.TrimSpace(string(b))
+		return nil
+	}
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return fmt.Errorf("error creating DATA_DIR: %w", err)
+	}
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return err
+	}
+	c.SessionSecret = hex.EncodeToString(buf)
+	if err := os.WriteFile(path, []byte(c.SessionSecret+"\n"), 0o600); err != nil {
+		return fmt.Errorf("error writing %s: %w", path, err)
+	}
 	return nil
 }

@@ -1,0 +1,40 @@
+# dubstudio — the two commands a new user needs are `make run` and `make test`.
+GO ?= go
+TEMPL = $(GO) tool templ
+
+.PHONY: run test build generate check vendor bench fuzz e2e clean
+
+run: ## start the app with a local Postgres, migrations, the CPU engine and a demo project
+	./scripts/run.sh
+
+build: generate
+	$(GO) build -o bin/dubstudio ./cmd/dubstudio
+
+generate:
+	$(TEMPL) generate -path views
+
+# test runs the whole suite against the real Postgres (TEST_DATABASE_URL, default
+# postgres://root@127.0.0.1:5432/test), real ffmpeg/espeak-ng and headless Chromium.
+test: check
+	$(GO) test -count=1 -timeout 15m ./...
+	python3 -m unittest discover -s tts/hosts -p 'test_*.py'
+
+# check fails when code is unformatted, vet complains or generated views are stale.
+check:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$'); echo 'gofmt needed'; exit 1; }
+	$(GO) vet ./...
+	$(TEMPL) generate -path views >/dev/null
+	@git diff --exit-code --stat -- 'views/*_templ.go' || { echo 'templ generate changed files: commit them'; exit 1; }
+
+vendor: ## refresh static/vendor from the pinned npm packages
+	npm ci --no-audit --no-fund
+	./static/vendor.sh
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./...
+
+fuzz: ## each parser's fuzz target for a short time
+	./scripts/fuzz.sh 20s
+
+clean:
+	rm -rf bin

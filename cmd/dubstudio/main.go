@@ -1,0 +1,203 @@
+// Command dubstudio runs the dubbing studio: the web app, workers and the tools to
+// manage them. Run `dubstudio help` for the commands and settings.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+
+	"dubstudio/config"
+	"dubstudio/migrations"
+	"dubstudio/studio"
+	"dubstudio/web"
+)
+
+const usage = `dubstudio — AI dubbing studio
+
+Usage:
+  dubstudio serve                     run the web app (and an embedded worker unless WORKER=false)
+  dubstudio migrate                   apply database migrations and exit
+  dubstudio user add NAME ROLE        add a user (role: admin, manager, editor); prints a password
+  dubstudio user list                 list users
+  dubstudio user set-role NAME ROLE   change a user's role
+  dubstudio user reset-password NAME  set a new random password and print it
+  dubstudio help                      show this help
+
+Settings (environment variables; secrets also as NAME_FILE):
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "dubstudio:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	flag.CommandLine.Usage = func() { fmt.Fprint(os.Stderr, usage+config.Help()) }
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Print(usage + config.Help())
+		return nil
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		return err
+	}
+	logger := newLogger(cfg.LogLevel)
+	switch args[0] {
+	case "serve":
+		return serve(ctx, cfg, logger)
+	case "migrate":
+		store, err := open(ctx, cfg, logger)
+		if err != nil {
+			return err
+		}
+		store.Pool().Close()
+		fmt.Println("migrations applied")
+		return nil
+	case "user":
+		return userCmd(ctx, cfg, logger, args[1:])
+	}
+	return fmt.Errorf("unknown command %q (try `dubstudio help`)", args[0])
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// open connects, applies migrations and returns the store.
+func open(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*studio.Store, error) {
+	pool, err := studio.Connect(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrations.Apply(ctx, pool, logger); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	store, err := studio.NewStore(pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return store, nil
+}
+
+func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+	if err := cfg.EnsureSessionSecret(); err != nil {
+		return err
+	}
+	store, err := open(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer store.Pool().Close()
+
+	name, password, err := store.EnsureAdmin(ctx)
+	if err != nil {
+		return err
+	}
+	if password != "" {
+		fmt.Printf("\n  Created the first administrator.\n  User: %s\n  Password: %s\n  (shown once; change it with `dubstudio user reset-password %s`)\n\n", name, password, name)
+	}
+	if cfg.DemoProject {
+		admin, err := store.UserByUsername(ctx, "admin")
+		if err == nil {
+			if _, err := store.EnsureDemoProject(ctx, admin.ID); err != nil {
+				return err
+			}
+		} else if !errors.Is(err, studio.ErrNotFound) {
+			return err
+		}
+	}
+	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: logger})
+	fmt.Printf("  dubstudio is running at %s\n", cfg.BaseURL)
+	logger.InfoContext(ctx, "listening", "addr", cfg.HTTPAddr)
+	return srv.Serve(ctx)
+}
+
+func userCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, args []string) error {
+	if len(args) == 0 {
+		return errors.New("user needs a subcommand: add, list, set-role, reset-password")
+	}
+	store, err := open(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer store.Pool().Close()
+	need := func(n int, form string) error {
+		if len(args) != n {
+			return fmt.Errorf("usage: dubstudio user %s", form)
+		}
+		return nil
+	}
+	switch args[0] {
+	case "add":
+		if err := need(3, "add NAME ROLE"); err != nil {
+			return err
+		}
+		role, err := studio.ParseRole(args[2])
+		if err != nil {
+			return err
+		}
+		password := studio.GeneratePassword()
+		if _, err := store.CreateUser(ctx, studio.CreateUserParams{Username: args[1], Role: role, Password: password}); err != nil {
+			return err
+		}
+		fmt.Printf("created %s (%s), password: %s\n", args[1], role, password)
+	case "list":
+		users, err := store.Users(ctx)
+		if err != nil {
+			return err
+		}
+		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "ID\tUSER\tROLE\tDISABLED\tCREATED")
+		for _, u := range users {
+			fmt.Fprintf(w, "%d\t%s\t%s\t%v\t%s\n", u.ID, u.Username, u.Role, u.Disabled, u.CreatedAt.Format("2006-01-02"))
+		}
+		return w.Flush()
+	case "set-role":
+		if err := need(3, "set-role NAME ROLE"); err != nil {
+			return err
+		}
+		role, err := studio.ParseRole(args[2])
+		if err != nil {
+			return err
+		}
+		u, err := store.UserByUsername(ctx, args[1])
+		if err != nil {
+			return err
+		}
+		if err := store.SetUserRole(ctx, u.ID, role); err != nil {
+			return err
+		}
+		fmt.Printf("%s is now %s\n", u.Username, role)
+	case "reset-password":
+		if err := need(2, "reset-password NAME"); err != nil {
+			return err
+		}
+		u, err := store.UserByUsername(ctx, args[1])
+		if err != nil {
+			return err
+		}
+		password := studio.GeneratePassword()
+		if err := store.SetUserPassword(ctx, u.ID, password); err != nil {
+			return err
+		}
+		fmt.Printf("new password for %s: %s\n", u.Username, password)
+	default:
+		return fmt.Errorf("unknown user subcommand %q", args[0])
+	}
+	return nil
+}

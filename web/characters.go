@@ -1,0 +1,288 @@
+package web
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"dubstudio/audio"
+	"dubstudio/i18n"
+	"dubstudio/studio"
+	"dubstudio/views"
+)
+
+func characterForm(ch studio.Character) views.CharacterForm {
+	f := views.CharacterForm{Character: ch, Name: ch.Name, Color: ch.Color, PreviewVoice: ch.PreviewVoice,
+		EmotionMode: string(ch.Emotion.Mode), Errors: map[string]string{}}
+	switch ch.Emotion.Mode {
+	case studio.EmotionText:
+		f.EmotionValue = ch.Emotion.Text
+	case studio.EmotionVector:
+		f.EmotionValue = views.FormatVector(ch.Emotion.Vector)
+	case studio.EmotionAudio:
+		f.EmotionWeight = strconv.FormatFloat(ch.Emotion.Weight, 'f', -1, 64)
+	}
+	return f
+}
+
+func (s *Server) listCharacters(c echo.Context) error {
+	p, err := s.project(c)
+	if err != nil {
+		return err
+	}
+	chars, err := s.store.Characters(c.Request().Context(), p.ID)
+	if err != nil {
+		return err
+	}
+	forms := make([]views.CharacterForm, len(chars))
+	for i, ch := range chars {
+		forms[i] = characterForm(ch)
+	}
+	newForm := views.CharacterForm{Color: studio.Palette[len(chars)%len(studio.Palette)], PreviewVoice: "en", EmotionMode: "speaker"}
+	return s.render(c, http.StatusOK, views.CharactersPage(s.page(c, p.Name, "projects"), *p, forms, newForm))
+}
+
+// characterParams reads the character form, keeping what was typed in f.
+func (s *Server) characterParams(c echo.Context, f *views.CharacterForm, current studio.Emotion) (studio.CharacterParams, bool) {
+	f.Name, f.Color, f.PreviewVoice = c.FormValue("name"), c.FormValue("color"), c.FormValue("preview_voice")
+	f.EmotionMode, f.EmotionValue, f.EmotionWeight = c.FormValue("emotion_mode"), c.FormValue("emotion_value"), c.FormValue("emotion_weight")
+	if f.Errors == nil {
+		f.Errors = map[string]string{}
+	}
+	p := studio.CharacterParams{Name: f.Name, Color: f.Color, PreviewVoice: f.PreviewVoice}
+	switch studio.EmotionMode(f.EmotionMode) {
+	case studio.EmotionAudio:
+		w, err := strconv.ParseFloat(f.EmotionWeight, 64)
+		if err != nil {
+			w = -1
+		}
+		// The emotion reference is the character's current one; uploading it is a
+		// separate step.
+		p.Emotion = studio.Emotion{Mode: studio.EmotionAudio, Weight: w, AudioSHA256: current.AudioSHA256}
+	default:
+		e, err := parseEmotion(f.EmotionMode, f.EmotionValue)
+		if err != nil {
+			f.Errors["emotion"] = s.messageOf(c, 422, err)
+			return p, false
+		}
+		if e != nil {
+			p.Emotion = *e
+		}
+	}
+	return p, true
+}
+
+func (s *Server) fieldErrors(c echo.Context, err error, into map[string]string) bool {
+	var fe studio.FieldErrors
+	if !errors.As(err, &fe) {
+		return false
+	}
+	for k, v := range fe {
+		into[k] = v.In(langOf(c))
+	}
+	return true
+}
+
+func (s *Server) createCharacter(c echo.Context) error {
+	p, err := s.project(c)
+	if err != nil {
+		return err
+	}
+	f := views.CharacterForm{}
+	params, ok := s.characterParams(c, &f, studio.Emotion{})
+	if ok {
+		var ch *studio.Character
+		ch, err = s.store.CreateCharacter(c.Request().Context(), p.ID, params)
+		if err == nil {
+			_ = ch
+			c.Response().Header().Set(hxRedirect, "/projects/"+c.Param("pid")+"/characters")
+			return c.NoContent(http.StatusCreated)
+		}
+		if !s.fieldErrors(c, err, f.Errors) {
+			return err
+		}
+	}
+	return s.render(c, http.StatusUnprocessableEntity, views.NewCharacterForm(s.page(c, "", ""), p.ID, f))
+}
+
+func (s *Server) character(c echo.Context) (*studio.Character, error) {
+	pid, err := paramID(c, "pid")
+	if err != nil {
+		return nil, err
+	}
+	cid, err := paramID(c, "cid")
+	if err != nil {
+		return nil, err
+	}
+	return s.store.Character(c.Request().Context(), pid, cid)
+}
+
+func (s *Server) saveCharacter(c echo.Context) error {
+	ch, err := s.character(c)
+	if err != nil {
+		return err
+	}
+	f := characterForm(*ch)
+	params, ok := s.characterParams(c, &f, ch.Emotion)
+	if ok {
+		err = s.store.UpdateCharacter(c.Request().Context(), ch.ProjectID, ch.ID, params)
+		if err == nil {
+			ch, err = s.store.Character(c.Request().Context(), ch.ProjectID, ch.ID)
+			if err != nil {
+				return err
+			}
+			f = characterForm(*ch)
+			f.Saved = true
+			return s.render(c, http.StatusOK, views.CharacterCard(s.page(c, "", ""), ch.ProjectID, f))
+		}
+		if !s.fieldErrors(c, err, f.Errors) {
+			return err
+		}
+	}
+	return s.render(c, http.StatusUnprocessableEntity, views.CharacterCard(s.page(c, "", ""), ch.ProjectID, f))
+}
+
+// uploadReference stores a character's reference voice. The upload is size-limited,
+// spooled to a private temporary file, probed by content (never trusted by name or
+// extension), then stored content-addressed by its SHA-256.
+func (s *Server) uploadReference(c echo.Context) error {
+	ch, err := s.character(c)
+	if err != nil {
+		return err
+	}
+	f := characterForm(*ch)
+	fail := func(status int, msg string) error {
+		f.Errors["file"] = msg
+		return s.render(c, status, views.CharacterCard(s.page(c, "", ""), ch.ProjectID, f))
+	}
+	tmp, name, err := s.spoolUpload(c, "file")
+	if err != nil {
+		var he *echo.HTTPError
+		if errors.As(err, &he) {
+			return fail(he.Code, s.messageOf(c, he.Code, err))
+		}
+		return err
+	}
+	defer os.Remove(tmp)
+	ctx := c.Request().Context()
+	info, err := audio.ProbeReference(ctx, tmp)
+	if err != nil {
+		var ie *i18n.Error
+		if errors.As(err, &ie) {
+			return fail(http.StatusUnprocessableEntity, ie.In(langOf(c)))
+		}
+		return err
+	}
+	blob, err := s.store.PutBlob(ctx, s.blobs, tmp, studio.Blob{Format: info.Format,
+		DurationMs: int(info.Duration.Milliseconds()), SampleRate: info.SampleRate, Channels: info.Channels})
+	if err != nil {
+		return err
+	}
+	if err := s.store.SetCharacterReference(ctx, ch.ProjectID, ch.ID, blob.SHA256, name); err != nil {
+		return err
+	}
+	ch, err = s.store.Character(ctx, ch.ProjectID, ch.ID)
+	if err != nil {
+		return err
+	}
+	f = characterForm(*ch)
+	f.Saved = true
+	return s.render(c, http.StatusOK, views.CharacterCard(s.page(c, "", ""), ch.ProjectID, f))
+}
+
+// spoolUpload copies the multipart file field to a temporary file under the data
+// directory, refusing it with 413 past the upload limit. It returns the temporary
+// path and the client's file name reduced to a display name.
+func (s *Server) spoolUpload(c echo.Context, field string) (string, string, error) {
+	limit := s.cfg.MaxUploadBytes
+	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, limit+1<<20)
+	fh, err := c.FormFile(field)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return "", "", echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
+		}
+		return "", "", echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "upload.no_file"))
+	}
+	if fh.Size > limit {
+		return "", "", echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
+	}
+	src, err := fh.Open()
+	if err != nil {
+		return "", "", err
+	}
+	defer src.Close()
+	dir := filepath.Join(s.cfg.DataDir, "tmp")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", err
+	}
+	dst, err := os.CreateTemp(dir, "upload-*")
+	if err != nil {
+		return "", "", err
+	}
+	n, err := io.Copy(dst, io.LimitReader(src, limit+1))
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || n > limit {
+		os.Remove(dst.Name())
+		if err == nil {
+			err = echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
+		}
+		return "", "", err
+	}
+	name := path.Base(strings.ReplaceAll(fh.Filename, "\\", "/"))
+	if len(name) > 200 {
+		name = name[:200]
+	}
+	return dst.Name(), name, nil
+}
+
+func (s *Server) deleteCharacter(c echo.Context) error {
+	ch, err := s.character(c)
+	if err != nil {
+		return err
+	}
+	if err := s.store.DeleteCharacter(c.Request().Context(), ch.ProjectID, ch.ID); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusOK)
+}
+
+// serveBlob streams a stored audio file. The name must be a hex SHA-256 the store
+// knows, so no user input becomes a path.
+func (s *Server) serveBlob(c echo.Context) error {
+	sum := c.Param("sha")
+	p, err := s.blobs.Path(sum)
+	if err != nil {
+		return echo.NewHTTPError(http.StatusNotFound)
+	}
+	b, err := s.store.Blob(c.Request().Context(), sum)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "private, max-age=31536000, immutable")
+	c.Response().Header().Set("Content-Type", mimeOf(b.Format))
+	return c.File(p)
+}
+
+func mimeOf(format string) string {
+	switch format {
+	case audio.FormatWAV:
+		return "audio/wav"
+	case audio.FormatMP3:
+		return "audio/mpeg"
+	case audio.FormatFLAC:
+		return "audio/flac"
+	case audio.FormatOGG:
+		return "audio/ogg"
+	}
+	return "application/octet-stream"
+}

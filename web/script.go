@@ -1,0 +1,140 @@
+package web
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"dubstudio/studio"
+	"dubstudio/studio/script"
+	"dubstudio/views"
+)
+
+// maxScriptBytes bounds an imported script; 20,000 cues fit easily.
+const maxScriptBytes = 16 << 20
+
+func (s *Server) importScript(c echo.Context) error {
+	p, err := s.project(c)
+	if err != nil {
+		return err
+	}
+	fh, err := c.FormFile("file")
+	if err != nil {
+		return echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "import.no_file"))
+	}
+	if fh.Size > maxScriptBytes {
+		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", maxScriptBytes>>20))
+	}
+	f, err := fh.Open()
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxScriptBytes+1))
+	if err != nil {
+		return err
+	}
+	// The client's file name is only shown and used as a format hint, never as a path.
+	name := path.Base(strings.ReplaceAll(fh.Filename, "\\", "/"))
+	vm := views.ImportVM{FileName: name}
+	page := s.page(c, p.Name, "projects")
+
+	cues, err := script.Parse(name, data)
+	var pe *script.ParseError
+	if errors.As(err, &pe) {
+		for _, pr := range pe.Problems {
+			vm.Problems = append(vm.Problems, pr.In(langOf(c)))
+		}
+		return s.render(c, http.StatusUnprocessableEntity, views.ImportOutcome(page, vm))
+	}
+	if err != nil {
+		return err
+	}
+	lines := make([]studio.NewLine, len(cues))
+	for i, cue := range cues {
+		lines[i] = studio.NewLine{SourceLine: cue.SourceLine, StartMs: int(cue.Start / time.Millisecond),
+			EndMs: int(cue.End / time.Millisecond), CharacterName: cue.Character, Text: cue.Text, Emotion: cue.Emotion}
+	}
+	res, err := s.store.ImportLines(c.Request().Context(), currentUser(c).ID, p.ID, lines)
+	var ie *studio.ImportError
+	if errors.As(err, &ie) {
+		for _, pr := range ie.Problems {
+			vm.Problems = append(vm.Problems, s.t(c, "script.problem_at_line", pr.Line, pr.Err.In(langOf(c))))
+		}
+		return s.render(c, http.StatusUnprocessableEntity, views.ImportOutcome(page, vm))
+	}
+	if err != nil {
+		return err
+	}
+	vm.Result = res
+	if vm.Lines, err = s.projectVM(c, p); err != nil {
+		return err
+	}
+	vm.Lines.OOB = true
+	c.Response().Header().Set(hxTrigger, "progress-changed")
+	return s.render(c, http.StatusOK, views.ImportOutcome(page, vm))
+}
+
+func (s *Server) exportScript(c echo.Context) error {
+	p, err := s.project(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	format := script.FormatSRT
+	if strings.HasSuffix(c.Path(), ".csv") {
+		format = script.FormatCSV
+	}
+	lines, err := s.store.AllLines(ctx, p.ID)
+	if err != nil {
+		return err
+	}
+	chars, err := s.store.Characters(ctx, p.ID)
+	if err != nil {
+		return err
+	}
+	names := map[int64]string{}
+	for _, ch := range chars {
+		names[ch.ID] = ch.Name
+	}
+	cues := make([]script.Cue, len(lines))
+	for i, l := range lines {
+		cues[i] = script.Cue{Start: time.Duration(l.StartMs) * time.Millisecond, End: time.Duration(l.EndMs) * time.Millisecond, Text: l.Text}
+		if l.CharacterID != nil {
+			cues[i].Character = names[*l.CharacterID]
+		}
+		if l.Emotion != nil {
+			switch l.Emotion.Mode {
+			case studio.EmotionText:
+				cues[i].Emotion = l.Emotion.Text
+			case studio.EmotionVector:
+				cues[i].Emotion = views.FormatVector(l.Emotion.Vector)
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if err := script.Write(&buf, format, cues); err != nil {
+		return err
+	}
+	c.Response().Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="project-%d.%s"`, p.ID, format))
+	return c.Blob(http.StatusOK, format.ContentType(), buf.Bytes())
+}
+
+func (s *Server) showProgress(c echo.Context) error {
+	p, err := s.project(c)
+	if err != nil {
+		return err
+	}
+	counts, err := s.store.ProjectStateCounts(c.Request().Context(), []int64{p.ID})
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, views.Progress(s.page(c, "", ""), counts[p.ID]))
+}

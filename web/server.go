@@ -1,0 +1,182 @@
+// Package web is dubstudio's HTTP side: the echo server, routes, authentication,
+// CSRF protection and the handlers that parse input, call the store and render templ
+// views (full pages, or fragments for htmx requests).
+package web
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"dubstudio/config"
+	"dubstudio/i18n"
+	"dubstudio/static"
+	"dubstudio/studio"
+	"dubstudio/views"
+)
+
+// Header names htmx uses.
+const (
+	hxRequest  = "HX-Request"
+	hxRetarget = "HX-Retarget"
+	hxReswap   = "HX-Reswap"
+	hxRedirect = "HX-Redirect"
+	hxTrigger  = "HX-Trigger"
+)
+
+// Deps are what the server needs from the rest of the program.
+type Deps struct {
+	Config *config.Config
+	Store  *studio.Store
+	Logger *slog.Logger
+	// Mounts add routes owned by other packages (River UI, metrics, live events),
+	// given the group for each role.
+	Mounts []func(r Routes)
+}
+
+// Routes are the route groups by required role, for Mounts.
+type Routes struct {
+	Public  *echo.Group
+	Editor  *echo.Group
+	Manager *echo.Group
+	Admin   *echo.Group
+	// Page renders a full page for a request (layout, user, language).
+	Page func(c echo.Context, title, nav string) views.Page
+	// Render writes a templ component.
+	Render func(c echo.Context, status int, comp templ.Component) error
+}
+
+// Server is the web app.
+type Server struct {
+	cfg    *config.Config
+	store  *studio.Store
+	logger *slog.Logger
+	blobs  studio.BlobStore
+	echo   *echo.Echo
+}
+
+// New builds the server and its routes.
+func New(d Deps) *Server {
+	s := &Server{cfg: d.Config, store: d.Store, logger: d.Logger, blobs: studio.BlobStore{Dir: d.Config.DataDir + "/blobs"}}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(s.recoverPanic, s.securityHeaders, s.loadSession, s.checkCSRF)
+	s.echo = e
+
+	staticFS, _ := fs.Sub(static.FS, ".")
+	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", cacheStatic(http.FileServer(http.FS(staticFS))))))
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
+	e.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, "/projects") })
+	e.GET("/login", s.showLogin)
+	e.POST("/login", s.login)
+	e.POST("/logout", s.logout)
+
+	editor := e.Group("", s.requireRole(studio.RoleEditor))
+	manager := e.Group("", s.requireRole(studio.RoleManager))
+	admin := e.Group("", s.requireRole(studio.RoleAdmin))
+	s.routes(editor, manager, admin)
+	r := Routes{Public: e.Group(""), Editor: editor, Manager: manager, Admin: admin, Page: s.page, Render: s.render}
+	for _, m := range d.Mounts {
+		m(r)
+	}
+	return s
+}
+
+func (s *Server) routes(editor, manager, admin *echo.Group) {
+	editor.POST("/me/lang", s.setLang)
+
+	editor.GET("/projects", s.listProjects)
+	editor.POST("/projects", s.createProject)
+	editor.GET("/projects/:pid", s.showProject)
+	editor.GET("/projects/:pid/settings", s.showProjectSettings)
+	editor.GET("/projects/:pid/progress", s.showProgress)
+	editor.POST("/projects/:pid/rename", s.renameProject)
+	manager.POST("/projects/:pid/archive", s.archiveProject)
+	manager.POST("/projects/:pid/unarchive", s.unarchiveProject)
+	manager.POST("/projects/:pid/delete", s.deleteProject)
+
+	editor.POST("/projects/:pid/import", s.importScript)
+	editor.GET("/projects/:pid/export.srt", s.exportScript)
+	editor.GET("/projects/:pid/export.csv", s.exportScript)
+
+	editor.GET("/projects/:pid/lines", s.listLines)
+	editor.POST("/projects/:pid/lines/assign", s.assignLines)
+	editor.GET("/projects/:pid/lines/:lid", s.showLine)
+	editor.GET("/projects/:pid/lines/:lid/edit", s.editLine)
+	editor.POST("/projects/:pid/lines/:lid", s.saveLine)
+	editor.GET("/projects/:pid/lines/:lid/history", s.showLineHistory)
+	editor.POST("/projects/:pid/lines/:lid/split", s.splitLine)
+	editor.POST("/projects/:pid/lines/:lid/merge", s.mergeLine)
+
+	editor.GET("/projects/:pid/characters", s.listCharacters)
+	editor.POST("/projects/:pid/characters", s.createCharacter)
+	editor.POST("/projects/:pid/characters/:cid", s.saveCharacter)
+	editor.POST("/projects/:pid/characters/:cid/reference", s.uploadReference)
+	editor.POST("/projects/:pid/characters/:cid/delete", s.deleteCharacter)
+	editor.GET("/blobs/:sha", s.serveBlob)
+
+	admin.GET("/admin/users", s.listUsers)
+	admin.POST("/admin/users", s.createUser)
+	admin.POST("/admin/users/:uid/role", s.setUserRole)
+	admin.POST("/admin/users/:uid/password", s.resetUserPassword)
+	admin.POST("/admin/users/:uid/disabled", s.setUserDisabled)
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Serve listens on the configured address until ctx ends, then shuts down gracefully.
+func (s *Server) Serve(ctx context.Context) error {
+	srv := &http.Server{Addr: s.cfg.HTTPAddr, Handler: s.echo, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: nil}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// render writes comp into a buffer first, so that a failing render becomes a clean 500.
+func (s *Server) render(c echo.Context, status int, comp templ.Component) error {
+	var buf bytes.Buffer
+	if err := comp.Render(c.Request().Context(), &buf); err != nil {
+		return err
+	}
+	return c.HTMLBlob(status, buf.Bytes())
+}
+
+func isHTMX(c echo.Context) bool { return c.Request().Header.Get(hxRequest) == "true" }
+
+func cacheStatic(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// page builds the view data every page needs.
+func (s *Server) page(c echo.Context, title, nav string) views.Page {
+	p := views.Page{Lang: langOf(c), CSRF: csrfToken(c), Title: title, Nav: nav}
+	if u := currentUser(c); u != nil {
+		p.User = u
+	}
+	return p
+}
+
+func (s *Server) t(c echo.Context, key string, args ...any) string { return i18n.T(langOf(c), key, args...) }
