@@ -1,0 +1,34 @@
+package i18n
+
+// Messages of script import and export (studio/script). Every problem is shown after
+// "script.problem_at_line", which carries its line number.
+func init() {
+	register(map[string]Message{
+		"script.problem_at_line": {EN: "line %d: %s", ZH: "第 %d 行：%s"},
+		"script.more_problems":   {EN: "%d more problems are not listed.", ZH: "另有 %d 个问题未列出。"},
+
+		"script.empty":          {EN: "The file is empty.", ZH: "文件为空。"},
+		"script.no_cues":        {EN: "The file contains no lines to import.", ZH: "文件中没有可导入的台词。"},
+		"script.unknown_format": {EN: "Unknown format: the file is not SRT, WebVTT or CSV.", ZH: "无法识别的格式：文件不是 SRT、WebVTT 或 CSV。"},
+		"script.not_text":       {EN: "This is not a text file (it contains NUL bytes). A UTF-16 file needs a byte-order mark.", ZH: "这不是文本文件（含有 NUL 字节）。UTF-16 文件需要带字节顺序标记（BOM）。"},
+		"script.invalid_utf8":   {EN: "Invalid UTF-8: save the file as UTF-8, or as UTF-16 with a byte-order mark.", ZH: "UTF-8 编码无效：请将文件另存为 UTF-8，或带字节顺序标记（BOM）的 UTF-16。"},
+		"script.invalid_utf16":  {EN: "Invalid UTF-16: a broken surrogate pair or a missing last byte.", ZH: "UTF-16 编码无效：代理对不完整或缺少最后一个字节。"},
+		"script.control_char":   {EN: "Control character %s is not allowed in a script.", ZH: "脚本中不允许出现控制字符 %s。"},
+
+		"script.vtt_header":       {EN: "A WebVTT file must start with the line WEBVTT.", ZH: "WebVTT 文件必须以 WEBVTT 这一行开头。"},
+		"script.missing_timecode": {EN: "Missing timecode: every line needs a start and an end time.", ZH: "缺少时间码：每条台词都需要开始和结束时间。"},
+		"script.bad_timing_line":  {EN: "Expected a timing line such as 00:00:01,000 --> 00:00:02,500, found %q.", ZH: "此处应为时间行（例如 00:00:01,000 --> 00:00:02,500），实际为 %q。"},
+		"script.bad_timecode":     {EN: "Bad timecode %q: write it as 00:01:02,345, 00:01:02.345, 01:02.345 or 62.345.", ZH: "时间码 %q 无效：应写作 00:01:02,345、00:01:02.345、01:02.345 或 62.345。"},
+		"script.end_before_start": {EN: "The end %s is before the start %s.", ZH: "结束时间 %s 早于开始时间 %s。"},
+		"script.text_too_long":    {EN: "The text is %d characters long; the limit is %d.", ZH: "台词长度为 %d 个字符，上限为 %d。"},
+		"script.name_too_long":    {EN: "The character name is %d characters long; the limit is %d.", ZH: "角色名长度为 %d 个字符，上限为 %d。"},
+		"script.emotion_too_long": {EN: "The emotion is %d characters long; the limit is %d.", ZH: "情绪长度为 %d 个字符，上限为 %d。"},
+		"script.too_many_cues":    {EN: "Too many lines: a script may have at most %d.", ZH: "台词过多：一个脚本最多 %d 条。"},
+
+		"script.csv_missing_columns":    {EN: "The header row lacks the column(s) %s. Required: start, end, character, text; emotion is optional.", ZH: "表头缺少列：%s。必需的列：start、end、character、text；emotion 可选。"},
+		"script.csv_duplicate_column":   {EN: "The column %q appears twice in the header row.", ZH: "表头中的列 %q 出现了两次。"},
+		"script.csv_column_count":       {EN: "This row has %d columns; the header row has %d.", ZH: "此行有 %d 列，而表头有 %d 列。"},
+		"script.csv_bad_quote":          {EN: "A quoted field must be followed by a separator or the end of the row.", ZH: "带引号的字段之后必须是分隔符或行尾。"},
+		"script.csv_unterminated_quote": {EN: "The quoted field that starts here is never closed.", ZH: "从此处开始的带引号字段没有结束引号。"},
+	})
+}

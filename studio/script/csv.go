@@ -1,0 +1,311 @@
+package script
+
+import (
+	"bufio"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// CSV column roles.
+const (
+	colStart     = "start"
+	colEnd       = "end"
+	colCharacter = "character"
+	colText      = "text"
+	colEmotion   = "emotion"
+)
+
+// requiredColumns are the roles a CSV header must name, in the order they are listed
+// when missing.
+var requiredColumns = []string{colStart, colEnd, colCharacter, colText}
+
+// columnAliases maps normalised header names (lower case, "_" and "-" as spaces) to
+// roles: the names spreadsheets from dubbing and subtitling tools use, English and
+// Chinese.
+var columnAliases = map[string]string{}
+
+func init() {
+	for role, names := range map[string][]string{
+		colStart:     {"start", "start time", "starttime", "begin", "in", "tc in", "timecode in", "from", "开始", "开始时间", "起始时间", "入点"},
+		colEnd:       {"end", "end time", "endtime", "stop", "out", "tc out", "timecode out", "to", "结束", "结束时间", "出点"},
+		colCharacter: {"character", "char", "speaker", "name", "role", "voice", "角色", "角色名", "说话人", "人物"},
+		colText:      {"text", "line", "dialogue", "dialog", "content", "subtitle", "transcript", "台词", "文本", "内容", "对白"},
+		colEmotion:   {"emotion", "mood", "tone", "情绪", "情感", "语气"},
+	} {
+		for _, n := range names {
+			columnAliases[n] = role
+		}
+	}
+}
+
+func columnRole(header string) (string, bool) {
+	h := strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' {
+			return ' '
+		}
+		return r
+	}, strings.ToLower(header))
+	role, ok := columnAliases[canonName(h)]
+	return role, ok
+}
+
+// csvField is one field of a CSV row and the line it starts on.
+type csvField struct {
+	line  int
+	value string
+}
+
+// csvRow is one CSV record, which may span lines when a quoted field holds newlines.
+type csvRow struct {
+	line   int
+	fields []csvField
+}
+
+func (r csvRow) blank() bool {
+	for _, f := range r.fields {
+		if strings.TrimSpace(f.value) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// parseCSV reads a CSV script: a header row, then one cue per row.
+func parseCSV(s *source) []Cue {
+	first := 0
+	for first < len(s.lines) && isBlank(s.lines[first]) {
+		first++
+	}
+	if first == len(s.lines) {
+		return nil
+	}
+	rows := readCSV(s, first, csvDelimiter(s.lines[first]))
+	if len(rows) == 0 {
+		return nil // the header's quote is never closed, which is reported
+	}
+	header := rows[0]
+	cols := map[string]int{}
+	for k, f := range header.fields {
+		role, ok := columnRole(f.value)
+		if !ok {
+			continue
+		}
+		if _, dup := cols[role]; dup {
+			s.add(header.line, "script.csv_duplicate_column", strings.TrimSpace(f.value))
+			continue
+		}
+		cols[role] = k
+	}
+	var missing []string
+	for _, role := range requiredColumns {
+		if _, ok := cols[role]; !ok {
+			missing = append(missing, role)
+		}
+	}
+	if len(missing) > 0 {
+		s.add(header.line, "script.csv_missing_columns", strings.Join(missing, ", "))
+		return nil
+	}
+	b := cueBuilder{src: s}
+	for _, r := range rows[1:] {
+		if r.blank() {
+			continue
+		}
+		if !b.next(r.line) {
+			break
+		}
+		if len(r.fields) != len(header.fields) {
+			s.add(r.line, "script.csv_column_count", len(r.fields), len(header.fields))
+			continue
+		}
+		start, okStart := csvTimecode(s, r.fields[cols[colStart]])
+		end, okEnd := csvTimecode(s, r.fields[cols[colEnd]])
+		if !okStart || !okEnd || !b.times(r.line, start, end) {
+			continue
+		}
+		c := Cue{
+			SourceLine: r.line,
+			Start:      start,
+			End:        end,
+			Character:  canonName(r.fields[cols[colCharacter]].value),
+			Text:       canonText(r.fields[cols[colText]].value),
+		}
+		if k, ok := cols[colEmotion]; ok {
+			c.Emotion = canonName(r.fields[k].value)
+		}
+		b.add(r.fields[cols[colText]].line, c)
+	}
+	return b.cues
+}
+
+func csvTimecode(s *source, f csvField) (time.Duration, bool) {
+	v := strings.TrimSpace(f.value)
+	if v == "" {
+		s.add(f.line, "script.missing_timecode")
+		return 0, false
+	}
+	d, ok := parseTimecode(v)
+	if !ok {
+		s.add(f.line, "script.bad_timecode", v)
+	}
+	return d, ok
+}
+
+// csvDelimiter picks the separator a header line uses most: a comma, a semicolon (what
+// spreadsheets write where the comma is the decimal mark) or a tab.
+func csvDelimiter(header string) byte {
+	counts := map[byte]int{}
+	quoted := false
+	for i := 0; i < len(header); i++ {
+		switch c := header[i]; {
+		case c == '"':
+			quoted = !quoted
+		case !quoted && (c == ',' || c == ';' || c == '\t'):
+			counts[c]++
+		}
+	}
+	best := byte(',')
+	for _, d := range []byte{';', '\t'} {
+		if counts[d] > counts[best] {
+			best = d
+		}
+	}
+	return best
+}
+
+// looksLikeCSVHeader reports whether line names at least two known columns.
+func looksLikeCSVHeader(line string) bool {
+	src := &source{lines: []string{line}}
+	rows := readCSV(src, 0, csvDelimiter(line))
+	if len(rows) == 0 {
+		return false
+	}
+	known := map[string]bool{}
+	for _, f := range rows[0].fields {
+		if role, ok := columnRole(f.value); ok {
+			known[role] = true
+		}
+	}
+	return len(known) >= 2
+}
+
+// CSV reader states.
+const (
+	fieldStart = iota // at the start of a field, blanks only so far
+	unquoted          // inside a field without quotes
+	quoted            // inside a quoted field
+	afterQuote        // after a quoted field's closing quote
+)
+
+// readCSV reads the records of s.lines from line index from (which is not blank), as
+// RFC 4180 with a few kindnesses: blanks around a quoted field are ignored, and a quote
+// inside an unquoted field is kept as text. Unlike encoding/csv it knows the line of
+// every field and goes on after a problem, so that all of them are reported.
+func readCSV(s *source, from int, delim byte) []csvRow {
+	var (
+		rows      []csvRow
+		row       csvRow
+		b         strings.Builder
+		state     = fieldStart
+		fieldLine int
+		quoteLine int
+	)
+	endField := func(next int) {
+		row.fields = append(row.fields, csvField{line: fieldLine, value: b.String()})
+		b.Reset()
+		state = fieldStart
+		fieldLine = next
+	}
+	for li := from; li < len(s.lines); li++ {
+		line := s.lines[li]
+		if state == quoted {
+			b.WriteByte('\n')
+		} else {
+			row = csvRow{line: li + 1}
+			fieldLine = li + 1
+		}
+		for j := 0; j < len(line); j++ {
+			c := line[j]
+			switch state {
+			case fieldStart:
+				switch {
+				case c == delim:
+					endField(li + 1)
+				case c == '"':
+					b.Reset()
+					state, quoteLine = quoted, li+1
+				case c == ' ' || c == '\t':
+					b.WriteByte(c)
+				default:
+					b.WriteByte(c)
+					state = unquoted
+				}
+			case unquoted:
+				if c == delim {
+					endField(li + 1)
+				} else {
+					b.WriteByte(c)
+				}
+			case quoted:
+				switch {
+				case c != '"':
+					b.WriteByte(c)
+				case j+1 < len(line) && line[j+1] == '"':
+					b.WriteByte('"')
+					j++
+				default:
+					state = afterQuote
+				}
+			case afterQuote:
+				switch {
+				case c == delim:
+					endField(li + 1)
+				case c == ' ' || c == '\t':
+				default:
+					s.add(li+1, "script.csv_bad_quote")
+					b.WriteByte(c)
+					state = unquoted
+				}
+			}
+		}
+		if state == quoted {
+			continue
+		}
+		endField(0)
+		rows = append(rows, row)
+	}
+	if state == quoted {
+		s.add(quoteLine, "script.csv_unterminated_quote")
+	}
+	return rows
+}
+
+// WriteCSV writes cues as CSV with the header start,end,character,text,emotion, times
+// as HH:MM:SS.mmm. The file starts with a UTF-8 byte-order mark, without which Excel
+// reads Chinese text as mojibake; every parser here accepts it.
+func WriteCSV(w io.Writer, cues []Cue) error {
+	if err := validateForWrite("CSV", cues); err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	bw.Write(bomUTF8)
+	cw := csv.NewWriter(bw)
+	cw.Write([]string{colStart, colEnd, colCharacter, colText, colEmotion})
+	for _, c := range cues {
+		cw.Write([]string{
+			FormatTimecode(c.Start), FormatTimecode(c.End),
+			canonName(c.Character), canonText(c.Text), canonName(c.Emotion),
+		})
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("script: writing CSV: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("script: writing CSV: %w", err)
+	}
+	return nil
+}

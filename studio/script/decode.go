@@ -1,0 +1,187 @@
+package script
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	xunicode "golang.org/x/text/encoding/unicode"
+)
+
+// maxProblems bounds the problems kept for one file; the rest are counted, so that a
+// binary upload cannot make an error list of millions of entries.
+const maxProblems = 1000
+
+var (
+	bomUTF8    = []byte{0xEF, 0xBB, 0xBF}
+	bomUTF16LE = []byte{0xFF, 0xFE}
+	bomUTF16BE = []byte{0xFE, 0xFF}
+)
+
+// source is a decoded file: its lines, without terminators, and the problems found so
+// far. lines[i] is line i+1 of the file.
+type source struct {
+	lines    []string
+	problems []Problem
+	// dropped counts problems past maxProblems, the first on line firstDropped.
+	dropped      int
+	firstDropped int
+	// stop is set when the content cannot be parsed at all (empty, not text).
+	stop bool
+}
+
+func (s *source) add(line int, key string, args ...any) {
+	if len(s.problems) >= maxProblems {
+		if s.dropped == 0 {
+			s.firstDropped = line
+		}
+		s.dropped++
+		return
+	}
+	s.problems = append(s.problems, Problem{Line: line, Key: key, Args: args})
+}
+
+// fatal reports whether parsing is pointless; it returns a non-nil error then.
+func (s *source) fatal() error {
+	if s.stop {
+		return s.err()
+	}
+	return nil
+}
+
+func (s *source) failed() bool { return len(s.problems) > 0 }
+
+// err returns the problems as a *ParseError, or nil if there are none.
+func (s *source) err() error {
+	if len(s.problems) == 0 {
+		return nil
+	}
+	ps := append([]Problem(nil), s.problems...)
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Line < ps[j].Line })
+	if s.dropped > 0 {
+		ps = append(ps, Problem{Line: s.firstDropped, Key: "script.more_problems", Args: []any{s.dropped}})
+	}
+	return &ParseError{Problems: ps}
+}
+
+// decode turns the bytes of a file into lines: UTF-8 with or without a byte-order
+// mark, or UTF-16 with one; lines end with CRLF, LF or a lone CR. Invalid encoding and
+// control characters are problems of the line they are on; a NUL byte means the file
+// is not text at all.
+func decode(data []byte) *source {
+	s := &source{}
+	switch {
+	case bytes.HasPrefix(data, bomUTF16LE), bytes.HasPrefix(data, bomUTF16BE):
+		data = s.decodeUTF16(data)
+	case bytes.HasPrefix(data, bomUTF8):
+		data = data[len(bomUTF8):]
+	}
+	if len(bytes.TrimSpace(data)) == 0 && !s.failed() {
+		s.add(1, "script.empty")
+		s.stop = true
+		return s
+	}
+	s.lines = make([]string, 0, bytes.Count(data, []byte{'\n'})+1)
+	for len(data) > 0 {
+		i := bytes.IndexAny(data, "\r\n")
+		if i < 0 {
+			s.addLine(data)
+			break
+		}
+		s.addLine(data[:i])
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+		if s.stop {
+			return s
+		}
+	}
+	return s
+}
+
+// addLine checks and appends the next line.
+func (s *source) addLine(b []byte) {
+	n := len(s.lines) + 1
+	if bytes.IndexByte(b, 0) >= 0 {
+		s.problems = s.problems[:0]
+		s.dropped = 0
+		s.add(n, "script.not_text")
+		s.stop = true
+		return
+	}
+	line := string(b)
+	if !utf8.ValidString(line) {
+		s.add(n, "script.invalid_utf8")
+		line = strings.ToValidUTF8(line, "\uFFFD")
+	}
+	for _, r := range line {
+		if r != '\t' && unicode.IsControl(r) {
+			s.add(n, "script.control_char", fmt.Sprintf("U+%04X", r))
+			break
+		}
+	}
+	s.lines = append(s.lines, line)
+}
+
+// decodeUTF16 returns data, which starts with a UTF-16 byte-order mark, as UTF-8.
+// golang.org/x/text replaces broken surrogates with U+FFFD silently, so they are found
+// first, with the line they are on.
+func (s *source) decodeUTF16(data []byte) []byte {
+	big := bytes.HasPrefix(data, bomUTF16BE)
+	unit := func(i int) uint16 {
+		if big {
+			return uint16(data[i])<<8 | uint16(data[i+1])
+		}
+		return uint16(data[i+1])<<8 | uint16(data[i])
+	}
+	line, reported := 1, 0
+	bad := func() {
+		if reported != line {
+			s.add(line, "script.invalid_utf16")
+			reported = line
+		}
+	}
+	var prev uint16
+	for i := 2; i+1 < len(data); i += 2 {
+		u := unit(i)
+		switch {
+		case u == '\n' && prev != '\r', u == '\r':
+			line++
+		case u >= 0xD800 && u <= 0xDBFF:
+			if i+3 >= len(data) {
+				bad()
+				break
+			}
+			if next := unit(i + 2); next < 0xDC00 || next > 0xDFFF {
+				bad()
+				break
+			}
+			i += 2
+		case u >= 0xDC00 && u <= 0xDFFF:
+			bad()
+		}
+		prev = u
+	}
+	if len(data)%2 != 0 {
+		bad()
+	}
+	end := xunicode.LittleEndian
+	if big {
+		end = xunicode.BigEndian
+	}
+	out, err := xunicode.UTF16(end, xunicode.ExpectBOM).NewDecoder().Bytes(data)
+	if err != nil {
+		// Not reached with a byte-order mark present; kept so that a change in the
+		// library cannot pass a file through undecoded.
+		s.add(1, "script.invalid_utf16")
+		s.stop = true
+		return nil
+	}
+	return out
+}
+
+func isBlank(line string) bool { return strings.TrimSpace(line) == "" }

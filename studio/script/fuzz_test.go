@@ -1,0 +1,61 @@
+package script
+
+import (
+	"bytes"
+	"io"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"dubstudio/i18n"
+)
+
+// The seed corpora are in testdata/fuzz/<FuzzName>/.
+
+func FuzzParseSRT(f *testing.F) { fuzzParse(f, ParseSRT, WriteSRT, FormatSRT) }
+func FuzzParseVTT(f *testing.F) { fuzzParse(f, ParseVTT, WriteVTT, FormatVTT) }
+func FuzzParseCSV(f *testing.F) { fuzzParse(f, ParseCSV, WriteCSV, FormatCSV) }
+
+// fuzzParse checks that parse never panics, that what it accepts is sound, that what
+// it rejects comes with problems that can be shown, and that writing what it accepted
+// and parsing that again gives the same cues.
+func fuzzParse(f *testing.F, parse func([]byte) ([]Cue, error), write func(io.Writer, []Cue) error, format Format) {
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cues, err := parse(data)
+		if err != nil {
+			require.Nil(t, cues)
+			ps := problems(t, err)
+			require.NotEmpty(t, ps)
+			lines := bytes.Count(data, []byte{'\n'}) + bytes.Count(data, []byte{'\r'}) + 1
+			for _, p := range ps {
+				require.GreaterOrEqual(t, p.Line, 1, "%+v", p)
+				require.LessOrEqual(t, p.Line, lines, "%+v", p)
+				require.True(t, i18n.Has(p.Key), "%+v", p)
+			}
+			return
+		}
+		require.NotEmpty(t, cues)
+		require.LessOrEqual(t, len(cues), MaxCues)
+		for _, c := range cues {
+			require.GreaterOrEqual(t, c.SourceLine, 1)
+			require.GreaterOrEqual(t, c.Start, 0*c.Start)
+			require.GreaterOrEqual(t, c.End, c.Start)
+			require.Zero(t, c.Start%1e6, "millisecond precision")
+			require.Zero(t, c.End%1e6, "millisecond precision")
+			for _, s := range []string{c.Text, c.Character, c.Emotion} {
+				require.True(t, utf8.ValidString(s), "%q", s)
+				for _, r := range s {
+					require.False(t, unicode.IsControl(r) && r != '\n' && r != '\t', "control character in %q", s)
+				}
+			}
+			require.LessOrEqual(t, utf8.RuneCountInString(c.Text), MaxTextLen)
+		}
+		var buf bytes.Buffer
+		require.NoError(t, write(&buf, cues))
+		again, err := parse(buf.Bytes())
+		require.NoError(t, err, "written:\n%s", buf.String())
+		require.Equal(t, comparable(cues, format), comparable(again, format), "written:\n%s", buf.String())
+	})
+}

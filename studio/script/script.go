@@ -1,0 +1,263 @@
+// Package script imports and exports dubbing scripts: the timed, per-character lines a
+// dubbing editor works on, read from and written to SRT, WebVTT and CSV files.
+//
+// Import is all-or-nothing. Parse returns either every cue of the file or a *ParseError
+// that lists every problem found, each with its 1-based line number in the source file
+// and a message key of the i18n catalog, so that an editor can fix the file in one go
+// rather than one error per upload. Things that are legal but worth a look (overlapping
+// and zero-length cues) are not errors: they are flagged on the cue and left as they are.
+//
+// Text is never rewritten beyond what the format requires: known formatting tags (<i>,
+// <font ...>, {\an8}, WebVTT's <c>, <v> and timestamp tags) are removed, WebVTT character
+// references are decoded, surrounding blanks of each line and empty lines are dropped.
+// Quotes, unknown angle-bracket markup such as "<laughs>" and everything else stay.
+//
+// Characters come from a CSV column, a WebVTT voice span (<v Alice>) or a name prefix on
+// the first line of a cue ("ALICE: Hello", "小明：你好"). Writers put the character back
+// as a name prefix, so parse(write(cues)) gives back the same times, characters and text.
+package script
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"dubstudio/i18n"
+)
+
+// Limits on what an import may contain. The size of the file itself is the caller's
+// business (it has the bytes before Parse does).
+const (
+	// MaxCues is the most cues a script may have.
+	MaxCues = 20000
+	// MaxTextLen is the longest text of one cue, in characters (runes).
+	MaxTextLen = 2000
+	// MaxNameLen is the longest character name or emotion, in characters (runes).
+	MaxNameLen = 100
+)
+
+// Flags set on a Cue for findings that are legal but deserve an editor's attention.
+const (
+	// FlagOverlap marks a cue that starts before an earlier cue of the file has ended.
+	FlagOverlap = "overlap"
+	// FlagZeroLength marks a cue whose end equals its start.
+	FlagZeroLength = "zero_length"
+)
+
+// Format is a script file format.
+type Format string
+
+// The supported formats.
+const (
+	FormatSRT Format = "srt"
+	FormatVTT Format = "vtt"
+	FormatCSV Format = "csv"
+)
+
+// ContentType returns the MIME type to serve an exported file of format f with.
+func (f Format) ContentType() string {
+	switch f {
+	case FormatSRT:
+		return "application/x-subrip; charset=utf-8"
+	case FormatVTT:
+		return "text/vtt; charset=utf-8"
+	case FormatCSV:
+		return "text/csv; charset=utf-8"
+	}
+	return "application/octet-stream"
+}
+
+// Cue is one timed line of a script.
+type Cue struct {
+	// SourceLine is the 1-based line of the file where the cue starts (its SRT index,
+	// WebVTT identifier or timing line, or CSV row). Writers ignore it.
+	SourceLine int
+	// Start and End are at millisecond precision, 0 <= Start <= End.
+	Start, End time.Duration
+	// Character is who speaks the line; empty when the file does not say.
+	Character string
+	// Text is the line's text, its lines joined with "\n".
+	Text string
+	// Emotion is the CSV emotion column; SRT and WebVTT have none.
+	Emotion string
+	// Flags lists findings about the cue (FlagOverlap, FlagZeroLength), nil if none.
+	Flags []string
+}
+
+// ErrInvalidCue is what a writer's error unwraps to when a cue cannot be written
+// because its times are negative or its end is before its start.
+var ErrInvalidCue = errors.New("invalid cue")
+
+// Problem is one reason why a file cannot be imported.
+type Problem struct {
+	// Line is the 1-based line of the source file; problems with the whole file
+	// (empty, unknown format) are reported on line 1.
+	Line int
+	// Key is the i18n message key ("script.bad_timecode"), Args its arguments.
+	Key  string
+	Args []any
+}
+
+// In returns the problem's text, with its line number, in lang.
+func (p Problem) In(lang i18n.Lang) string {
+	return i18n.T(lang, "script.problem_at_line", p.Line, i18n.T(lang, p.Key, p.Args...))
+}
+
+// ParseError is returned by the parsers when a file cannot be imported. It lists every
+// problem found, ordered by line.
+type ParseError struct {
+	Problems []Problem
+}
+
+// Error returns the problems in English, on one line.
+func (e *ParseError) Error() string {
+	var b strings.Builder
+	b.WriteString("script: ")
+	if len(e.Problems) == 1 {
+		b.WriteString("1 problem: ")
+	} else {
+		fmt.Fprintf(&b, "%d problems: ", len(e.Problems))
+	}
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(strings.TrimSuffix(p.In(i18n.EN), "."))
+	}
+	return b.String()
+}
+
+// Parse reads a script in any supported format. The format is recognised from the
+// content (a WEBVTT header, an SRT cue, a CSV header row); the extension of filename
+// decides only when the content does not.
+func Parse(filename string, data []byte) ([]Cue, error) {
+	src := decode(data)
+	f := detect(filename, src)
+	if f == "" && src.fatal() == nil {
+		src.add(1, "script.unknown_format")
+	}
+	return parseSource(f, src)
+}
+
+// Detect returns the format of a script, recognised as Parse does, or "" if it is
+// none of the supported ones.
+func Detect(filename string, data []byte) Format {
+	src := decode(data)
+	return detect(filename, src)
+}
+
+// ParseSRT reads a SubRip file.
+func ParseSRT(data []byte) ([]Cue, error) { return parseSource(FormatSRT, decode(data)) }
+
+// ParseVTT reads a WebVTT file.
+func ParseVTT(data []byte) ([]Cue, error) { return parseSource(FormatVTT, decode(data)) }
+
+// ParseCSV reads a CSV file whose first row names the columns: start, end, character,
+// text and, optionally, emotion (in any order and case; common aliases such as "speaker"
+// or "dialogue" are accepted, other columns are ignored). The separator is a comma, a
+// semicolon or a tab, whichever the header row uses.
+func ParseCSV(data []byte) ([]Cue, error) { return parseSource(FormatCSV, decode(data)) }
+
+// Write writes cues to w in format f.
+func Write(w io.Writer, f Format, cues []Cue) error {
+	switch f {
+	case FormatSRT:
+		return WriteSRT(w, cues)
+	case FormatVTT:
+		return WriteVTT(w, cues)
+	case FormatCSV:
+		return WriteCSV(w, cues)
+	}
+	return fmt.Errorf("script: unknown format %q", string(f))
+}
+
+func parseSource(f Format, src *source) ([]Cue, error) {
+	var cues []Cue
+	if src.fatal() == nil {
+		switch f {
+		case FormatSRT:
+			cues = parseSRT(src)
+		case FormatVTT:
+			cues = parseVTT(src)
+		case FormatCSV:
+			cues = parseCSV(src)
+		}
+		if len(cues) == 0 && !src.failed() {
+			src.add(1, "script.no_cues")
+		}
+	}
+	if err := src.err(); err != nil {
+		return nil, err
+	}
+	flag(cues)
+	return cues, nil
+}
+
+// detect recognises the format from the first non-blank line, then from the extension.
+func detect(filename string, src *source) Format {
+	if src.fatal() != nil {
+		return ""
+	}
+	lines := src.lines
+	i := 0
+	for i < len(lines) && isBlank(lines[i]) {
+		i++
+	}
+	if i < len(lines) {
+		first := lines[i]
+		switch {
+		case isVTTHeader(first):
+			return FormatVTT
+		case strings.Contains(first, "-->"):
+			if _, _, ok := parseTimingLine(first); ok {
+				return FormatSRT
+			}
+		case i+1 < len(lines) && strings.Contains(lines[i+1], "-->"):
+			if _, _, ok := parseTimingLine(lines[i+1]); ok {
+				return FormatSRT
+			}
+		}
+		if looksLikeCSVHeader(first) {
+			return FormatCSV
+		}
+	}
+	switch strings.ToLower(filepath.Ext(filename)) {
+	case ".srt":
+		return FormatSRT
+	case ".vtt", ".webvtt":
+		return FormatVTT
+	case ".csv", ".tsv":
+		return FormatCSV
+	}
+	return ""
+}
+
+// flag sets FlagOverlap and FlagZeroLength, keeping the order of the file.
+func flag(cues []Cue) {
+	var maxEnd time.Duration
+	for i := range cues {
+		c := &cues[i]
+		c.Flags = nil
+		if i > 0 && c.Start < maxEnd {
+			c.Flags = append(c.Flags, FlagOverlap)
+		}
+		if c.End == c.Start {
+			c.Flags = append(c.Flags, FlagZeroLength)
+		}
+		maxEnd = max(maxEnd, c.End)
+	}
+}
+
+// validateForWrite checks what every writer needs: times that can be written.
+func validateForWrite(format string, cues []Cue) error {
+	for i, c := range cues {
+		if c.Start < 0 || c.End < c.Start {
+			return fmt.Errorf("script: writing %s: cue %d: start %s, end %s: %w",
+				format, i+1, FormatTimecode(c.Start), FormatTimecode(c.End), ErrInvalidCue)
+		}
+	}
+	return nil
+}

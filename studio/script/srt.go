@@ -1,0 +1,121 @@
+package script
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// parseSRT reads SubRip cues: an optional index line, a timing line, text lines, and a
+// blank line. A missing blank line between two cues is tolerated when the next cue's
+// index and timing line are unmistakable.
+func parseSRT(s *source) []Cue {
+	lines := s.lines
+	n := len(lines)
+	// plain holds the lines with tags removed, which is how the structure is read:
+	// a line is a timing line or an index by what it says, not by its markup.
+	plain := make([]string, n)
+	for i, l := range lines {
+		t, _ := stripTags(l)
+		plain[i] = strings.TrimSpace(t)
+	}
+	isTiming := func(i int) bool {
+		_, _, ok := parseTimingLine(plain[i])
+		return ok
+	}
+	cueStart := func(i int) bool {
+		return isTiming(i) || isIndex(plain[i]) && i+1 < n && isTiming(i+1)
+	}
+	skip := func(i int) int {
+		for i++; i < n && !isBlank(lines[i]) && !cueStart(i); i++ {
+		}
+		return i
+	}
+	b := cueBuilder{src: s}
+	for i := 0; i < n; {
+		if isBlank(lines[i]) {
+			i++
+			continue
+		}
+		block := i
+		if !b.next(block + 1) {
+			break
+		}
+		timing := i
+		if !strings.Contains(plain[i], "-->") {
+			switch {
+			case i+1 < n && !isBlank(lines[i+1]) && (strings.Contains(plain[i+1], "-->") || isIndex(plain[i])):
+				timing = i + 1
+				if !strings.Contains(plain[timing], "-->") {
+					s.add(timing+1, "script.bad_timing_line", plain[timing])
+					i = skip(timing)
+					continue
+				}
+			default:
+				s.add(block+1, "script.missing_timecode")
+				i = skip(i)
+				continue
+			}
+		}
+		start, end, bad, ok := timingLine(plain[timing])
+		if !ok {
+			s.add(timing+1, "script.bad_timecode", bad)
+		} else {
+			ok = b.times(timing+1, start, end)
+		}
+		j := timing + 1
+		for j < n && !isBlank(lines[j]) && !cueStart(j) {
+			j++
+		}
+		if ok {
+			character, text := cueText(lines[timing+1:j], false)
+			b.add(timing+2, Cue{SourceLine: block + 1, Start: start, End: end, Character: character, Text: text})
+		}
+		i = j
+	}
+	return b.cues
+}
+
+// isIndex reports whether s is an SRT cue number.
+func isIndex(s string) bool { return s != "" && len(s) <= 9 && allDigits(s) }
+
+// WriteSRT writes cues as a SubRip file, numbered from 1, with CRLF line ends. A cue's
+// character is written as a "NAME: " prefix of its first line.
+func WriteSRT(w io.Writer, cues []Cue) error {
+	if err := validateForWrite("SRT", cues); err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	for i, c := range cues {
+		fmt.Fprintf(bw, "%d\r\n%s --> %s\r\n", i+1, formatTimecode(c.Start, ','), formatTimecode(c.End, ','))
+		lines, _ := namedLines(c, false)
+		for _, l := range lines {
+			bw.WriteString(l)
+			bw.WriteString("\r\n")
+		}
+		bw.WriteString("\r\n")
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("script: writing SRT: %w", err)
+	}
+	return nil
+}
+
+// namedLines returns the text lines of c with its character as a name prefix. With
+// voice set (WebVTT), a character that a prefix cannot carry back is returned as
+// voiceName instead, for a voice span.
+func namedLines(c Cue, voice bool) (lines []string, voiceName string) {
+	lines = textLines(c.Text)
+	name := canonName(c.Character)
+	switch {
+	case name == "":
+		return lines, ""
+	case voice && !isPrefixName(name):
+		return lines, name
+	case len(lines) == 0:
+		return []string{name + ":"}, ""
+	}
+	lines[0] = name + ": " + lines[0]
+	return lines, ""
+}
