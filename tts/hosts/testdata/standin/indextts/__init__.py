@@ -1,0 +1,1 @@
+"""Stand-in for the indextts package (tests only): same API, no model."""

@@ -1,0 +1,53 @@
+"""A tiny stand-in for torch, for tests of the model hosts without PyTorch.
+
+Only what indextts_host.py and the stand-in indextts package use: Tensor (a data holder),
+save/load (pickle), manual_seed and the torch.cuda memory counters.
+"""
+
+import pickle
+import random
+
+from . import cuda  # noqa: F401 (torch.cuda is an attribute of torch)
+
+__version__ = "0.0+standin"
+
+
+class Tensor:
+    """Carries a list of numbers and a shape; to/cpu/detach return itself."""
+
+    def __init__(self, data, shape=None):
+        self.data = list(data)
+        self.shape = tuple(shape) if shape is not None else (len(self.data),)
+
+    def to(self, *args, **kwargs):
+        return self
+
+    def cpu(self):
+        return self
+
+    def detach(self):
+        return self
+
+    def __eq__(self, other):
+        return isinstance(other, Tensor) and self.data == other.data and self.shape == other.shape
+
+    def __repr__(self):
+        return f"Tensor(shape={self.shape})"
+
+
+def tensor(data):
+    return Tensor(data)
+
+
+def save(obj, path):
+    with open(path, "wb") as f:
+        pickle.dump(obj, f)
+
+
+def load(path, map_location=None, weights_only=None):
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def manual_seed(seed):
+    random.seed(seed)
