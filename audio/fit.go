@@ -94,7 +94,9 @@ func (t FitTimings) Total() time.Duration {
 }
 
 // Hint is a message for the editor about a take, as a catalog key and its arguments;
-// In renders it. The zero Hint says nothing.
+// In renders it. The zero Hint says nothing. Hints are meant to be stored (as JSON)
+// and rendered later in the reader's language, so their messages format arguments
+// with %v: a number read back from JSON is a float64, which %d would garble.
 type Hint struct {
 	Key  string `json:"key"`
 	Args []any  `json:"args,omitempty"`

@@ -1,6 +1,7 @@
 package audio
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"math"
@@ -379,4 +380,17 @@ func TestFitStretchKeepsPitch(t *testing.T) {
 			require.InDelta(t, 880, crossings, 10)
 		})
 	}
+}
+
+func TestHintSurvivesJSON(t *testing.T) {
+	t.Parallel()
+	h := Hint{Key: "audio.fit.too_long", Args: []any{18}}
+	data, err := json.Marshal(h)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"key":"audio.fit.too_long","args":[18]}`, string(data))
+	var back Hint
+	require.NoError(t, json.Unmarshal(data, &back))
+	require.Equal(t, h.In(i18n.EN), back.In(i18n.EN))
+	require.Contains(t, back.In(i18n.EN), "About 18% too long")
+	require.Empty(t, Hint{}.In(i18n.EN))
 }

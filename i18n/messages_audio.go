@@ -9,7 +9,7 @@ func init() {
 		"audio.no_sound":           {EN: "This file has no sound track.", ZH: "此文件没有音轨。"},
 		"audio.truncated":          {EN: "This audio file is incomplete: it ends before its headers say it should. Upload it again.", ZH: "音频文件不完整：实际长度短于文件头声明的长度。请重新上传。"},
 		"audio.format_not_allowed": {EN: "%s files are not accepted here. Use one of: %s.", ZH: "此处不接受 %s 文件，请使用以下格式之一：%s。"},
-		"audio.fit.too_long":       {EN: "About %d%% too long even at the fastest allowed speed: shorten the text or allow more stretch.", ZH: "即使以允许的最快语速仍超长约 %d%%：请缩短文本或放宽变速上限。"},
+		"audio.fit.too_long":       {EN: "About %v%% too long even at the fastest allowed speed: shorten the text or allow more stretch.", ZH: "即使以允许的最快语速仍超长约 %v%%：请缩短文本或放宽变速上限。"},
 		"audio.fit.silent":         {EN: "The take is silent: synthesize it again.", ZH: "该条音频没有声音：请重新合成。"},
 		"audio.no_space":           {EN: "The server's disk is full: the audio could not be saved.", ZH: "服务器磁盘已满，无法保存音频。"},
 	})
