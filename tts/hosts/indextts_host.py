@@ -30,8 +30,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import protocol  # noqa: E402 (the shared module lives next to this file)
 from protocol import HostError, env, env_bool, invalid, require_file  # noqa: E402
 
-# Cache-file format: bump when what is stored changes.
-CACHE_FORMAT = 1
 # The instance's speaker cache slot, as infer_v2.py / infer_v2_5.py name it. Restoring
 # these and cache_spk_audio_prompt makes infer() skip the speaker computation.
 SPEAKER_ATTRS = ("cache_spk_cond", "cache_s2mel_style", "cache_s2mel_prompt", "cache_mel")
@@ -46,19 +44,6 @@ VARIANTS = {
     "2": ("indextts.infer_v2", "IndexTTS-2"),
     "2.5": ("indextts.infer_v2_5", "IndexTTS-2.5"),
 }
-
-
-def _detach(x):
-    """A tensor moved to the CPU for torch.save; other values as they are."""
-    if hasattr(x, "detach"):
-        x = x.detach()
-    if hasattr(x, "cpu"):
-        x = x.cpu()
-    return x
-
-
-def _to(x, device):
-    return x.to(device) if hasattr(x, "to") else x
 
 
 class IndexTTSBackend:
@@ -83,6 +68,7 @@ class IndexTTSBackend:
         import torch  # noqa: PLC0415 (lazy: the protocol and tests work without it)
 
         self.torch = torch
+        self.store = protocol.ConditioningStore(self.version, torch)
         module = importlib.import_module(self.module_name)
         cls = module.IndexTTS2
         params = inspect.signature(cls.__init__).parameters
@@ -135,9 +121,6 @@ class IndexTTSBackend:
 
     # -- speaker conditioning ----------------------------------------------------------
 
-    def cache_path(self, cache_dir, sha):
-        return os.path.join(cache_dir, f"{sha}-{protocol.safe_name(self.version)}.pt")
-
     def prepare(self, body):
         start = time.perf_counter()
         ref, sha, cache_dir = protocol.parse_prepare(body)
@@ -145,7 +128,7 @@ class IndexTTSBackend:
         actual = protocol.sha256_file(ref)
         if sha and sha != actual:
             raise invalid(f"reference audio {ref} does not match its SHA-256")
-        path = self.cache_path(cache_dir, actual) if cache_dir else ""
+        path = self.store.path(cache_dir, actual) if cache_dir else ""
         cur = self.current
         if cur and cur.get("sha") == actual and cur["reference"] == ref and (not path or cur["path"] == path):
             # Already in the instance (and, with a cache dir, already written).
@@ -156,17 +139,16 @@ class IndexTTSBackend:
             return {"cache_path": path, "computed": False, "seconds": time.perf_counter() - start}
         tensors = self._compute(ref)
         if path:
-            self._save(path, actual, tensors)
-        self.current = {"path": path, "reference": ref, "sha": actual,
-                        "tensors": {k: _to(v, self._device()) for k, v in tensors.items()}}
+            self.store.save(path, actual, tensors)
+        self.current = {"path": path, "reference": ref, "sha": actual, "tensors": tensors}
         return {"cache_path": path, "computed": True, "seconds": time.perf_counter() - start}
 
     def _device(self):
         return getattr(self.tts, "device", "cpu")
 
     def _compute(self, ref):
-        """Fills the instance's cache slot for ref by running a short utterance and
-        returns the slot's tensors on the CPU."""
+        """Fills the instance's cache slot for ref by running a short utterance (IndexTTS2
+        has no separate conditioning call) and returns the slot's tensors."""
         for attr in SPEAKER_ATTRS + EMOTION_ATTRS:
             setattr(self.tts, attr, None)
         self.tts.cache_spk_audio_prompt = None
@@ -181,45 +163,11 @@ class IndexTTSBackend:
         missing = [a for a in SPEAKER_ATTRS if getattr(self.tts, a, None) is None]
         if missing:
             raise RuntimeError(f"IndexTTS2 left its cache slot empty ({', '.join(missing)}): has infer() changed?")
-        return {a: _detach(getattr(self.tts, a)) for a in SPEAKER_ATTRS + EMOTION_ATTRS
+        return {a: getattr(self.tts, a) for a in SPEAKER_ATTRS + EMOTION_ATTRS
                 if getattr(self.tts, a, None) is not None}
 
-    def _save(self, path, sha, tensors):
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        doc = {"format": CACHE_FORMAT, "model_version": self.version, "reference_sha256": sha, "tensors": tensors}
-        fd, tmp = tempfile.mkstemp(prefix=".cond-", suffix=".tmp", dir=os.path.dirname(path) or ".")
-        os.close(fd)
-        try:
-            self.torch.save(doc, tmp)
-            os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-
-    def _load(self, path, sha=None):
-        """The cache file's (tensors on the device, reference SHA-256), or None when the
-        file is missing or belongs to another format, model version or reference."""
-        if not path or not os.path.isfile(path):
-            return None
-        try:
-            try:
-                doc = self.torch.load(path, map_location=self._device(), weights_only=True)
-            except TypeError:  # a torch without weights_only
-                doc = self.torch.load(path, map_location=self._device())
-        except Exception as e:  # noqa: BLE001 (a damaged file is recomputed)
-            print(f"host: ignoring unreadable conditioning cache {path}: {e}", file=sys.stderr)
-            return None
-        if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT or doc.get("model_version") != self.version:
-            return None
-        if sha and doc.get("reference_sha256") != sha:
-            return None
-        tensors = doc.get("tensors") or {}
-        if any(a not in tensors for a in SPEAKER_ATTRS):
-            return None
-        return {k: _to(v, self._device()) for k, v in tensors.items()}, doc.get("reference_sha256")
-
     def _restore(self, path, ref, sha=None):
-        loaded = self._load(path, sha)
+        loaded = self.store.load(path, self._device(), SPEAKER_ATTRS, sha)
         if loaded is None:
             return False
         tensors, sha = loaded

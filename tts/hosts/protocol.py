@@ -30,6 +30,7 @@ import socket
 import socketserver
 import struct
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -251,6 +252,72 @@ def sha256_file(path):
 
 def safe_name(s):
     return re.sub(r"[^A-Za-z0-9._@+-]", "_", s)
+
+
+# ---------------------------------------------------------------------------------------
+# Speaker conditioning cache files
+
+CACHE_FORMAT = 1
+
+
+class ConditioningStore:
+    """Cache files of speaker conditioning, one per reference audio (SHA-256) and model
+    version: <cache_dir>/<sha256>-<version>.pt, written with torch.save through a
+    temporary file renamed into place. A file of another format, version or reference,
+    or an unreadable one, counts as absent."""
+
+    def __init__(self, version, torch_module):
+        self.version = version
+        self.torch = torch_module
+
+    def path(self, cache_dir, sha):
+        return os.path.join(cache_dir, f"{sha}-{safe_name(self.version)}.pt")
+
+    def save(self, path, sha, tensors):
+        """Saves tensors (moved to the CPU) for reference sha."""
+        d = os.path.dirname(path) or "."
+        os.makedirs(d, exist_ok=True)
+        doc = {"format": CACHE_FORMAT, "model_version": self.version, "reference_sha256": sha,
+               "tensors": {k: _cpu(v) for k, v in tensors.items()}}
+        fd, tmp = tempfile.mkstemp(prefix=".cond-", suffix=".tmp", dir=d)
+        os.close(fd)
+        try:
+            self.torch.save(doc, tmp)
+            os.replace(tmp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def load(self, path, device, required, sha=None):
+        """Returns (tensors on device, reference sha) or None."""
+        if not path or not os.path.isfile(path):
+            return None
+        try:
+            try:
+                doc = self.torch.load(path, map_location=device, weights_only=True)
+            except TypeError:  # a torch without weights_only
+                doc = self.torch.load(path, map_location=device)
+        except Exception as e:  # noqa: BLE001 (a damaged file is recomputed)
+            print(f"host: ignoring unreadable conditioning cache {path}: {e}", file=sys.stderr)
+            return None
+        if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT or doc.get("model_version") != self.version:
+            return None
+        if sha and doc.get("reference_sha256") != sha:
+            return None
+        tensors = doc.get("tensors")
+        if not isinstance(tensors, dict) or any(k not in tensors for k in required):
+            return None
+        return {k: _to(v, device) for k, v in tensors.items()}, doc.get("reference_sha256")
+
+
+def _cpu(x):
+    if hasattr(x, "detach"):
+        x = x.detach()
+    return x.cpu() if hasattr(x, "cpu") else x
+
+
+def _to(x, device):
+    return x.to(device) if hasattr(x, "to") else x
 
 
 # ---------------------------------------------------------------------------------------
