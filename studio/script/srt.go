@@ -81,7 +81,8 @@ func parseSRT(s *source) []Cue {
 func isIndex(s string) bool { return s != "" && len(s) <= 9 && allDigits(s) }
 
 // WriteSRT writes cues as a SubRip file, numbered from 1, with CRLF line ends. A cue's
-// character is written as a "NAME: " prefix of its first line.
+// character is written as a "NAME: " prefix of its first line, or as a voice span
+// (<v NAME>) when a prefix could not carry the name back.
 func WriteSRT(w io.Writer, cues []Cue) error {
 	if err := validateForWrite("SRT", cues); err != nil {
 		return err
@@ -89,7 +90,13 @@ func WriteSRT(w io.Writer, cues []Cue) error {
 	bw := bufio.NewWriter(w)
 	for i, c := range cues {
 		fmt.Fprintf(bw, "%d\r\n%s --> %s\r\n", i+1, formatTimecode(c.Start, ','), formatTimecode(c.End, ','))
-		lines, _ := namedLines(c, false)
+		lines, voice := namedLines(c, FormatSRT)
+		if voice != "" {
+			bw.WriteString("<v " + voice + ">")
+			if len(lines) == 0 {
+				bw.WriteString("\r\n")
+			}
+		}
 		for _, l := range lines {
 			bw.WriteString(l)
 			bw.WriteString("\r\n")
@@ -102,16 +109,17 @@ func WriteSRT(w io.Writer, cues []Cue) error {
 	return nil
 }
 
-// namedLines returns the text lines of c with its character as a name prefix. With
-// voice set (WebVTT), a character that a prefix cannot carry back is returned as
-// voiceName instead, for a voice span.
-func namedLines(c Cue, voice bool) (lines []string, voiceName string) {
+// namedLines returns the text lines of c with its character as a name prefix. A
+// character that a prefix cannot carry back ("Bob!", "A: B", a name of six words) is
+// returned as voiceName instead, for the caller to write as a voice span, which both
+// parsers read; in SRT only when it holds no angle bracket, since SRT cannot escape one.
+func namedLines(c Cue, f Format) (lines []string, voiceName string) {
 	lines = textLines(c.Text)
 	name := canonName(c.Character)
 	switch {
 	case name == "":
 		return lines, ""
-	case voice && !isPrefixName(name):
+	case !isPrefixName(name) && (f == FormatVTT || !strings.ContainsAny(name, "<>")):
 		return lines, name
 	case len(lines) == 0:
 		return []string{name + ":"}, ""

@@ -10,16 +10,19 @@ import (
 
 var (
 	// formatTag matches the formatting tags of SRT and WebVTT: <i>, </b>, <font
-	// color="red">, <c.yellow>, <v.loud Alice>, <lang en>, <ruby>, <rt>. Anything else in
-	// angle brackets ("<laughs>", "a < b > c") is text.
-	formatTag = regexp.MustCompile(`(?i)<(/?)(b|i|u|s|font|c|v|lang|ruby|rt)((?:\.[^\s<>.]+)*)(\s[^<>]*)?>`)
-	// timestampTag matches WebVTT karaoke timestamps: <00:00:01.500>, <01.500>.
-	timestampTag = regexp.MustCompile(`<(?:\d+:)?\d{2}:\d{2}\.\d{3}>`)
+	// color="red">, <c.yellow>, <v.loud Alice>, <lang en>, <ruby>, <rt>, and WebVTT's
+	// karaoke timestamps (<00:00:01.500>). Anything else in angle brackets ("<laughs>",
+	// "a < b > c") is text.
+	formatTag = regexp.MustCompile(`(?i)^(?:<(/?)(b|i|u|s|font|c|v|lang|ruby|rt)((?:\.[^\s<>.]+)*)(\s[^<>]*)?>|<(?:\d+:)?\d{2}:\d{2}\.\d{3}>)$`)
 	// overrideTag matches SubStation override blocks found in SRT files: {\an8}, {\i1}.
-	overrideTag = regexp.MustCompile(`\{\\[^{}]*\}`)
+	overrideTag = regexp.MustCompile(`^\{\\[^{}]*\}$`)
 	// entity matches an HTML character reference, which WebVTT text uses.
 	entity = regexp.MustCompile(`&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[a-zA-Z]+);`)
 )
+
+// maxTagLen bounds the length of a tag, so that stripping stays linear in the length
+// of a line whatever it holds.
+const maxTagLen = 512
 
 var entities = map[string]string{
 	"&amp;": "&", "&lt;": "<", "&gt;": ">", "&quot;": `"`, "&apos;": "'",
@@ -27,38 +30,66 @@ var entities = map[string]string{
 }
 
 // stripTags removes formatting tags from one line of cue text and returns the first
-// voice name found (<v Alice>). Removal repeats until none is left, so that the result
-// holds no tag even for input such as "<<i>i>", and reads back the same when written.
+// voice name found (<v Alice>). Removing a tag can join the text around it into a new
+// tag ("<<i>i>"); that one goes too, so that the result holds no tag and reads back the
+// same when written. It works in one pass: the output is built on a stack, and when a
+// '>' or '}' arrives, the output's tail from the last '<' or '{' is checked for a tag.
 func stripTags(line string) (text, voice string) {
 	if !strings.ContainsAny(line, "<{") {
 		return line, ""
 	}
-	for {
-		changed := false
-		if strings.Contains(line, "<") {
-			line = formatTag.ReplaceAllStringFunc(line, func(tag string) string {
-				changed = true
-				if voice == "" {
-					m := formatTag.FindStringSubmatch(tag)
-					if m[1] == "" && strings.EqualFold(m[2], "v") {
-						voice = m[4]
+	out := make([]byte, 0, len(line))
+	// Positions in out of the brackets still there, innermost last.
+	var lt, gt, lb, rb []int
+	last := func(s []int) int {
+		if len(s) == 0 {
+			return -1
+		}
+		return s[len(s)-1]
+	}
+	pop := func(s []int, p int) []int {
+		for len(s) > 0 && s[len(s)-1] >= p {
+			s = s[:len(s)-1]
+		}
+		return s
+	}
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		start := -1
+		switch c {
+		case '>':
+			if p := last(lt); p > last(gt) && len(out)-p < maxTagLen {
+				if m := formatTag.FindSubmatch(append(out[p:len(out):len(out)], c)); m != nil {
+					start = p
+					if voice == "" && len(m[1]) == 0 && strings.EqualFold(string(m[2]), "v") {
+						voice = string(m[4])
 					}
 				}
-				return ""
-			})
-			if s := timestampTag.ReplaceAllString(line, ""); s != line {
-				line, changed = s, true
+			}
+		case '}':
+			if p := last(lb); p > last(rb) && len(out)-p < maxTagLen &&
+				overrideTag.Match(append(out[p:len(out):len(out)], c)) {
+				start = p
 			}
 		}
-		if strings.Contains(line, "{") {
-			if s := overrideTag.ReplaceAllString(line, ""); s != line {
-				line, changed = s, true
-			}
+		if start >= 0 {
+			out = out[:start]
+			lt, gt, lb, rb = pop(lt, start), pop(gt, start), pop(lb, start), pop(rb, start)
+			continue
 		}
-		if !changed {
-			return line, voice
+		switch c {
+		case '<':
+			lt = append(lt, len(out))
+		case '>':
+			gt = append(gt, len(out))
+		case '{':
+			lb = append(lb, len(out))
+		case '}':
+			rb = append(rb, len(out))
 		}
+		out = append(out, c)
 	}
+	return string(out), voice
 }
 
 // decodeEntities decodes WebVTT character references. References that would produce

@@ -1,6 +1,7 @@
 package script
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,6 +25,10 @@ func TestStripTags(t *testing.T) {
 		{"{{\\a}\\b}x", "x", ""},
 		{"{not a tag} {an8}", "{not a tag} {an8}", ""},
 		{"a <i", "a <i", ""},
+		{"<<<i>i>i>x</i>", "x", ""},
+		{"<{\\x}i>y", "y", ""},
+		{"{\\<i>}z", "z", ""},
+		{"<v " + strings.Repeat("n", maxTagLen) + ">long", "<v " + strings.Repeat("n", maxTagLen) + ">long", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -32,6 +37,17 @@ func TestStripTags(t *testing.T) {
 			require.Equal(t, tt.text, text)
 			require.Equal(t, tt.voice, voice)
 		})
+	}
+}
+
+// BenchmarkStripTagsNested shows that stripping stays linear on hostile input.
+func BenchmarkStripTagsNested(b *testing.B) {
+	line := strings.Repeat("<", 50000) + strings.Repeat("i>", 50000)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if text, _ := stripTags(line); text != "" {
+			b.Fatal(text)
+		}
 	}
 }
 

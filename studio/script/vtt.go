@@ -106,7 +106,7 @@ func WriteVTT(w io.Writer, cues []Cue) error {
 	bw.WriteString("WEBVTT\n")
 	for _, c := range cues {
 		fmt.Fprintf(bw, "\n%s --> %s\n", FormatTimecode(c.Start), FormatTimecode(c.End))
-		lines, voice := namedLines(c, true)
+		lines, voice := namedLines(c, FormatVTT)
 		if voice != "" {
 			bw.WriteString("<v " + escapeVTT(voice) + ">")
 			if len(lines) == 0 {
