@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	xunicode "golang.org/x/text/encoding/unicode"
@@ -84,18 +83,20 @@ func decode(data []byte) *source {
 		s.stop = true
 		return s
 	}
-	s.lines = make([]string, 0, bytes.Count(data, []byte{'\n'})+1)
-	for len(data) > 0 {
-		i := bytes.IndexAny(data, "\r\n")
+	// One conversion for the whole file: lines are substrings of it.
+	text := string(data)
+	s.lines = make([]string, 0, strings.Count(text, "\n")+1)
+	for len(text) > 0 {
+		i := strings.IndexAny(text, "\r\n")
 		if i < 0 {
-			s.addLine(data)
+			s.addLine(text)
 			break
 		}
-		s.addLine(data[:i])
-		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+		s.addLine(text[:i])
+		if text[i] == '\r' && i+1 < len(text) && text[i+1] == '\n' {
 			i++
 		}
-		data = data[i+1:]
+		text = text[i+1:]
 		if s.stop {
 			return s
 		}
@@ -104,25 +105,21 @@ func decode(data []byte) *source {
 }
 
 // addLine checks and appends the next line.
-func (s *source) addLine(b []byte) {
+func (s *source) addLine(line string) {
 	n := len(s.lines) + 1
-	if bytes.IndexByte(b, 0) >= 0 {
+	if strings.IndexByte(line, 0) >= 0 {
 		s.problems = s.problems[:0]
 		s.dropped = 0
 		s.add(n, "script.not_text")
 		s.stop = true
 		return
 	}
-	line := string(b)
 	if !utf8.ValidString(line) {
 		s.add(n, "script.invalid_utf8")
 		line = strings.ToValidUTF8(line, "\uFFFD")
 	}
-	for _, r := range line {
-		if r != '\t' && unicode.IsControl(r) {
-			s.add(n, "script.control_char", fmt.Sprintf("U+%04X", r))
-			break
-		}
+	if r, ok := controlChar(line); ok {
+		s.add(n, "script.control_char", fmt.Sprintf("U+%04X", r))
 	}
 	s.lines = append(s.lines, line)
 }
@@ -182,6 +179,20 @@ func (s *source) decodeUTF16(data []byte) []byte {
 		return nil
 	}
 	return out
+}
+
+// controlChar returns the first control character of valid UTF-8 line other than a
+// tab: C0 (U+0000 to U+001F), DEL, or C1 (U+0080 to U+009F, encoded C2 80 to C2 9F).
+func controlChar(line string) (rune, bool) {
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; {
+		case c < 0x20 && c != '\t', c == 0x7F:
+			return rune(c), true
+		case c == 0xC2 && i+1 < len(line) && line[i+1] <= 0x9F:
+			return rune(line[i+1]), true
+		}
+	}
+	return 0, false
 }
 
 func isBlank(line string) bool { return strings.TrimSpace(line) == "" }

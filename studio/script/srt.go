@@ -15,17 +15,16 @@ func parseSRT(s *source) []Cue {
 	n := len(lines)
 	// plain holds the lines with tags removed, which is how the structure is read:
 	// a line is a timing line or an index by what it says, not by its markup.
-	plain := make([]string, n)
+	pl := make([]plainLine, n)
 	for i, l := range lines {
-		t, _ := stripTags(l)
-		plain[i] = strings.TrimSpace(t)
+		pl[i] = plain(l, false)
 	}
 	isTiming := func(i int) bool {
-		_, _, ok := parseTimingLine(plain[i])
+		_, _, ok := parseTimingLine(pl[i].text)
 		return ok
 	}
 	cueStart := func(i int) bool {
-		return isTiming(i) || isIndex(plain[i]) && i+1 < n && isTiming(i+1)
+		return isTiming(i) || isIndex(pl[i].text) && i+1 < n && isTiming(i+1)
 	}
 	skip := func(i int) int {
 		for i++; i < n && !isBlank(lines[i]) && !cueStart(i); i++ {
@@ -43,12 +42,12 @@ func parseSRT(s *source) []Cue {
 			break
 		}
 		timing := i
-		if !strings.Contains(plain[i], "-->") {
+		if !strings.Contains(pl[i].text, "-->") {
 			switch {
-			case i+1 < n && !isBlank(lines[i+1]) && (strings.Contains(plain[i+1], "-->") || isIndex(plain[i])):
+			case i+1 < n && !isBlank(lines[i+1]) && (strings.Contains(pl[i+1].text, "-->") || isIndex(pl[i].text)):
 				timing = i + 1
-				if !strings.Contains(plain[timing], "-->") {
-					s.add(timing+1, "script.bad_timing_line", plain[timing])
+				if !strings.Contains(pl[timing].text, "-->") {
+					s.add(timing+1, "script.bad_timing_line", pl[timing].text)
 					i = skip(timing)
 					continue
 				}
@@ -58,7 +57,7 @@ func parseSRT(s *source) []Cue {
 				continue
 			}
 		}
-		start, end, bad, ok := timingLine(plain[timing])
+		start, end, bad, ok := timingLine(pl[timing].text)
 		if !ok {
 			s.add(timing+1, "script.bad_timecode", bad)
 		} else {
@@ -69,7 +68,7 @@ func parseSRT(s *source) []Cue {
 			j++
 		}
 		if ok {
-			character, text := cueText(lines[timing+1:j], false)
+			character, text := cueText(pl[timing+1 : j])
 			b.add(timing+2, Cue{SourceLine: block + 1, Start: start, End: end, Character: character, Text: text})
 		}
 		i = j

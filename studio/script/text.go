@@ -8,17 +8,18 @@ import (
 	"unicode/utf8"
 )
 
-var (
-	// formatTag matches the formatting tags of SRT and WebVTT: <i>, </b>, <font
-	// color="red">, <c.yellow>, <v.loud Alice>, <lang en>, <ruby>, <rt>, and WebVTT's
-	// karaoke timestamps (<00:00:01.500>). Anything else in angle brackets ("<laughs>",
-	// "a < b > c") is text.
-	formatTag = regexp.MustCompile(`(?i)^(?:<(/?)(b|i|u|s|font|c|v|lang|ruby|rt)((?:\.[^\s<>.]+)*)(\s[^<>]*)?>|<(?:\d+:)?\d{2}:\d{2}\.\d{3}>)$`)
-	// overrideTag matches SubStation override blocks found in SRT files: {\an8}, {\i1}.
-	overrideTag = regexp.MustCompile(`^\{\\[^{}]*\}$`)
-	// entity matches an HTML character reference, which WebVTT text uses.
-	entity = regexp.MustCompile(`&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[a-zA-Z]+);`)
-)
+// timestampTag matches the inside of a WebVTT karaoke timestamp: <00:00:01.500>.
+var timestampTag = regexp.MustCompile(`^(?:\d+:)?\d{2}:\d{2}\.\d{3}$`)
+
+// entity matches an HTML character reference, which WebVTT text uses.
+var entity = regexp.MustCompile(`&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[a-zA-Z]+);`)
+
+// formatTags are the names of the formatting tags of SRT and WebVTT: <i>, <b>, <u>,
+// <s>, <font color="red">, <c.yellow>, <v.loud Alice>, <lang en>, <ruby>, <rt>.
+var formatTags = map[string]bool{
+	"b": true, "i": true, "u": true, "s": true, "font": true,
+	"c": true, "v": true, "lang": true, "ruby": true, "rt": true,
+}
 
 // maxTagLen bounds the length of a tag, so that stripping stays linear in the length
 // of a line whatever it holds.
@@ -30,10 +31,14 @@ var entities = map[string]string{
 }
 
 // stripTags removes formatting tags from one line of cue text and returns the first
-// voice name found (<v Alice>). Removing a tag can join the text around it into a new
-// tag ("<<i>i>"); that one goes too, so that the result holds no tag and reads back the
-// same when written. It works in one pass: the output is built on a stack, and when a
-// '>' or '}' arrives, the output's tail from the last '<' or '{' is checked for a tag.
+// voice name found (<v Alice>). Tags are the known ones (see formatTags), WebVTT
+// karaoke timestamps and SubStation overrides ({\an8}); anything else in brackets
+// ("<laughs>", "a < b > c", "{sic}") is text.
+//
+// Removing a tag can join the text around it into a new tag ("<<i>i>"); that one goes
+// too, so that the result holds no tag and reads back the same when written. It works
+// in one pass: the output is built as a stack, and when a '>' or '}' arrives, the
+// output's tail from the last '<' or '{' is checked for a tag.
 func stripTags(line string) (text, voice string) {
 	if !strings.ContainsAny(line, "<{") {
 		return line, ""
@@ -54,21 +59,29 @@ func stripTags(line string) (text, voice string) {
 		return s
 	}
 	for i := 0; i < len(line); i++ {
+		// Copy the run up to the next bracket at once.
+		k := strings.IndexAny(line[i:], "<>{}")
+		if k < 0 {
+			out = append(out, line[i:]...)
+			break
+		}
+		out = append(out, line[i:i+k]...)
+		i += k
 		c := line[i]
 		start := -1
 		switch c {
 		case '>':
 			if p := last(lt); p > last(gt) && len(out)-p < maxTagLen {
-				if m := formatTag.FindSubmatch(append(out[p:len(out):len(out)], c)); m != nil {
+				if ok, v := isFormatTag(out[p+1:]); ok {
 					start = p
-					if voice == "" && len(m[1]) == 0 && strings.EqualFold(string(m[2]), "v") {
-						voice = string(m[4])
+					if voice == "" {
+						voice = v
 					}
 				}
 			}
 		case '}':
-			if p := last(lb); p > last(rb) && len(out)-p < maxTagLen &&
-				overrideTag.Match(append(out[p:len(out):len(out)], c)) {
+			// The tail holds no other brace: it is an override if it starts with {\.
+			if p := last(lb); p > last(rb) && len(out)-p < maxTagLen && p+1 < len(out) && out[p+1] == '\\' {
 				start = p
 			}
 		}
@@ -89,8 +102,52 @@ func stripTags(line string) (text, voice string) {
 		}
 		out = append(out, c)
 	}
+	if len(out) == len(line) {
+		return line, voice
+	}
 	return string(out), voice
 }
+
+// isFormatTag reports whether body, what is between '<' and '>' (and holds neither),
+// is a formatting tag or a timestamp, and returns the annotation of an opening <v>.
+func isFormatTag(body []byte) (ok bool, voice string) {
+	if len(body) > 0 && body[0] >= '0' && body[0] <= '9' {
+		return timestampTag.Match(body), ""
+	}
+	closing := len(body) > 0 && body[0] == '/'
+	if closing {
+		body = body[1:]
+	}
+	end := 0
+	for end < len(body) && body[end] != '.' && !isTagSpace(body[end]) {
+		end++
+	}
+	if end == 0 || end > 4 || !formatTags[strings.ToLower(string(body[:end]))] {
+		return false, ""
+	}
+	isVoice := end == 1 && (body[0] == 'v' || body[0] == 'V')
+	rest := body[end:]
+	for len(rest) > 0 && rest[0] == '.' { // classes: .yellow.bg_blue
+		n := 1
+		for n < len(rest) && rest[n] != '.' && !isTagSpace(rest[n]) {
+			n++
+		}
+		if n == 1 {
+			return false, ""
+		}
+		rest = rest[n:]
+	}
+	if len(rest) > 0 && !isTagSpace(rest[0]) {
+		return false, ""
+	}
+	if isVoice && !closing {
+		return true, string(rest)
+	}
+	return true, ""
+}
+
+// isTagSpace reports whether c separates a tag's name from its annotation.
+func isTagSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\f' }
 
 // decodeEntities decodes WebVTT character references. References that would produce
 // a control character, or none, stay as they are.
@@ -124,35 +181,47 @@ func decodeEntities(s string) string {
 // "-->" out of cue text.
 var escapeVTT = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
 
-// cueText turns the raw lines of an SRT or WebVTT cue into the cue's character and
-// text: tags removed, references decoded (WebVTT), lines trimmed, empty ones dropped,
-// and the character taken from the first voice span or else from a name prefix.
-func cueText(raw []string, vtt bool) (character, text string) {
-	lines := make([]string, 0, len(raw))
-	for _, l := range raw {
-		l, v := stripTags(l)
-		if vtt {
-			l = decodeEntities(l)
-			v = decodeEntities(v)
-		}
+// plainLine is one line of SRT or WebVTT cue text as it reads: tags removed, WebVTT
+// references decoded, trimmed; voice is the name of its first voice span, if any.
+type plainLine struct {
+	text, voice string
+}
+
+func plain(raw string, vtt bool) plainLine {
+	t, v := stripTags(raw)
+	if vtt {
+		t, v = decodeEntities(t), decodeEntities(v)
+	}
+	return plainLine{text: strings.TrimSpace(t), voice: canonName(v)}
+}
+
+// cueText turns the lines of an SRT or WebVTT cue into the cue's character and text:
+// empty lines dropped, and the character taken from the first voice span or else from
+// a name prefix of the first line.
+func cueText(lines []plainLine) (character, text string) {
+	kept := make([]string, 0, len(lines))
+	for _, l := range lines {
 		if character == "" {
-			character = canonName(v)
+			character = l.voice
 		}
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
+		if l.text != "" {
+			kept = append(kept, l.text)
 		}
 	}
-	if character == "" && len(lines) > 0 {
-		if name, rest, ok := splitNamePrefix(lines[0]); ok {
+	if character == "" && len(kept) > 0 {
+		if name, rest, ok := splitNamePrefix(kept[0]); ok {
 			character = name
 			if rest == "" {
-				lines = lines[1:]
+				kept = kept[1:]
 			} else {
-				lines[0] = rest
+				kept[0] = rest
 			}
 		}
 	}
-	return character, strings.Join(lines, "\n")
+	if len(kept) == 1 {
+		return character, kept[0]
+	}
+	return character, strings.Join(kept, "\n")
 }
 
 // canonText is the text as the parsers return it: lines trimmed, empty lines dropped.

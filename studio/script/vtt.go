@@ -72,7 +72,11 @@ func parseVTT(s *source) []Cue {
 			j++
 		}
 		if ok {
-			character, text := cueText(lines[timing+1:j], true)
+			pl := make([]plainLine, 0, j-timing-1)
+			for _, l := range lines[timing+1 : j] {
+				pl = append(pl, plain(l, true))
+			}
+			character, text := cueText(pl)
 			b.add(timing+2, Cue{SourceLine: block + 1, Start: start, End: end, Character: character, Text: text})
 		}
 		i = j
