@@ -186,7 +186,14 @@ func (s *Server) showLogin(c echo.Context) error {
 }
 
 func (s *Server) renderLogin(c echo.Context, status int, username, msg string) error {
-	tok := s.loginToken()
+	// Reuse a valid token, so that two login tabs (or a reload) do not invalidate
+	// each other's forms.
+	tok := ""
+	if ck, err := c.Cookie(loginCSRF); err == nil && s.validLoginToken(ck.Value) {
+		tok = ck.Value
+	} else {
+		tok = s.loginToken()
+	}
 	s.setCookie(c, loginCSRF, tok, time.Hour)
 	c.Set(loginCSRF, tok)
 	return s.render(c, status, views.Login(s.page(c, s.t(c, "login.title"), ""), username, msg))

@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"dubstudio/config"
+	"dubstudio/studio"
+	"dubstudio/studio/studiotest"
+	"dubstudio/web"
+)
+
+// browserPath finds Debian's Chromium. Outside CI a machine without it skips the
+// browser tests; in CI (CI=true) that is a failure.
+func browserPath(t *testing.T) string {
+	for _, p := range []string{os.Getenv("CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if _, err := exec.LookPath(p); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium is not installed (apt-get install chromium)")
+	}
+	t.Skip("chromium is not installed")
+	return ""
+}
+
+type testBundle struct {
+	store  *studio.Store
+	server *httptest.Server
+	editor *studio.User
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	store := studiotest.Store(t)
+	cfg, err := config.LoadFrom(func(k string) (string, bool) {
+		if k == "DATA_DIR" {
+			return t.TempDir(), true
+		}
+		return "", false
+	})
+	require.NoError(t, err)
+	cfg.SessionSecret = strings.Repeat("s", 32)
+	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: slog.New(slog.DiscardHandler)})
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return &testBundle{store: store, server: ts, editor: studiotest.User(t, store, studio.RoleEditor)}
+}
+
+// browser starts a fresh headless Chromium for one test.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browserPath(t)),
+		chromedp.NoSandbox,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.WindowSize(1400, 1000),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	base, cancel := chromedp.NewContext(allocCtx)
+	// Start the browser on the long-lived context: a tab belongs to the context that
+	// first ran on it, and the failure screenshot needs it after a timeout.
+	if err := chromedp.Do(base); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	ctx, cancelTimeout := context.WithTimeout(base, 60*time.Second)
+	t.Cleanup(func() {
+		if t.Failed() {
+			// What the page showed when the test failed.
+			shotCtx, c := context.WithTimeout(base, 5*time.Second)
+			if png, err := chromedp.Run(shotCtx, chromedp.FullScreenshot(100)); err == nil {
+				os.MkdirAll("artifacts", 0o755)
+				os.WriteFile(filepath.Join("artifacts", t.Name()+"-failure.png"), png, 0o644)
+			}
+			c()
+		}
+		cancelTimeout()
+		cancel()
+		cancelAlloc()
+	})
+	return ctx
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	dir := filepath.Join("artifacts")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
+}
+
+type css = chromedp.CSS
+
+func login(b *testBundle, u *studio.User) []chromedp.Action[chromedp.Void] {
+	return []chromedp.Action[chromedp.Void]{
+		chromedp.Navigate(b.server.URL + "/projects"),
+		chromedp.WaitVisible(css(`[data-testid=login-form]`)),
+		chromedp.SendKeys(css(`input[name=username]`), u.Username),
+		chromedp.SendKeys(css(`input[name=password]`), studiotest.Password),
+		chromedp.Submit(css(`[data-testid=login-form]`)),
+		chromedp.WaitVisible(css(`[data-testid=new-project]`)),
+	}
+}
+
+// TestEditorFlow logs in, creates a project, imports an SRT, edits a line inline and
+// checks that the row changed without a page reload.
+func TestEditorFlow(t *testing.T) {
+	b := setup(t)
+	ctx := browser(t)
+	srt, err := filepath.Abs("testdata/episode.srt")
+	require.NoError(t, err)
+
+	require.NoError(t, chromedp.Do(ctx, login(b, b.editor)...))
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SendKeys(css(`[data-testid=new-project] input[name=name]`), "Episode 7 <dub>"),
+		chromedp.Click(css(`[data-testid=new-project] button[type=submit]`)),
+		chromedp.WaitVisible(css(`[data-testid=project-name]`)),
+	))
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[int](`window.__noReload = 42`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
+		// A marker that survives only as long as the page is not reloaded.
+		chromedp.Click(css(`[data-testid=import-panel] summary`)),
+		chromedp.SetUploadFiles(css(`[data-testid=import-form] input[type=file]`), []string{srt}),
+		chromedp.Click(css(`[data-testid=import-form] button[type=submit]`)),
+		chromedp.WaitVisible(css(`[data-testid=import-ok]`)),
+	))
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=line-row]').length`))
+	require.NoError(t, err)
+	require.Equal(t, 4, rows)
+
+	name, err := chromedp.Run(ctx, chromedp.Text(css(`[data-testid=project-name]`)))
+	require.NoError(t, err)
+	flags, err := chromedp.Run(ctx, chromedp.Text(css(`#lines tbody tr:nth-child(3)`)))
+	require.NoError(t, err)
+	require.Equal(t, "Episode 7 <dub>", name, "text is escaped, not interpreted")
+	require.Contains(t, flags, "Overlaps the previous line", "line 3 starts before line 2 ends")
+
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(css(`#lines tbody tr:nth-child(2) [data-testid=line-text]`)),
+		chromedp.WaitVisible(css(`[data-testid=line-form] textarea`)),
+		chromedp.SetValue(css(`[data-testid=line-form] textarea`), `Out walking. "Us" & <next>.`),
+		chromedp.Click(css(`[data-testid=save-line]`)),
+		chromedp.WaitNotPresent(css(`[data-testid=line-form]`)),
+	))
+	rowText, err := chromedp.Run(ctx, chromedp.Text(css(`#lines tbody tr:nth-child(2) [data-testid=line-text]`)))
+	require.NoError(t, err)
+	marker, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.__noReload`))
+	require.NoError(t, err)
+	require.Contains(t, rowText, `Out walking. "Us" & <next>.`)
+	require.Equal(t, 42, marker, "the row was swapped in place, the page never reloaded")
+	screenshot(t, ctx, "editor.png")
+
+	// The save reached the database as a new revision with history.
+	page, err := b.store.Lines(context.Background(), mustProject(t, b), studio.LineFilter{})
+	require.NoError(t, err)
+	require.Equal(t, `Out walking. "Us" & <next>.`, page.Lines[1].Text)
+	require.Equal(t, 2, page.Lines[1].Revision)
+	fmt.Println("screenshot: e2e/artifacts/editor.png")
+}
+
+func mustProject(t *testing.T, b *testBundle) int64 {
+	t.Helper()
+	ps, err := b.store.Projects(context.Background(), studio.ProjectsOpts{})
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	return ps[0].ID
+}
