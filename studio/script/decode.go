@@ -2,6 +2,7 @@ package script
 
 import (
 	"bytes"
+	"container/heap"
 	"fmt"
 	"sort"
 	"strings"
@@ -10,8 +11,9 @@ import (
 	xunicode "golang.org/x/text/encoding/unicode"
 )
 
-// maxProblems bounds the problems kept for one file; the rest are counted, so that a
-// binary upload cannot make an error list of millions of entries.
+// maxProblems bounds the problems listed for one file: the first ones by line are
+// kept and the rest counted, so that a binary upload cannot make an error list of
+// millions of entries.
 const maxProblems = 1000
 
 var (
@@ -23,24 +25,60 @@ var (
 // source is a decoded file: its lines, without terminators, and the problems found so
 // far. lines[i] is line i+1 of the file.
 type source struct {
-	lines    []string
-	problems []Problem
-	// dropped counts problems past maxProblems, the first on line firstDropped.
+	lines []string
+	// problems is a max-heap by position once it holds maxProblems, so that a
+	// problem earlier in the file can take the place of the latest one kept.
+	problems problemHeap
+	seq      int
+	// dropped counts the problems not kept, the first of them on line firstDropped.
 	dropped      int
 	firstDropped int
 	// stop is set when the content cannot be parsed at all (empty, not text).
 	stop bool
 }
 
+// numbered is a problem and the order in which it was found, which breaks ties
+// between problems of the same line.
+type numbered struct {
+	Problem
+	seq int
+}
+
+func (a numbered) after(b numbered) bool {
+	return a.Line > b.Line || a.Line == b.Line && a.seq > b.seq
+}
+
+type problemHeap []numbered
+
+func (h problemHeap) Len() int           { return len(h) }
+func (h problemHeap) Less(i, j int) bool { return h[i].after(h[j]) }
+func (h problemHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *problemHeap) Push(x any)        { *h = append(*h, x.(numbered)) }
+func (h *problemHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
 func (s *source) add(line int, key string, args ...any) {
-	if len(s.problems) >= maxProblems {
-		if s.dropped == 0 {
-			s.firstDropped = line
+	p := numbered{Problem{Line: line, Key: key, Args: args}, s.seq}
+	s.seq++
+	if len(s.problems) < maxProblems {
+		s.problems = append(s.problems, p)
+		if len(s.problems) == maxProblems {
+			heap.Init(&s.problems)
 		}
-		s.dropped++
 		return
 	}
-	s.problems = append(s.problems, Problem{Line: line, Key: key, Args: args})
+	if s.problems[0].after(p) {
+		p, s.problems[0] = s.problems[0], p
+		heap.Fix(&s.problems, 0)
+	}
+	if s.dropped == 0 || p.Line < s.firstDropped {
+		s.firstDropped = p.Line
+	}
+	s.dropped++
 }
 
 // fatal reports whether parsing is pointless; it returns a non-nil error then.
@@ -53,13 +91,17 @@ func (s *source) fatal() error {
 
 func (s *source) failed() bool { return len(s.problems) > 0 }
 
-// err returns the problems as a *ParseError, or nil if there are none.
+// err returns the problems as a *ParseError, in line order, or nil if there are none.
 func (s *source) err() error {
 	if len(s.problems) == 0 {
 		return nil
 	}
-	ps := append([]Problem(nil), s.problems...)
-	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Line < ps[j].Line })
+	sorted := append([]numbered(nil), s.problems...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[j].after(sorted[i]) })
+	ps := make([]Problem, 0, len(sorted)+1)
+	for _, p := range sorted {
+		ps = append(ps, p.Problem)
+	}
 	if s.dropped > 0 {
 		ps = append(ps, Problem{Line: s.firstDropped, Key: "script.more_problems", Args: []any{s.dropped}})
 	}
@@ -108,8 +150,7 @@ func decode(data []byte) *source {
 func (s *source) addLine(line string) {
 	n := len(s.lines) + 1
 	if strings.IndexByte(line, 0) >= 0 {
-		s.problems = s.problems[:0]
-		s.dropped = 0
+		s.problems, s.dropped = nil, 0
 		s.add(n, "script.not_text")
 		s.stop = true
 		return

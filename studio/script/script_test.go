@@ -326,11 +326,16 @@ func TestParseTooManyCues(t *testing.T) {
 
 func TestParseProblemsAreBounded(t *testing.T) {
 	t.Parallel()
+	// A control character on every line, and one block without a timing line, found
+	// after all of them but on line 1: the first problems by line are the ones listed.
 	in := strings.Repeat("x\x01\n", maxProblems+10)
 	_, err := ParseSRT([]byte(in))
 	ps := problems(t, err)
 	require.Len(t, ps, maxProblems+1)
-	require.Equal(t, p(maxProblems+1, "script.more_problems", 10+1), ps[maxProblems])
+	require.Equal(t, p(1, "script.control_char", "U+0001"), ps[0])
+	require.Equal(t, p(1, "script.missing_timecode"), ps[1])
+	require.Equal(t, p(maxProblems-1, "script.control_char", "U+0001"), ps[maxProblems-1])
+	require.Equal(t, p(maxProblems, "script.more_problems", 11), ps[maxProblems])
 }
 
 func TestFlags(t *testing.T) {

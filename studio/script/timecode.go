@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // maxTimecode is the latest time a timecode may give: a script is not 1,000 hours long,
@@ -73,30 +74,34 @@ func parseTimecode(s string) (time.Duration, bool) {
 }
 
 // parseTimingLine reads "start --> end [settings]"; WebVTT cue settings and SRT
-// coordinates after the end are ignored. On failure bad is the offending timecode, or
-// the whole line when there is no arrow or no end.
+// coordinates after the end are ignored.
 func parseTimingLine(line string) (start, end time.Duration, ok bool) {
 	start, end, _, ok = timingLine(line)
 	return start, end, ok
 }
 
+// timingLine is parseTimingLine that, on failure, also returns what to show: the
+// offending timecode, or the whole line when there is no arrow or no end.
 func timingLine(line string) (start, end time.Duration, bad string, ok bool) {
 	k := strings.Index(line, "-->")
 	if k < 0 {
 		return 0, 0, strings.TrimSpace(line), false
 	}
 	left := strings.TrimSpace(line[:k])
-	right := strings.Fields(line[k+3:])
-	if left == "" || len(right) == 0 {
+	right := strings.TrimLeftFunc(line[k+3:], unicode.IsSpace)
+	if i := strings.IndexFunc(right, unicode.IsSpace); i >= 0 {
+		right = right[:i]
+	}
+	if left == "" || right == "" {
 		return 0, 0, strings.TrimSpace(line), false
 	}
 	start, ok = parseTimecode(left)
 	if !ok {
 		return 0, 0, left, false
 	}
-	end, ok = parseTimecode(right[0])
+	end, ok = parseTimecode(right)
 	if !ok {
-		return 0, 0, right[0], false
+		return 0, 0, right, false
 	}
 	return start, end, "", true
 }
