@@ -179,4 +179,6 @@ func (s *Server) page(c echo.Context, title, nav string) views.Page {
 	return p
 }
 
-func (s *Server) t(c echo.Context, key string, args ...any) string { return i18n.T(langOf(c), key, args...) }
+func (s *Server) t(c echo.Context, key string, args ...any) string {
+	return i18n.T(langOf(c), key, args...)
+}
