@@ -123,6 +123,16 @@ type Line struct {
 	UpdatedBy    *int64
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+
+	// Render bookkeeping, written by the workflow engine.
+	RenderSeq      int    // bumped by every render request; a job for an older one is stale
+	Attempts       int    // attempts of the current render
+	LastError      string // what a user should read about the last failure
+	LastTraceback  string
+	JobID          *int64 // the River job of the current render
+	CurrentTakeID  *int64
+	ApprovedTakeID *int64
+	StateChangedAt time.Time
 }
 
 // DurationMs is the slot's length: the target duration of the dubbed line.
@@ -350,13 +360,21 @@ func checkCharacter(tx *gorm.DB, projectID int64, id *int64) error {
 	return nil
 }
 
+// audible reports whether a change alters what the line sounds like (so its audio is
+// out of date); notes do not.
+func audible(before, after *Line) bool {
+	b, a := before.snapshot(), after.snapshot()
+	b.Notes, a.Notes = "", ""
+	return !snapshotEqual(b, a)
+}
+
 // saveLine writes l (bumping its revision and resetting a finished render to draft),
 // records history and runs the LineChanged hook, all in tx.
 func (s *Store) saveLine(ctx context.Context, tx *gorm.DB, userID int64, action string, before, l *Line, done func()) error {
 	l.Revision++
 	l.UpdatedBy = &userID
 	l.UpdatedAt = time.Now()
-	if !l.State.Active() {
+	if before != nil && audible(before, l) && !l.State.Active() {
 		l.State = StateDraft
 	}
 	err := tx.Model(&Line{}).Where("id = ?", l.ID).Updates(map[string]any{
