@@ -14,7 +14,12 @@
 //
 // Characters come from a CSV column, a WebVTT voice span (<v Alice>) or a name prefix on
 // the first line of a cue ("ALICE: Hello", "小明：你好"). Writers put the character back
-// as a name prefix, so parse(write(cues)) gives back the same times, characters and text.
+// as a name prefix, or as a voice span where a prefix could not carry it ("Bob!"), so
+// that parsing what a writer wrote gives back the same times, characters and text, and
+// emotions too in CSV.
+//
+// The package is pure: no database, no domain types. A caller that maps errors to HTTP
+// statuses wraps a *ParseError with its own sentinel (studio.ErrInvalid).
 package script
 
 import (

@@ -81,7 +81,8 @@ func isIndex(s string) bool { return s != "" && len(s) <= 9 && allDigits(s) }
 
 // WriteSRT writes cues as a SubRip file, numbered from 1, with CRLF line ends. A cue's
 // character is written as a "NAME: " prefix of its first line, or as a voice span
-// (<v NAME>) when a prefix could not carry the name back.
+// (<v NAME>) when a prefix could not carry the name back. SRT has no escaping: text
+// that holds a formatting tag itself (typed into a CSV, say) loses it when read back.
 func WriteSRT(w io.Writer, cues []Cue) error {
 	if err := validateForWrite("SRT", cues); err != nil {
 		return err
