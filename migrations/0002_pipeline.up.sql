@@ -35,7 +35,8 @@ CREATE TABLE takes (
     loudness_lufs   double precision NOT NULL DEFAULT 0,
     needs_review    boolean NOT NULL DEFAULT false,
     hint            jsonb,
-    audio_sha256    text NOT NULL REFERENCES blobs (sha256),
+    audio_sha256    text NOT NULL REFERENCES blobs (sha256), -- after the duration lock
+    raw_sha256      text REFERENCES blobs (sha256),          -- as the engine made it
     approved_at     timestamptz,
     approved_by     bigint REFERENCES users (id) ON DELETE SET NULL,
     created_at      timestamptz NOT NULL DEFAULT now(),
@@ -101,3 +102,13 @@ CREATE TRIGGER lines_notify_insert AFTER INSERT ON lines
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION notify_lines_reload();
 CREATE TRIGGER lines_notify_delete AFTER DELETE ON lines
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION notify_lines_reload();
+
+-- Per-project pronunciation glossary, applied to the text sent to the engines.
+CREATE TABLE glossary (
+    id         bigserial PRIMARY KEY,
+    project_id bigint NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    term       text NOT NULL,
+    spoken     text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (project_id, term)
+);

@@ -332,6 +332,8 @@ func (s *Store) UpdateLine(ctx context.Context, userID int64, projectID, lineID 
 // forUpdate makes two saves of one line serialise, so the second sees the first's revision.
 var forUpdate = clause.Locking{Strength: clause.LockingStrengthUpdate}
 
+var onConflictDoNothing = clause.OnConflict{DoNothing: true}
+
 func snapshotEqual(a, b LineSnapshot) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)

@@ -1,0 +1,66 @@
+package studio
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// WorkerInfo is a worker process as it registers itself.
+type WorkerInfo struct {
+	Name        string
+	Host        string
+	PID         int             `gorm:"column:pid"`
+	Engines     Flags           `gorm:"type:text[]"`
+	GPUs        json.RawMessage `gorm:"column:gpus"`
+	Slots       int
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+}
+
+// TableName keeps gorm on the workers table.
+func (WorkerInfo) TableName() string { return "workers" }
+
+// Alive reports whether the worker's heartbeat is recent.
+func (w WorkerInfo) Alive(now time.Time) bool { return now.Sub(w.HeartbeatAt) < 20*time.Second }
+
+// RegisterWorker adds or refreshes a worker's registry entry.
+func (s *Store) RegisterWorker(ctx context.Context, w WorkerInfo) error {
+	if w.GPUs == nil {
+		w.GPUs = json.RawMessage("[]")
+	}
+	return s.db.WithContext(ctx).Exec(`INSERT INTO workers (name, host, pid, engines, gpus, slots)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+		engines = excluded.engines, gpus = excluded.gpus, slots = excluded.slots, started_at = now(), heartbeat_at = now()`,
+		w.Name, w.Host, w.PID, w.Engines, string(w.GPUs), w.Slots).Error
+}
+
+// WorkerHeartbeat marks a worker alive; ErrNotFound when its entry is gone.
+func (s *Store) WorkerHeartbeat(ctx context.Context, name string) error {
+	res := s.db.WithContext(ctx).Exec(`UPDATE workers SET heartbeat_at = now() WHERE name = ?`, name)
+	if res.Error == nil && res.RowsAffected == 0 {
+		return ErrNotFound
+	}
+	return res.Error
+}
+
+// SetWorkerGPUs stores the GPUs a worker reports.
+func (s *Store) SetWorkerGPUs(ctx context.Context, name string, gpus json.RawMessage) error {
+	return s.db.WithContext(ctx).Exec(`UPDATE workers SET gpus = ?, heartbeat_at = now() WHERE name = ?`, string(gpus), name).Error
+}
+
+// UnregisterWorker removes a worker that stops cleanly.
+func (s *Store) UnregisterWorker(ctx context.Context, name string) error {
+	return s.db.WithContext(ctx).Exec(`DELETE FROM workers WHERE name = ?`, name).Error
+}
+
+// Workers lists registered workers, most recently seen first; entries silent for a
+// day are dropped.
+func (s *Store) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	if err := s.db.WithContext(ctx).Exec(`DELETE FROM workers WHERE heartbeat_at < now() - interval '1 day'`).Error; err != nil {
+		return nil, err
+	}
+	var ws []WorkerInfo
+	err := s.db.WithContext(ctx).Order("heartbeat_at DESC").Find(&ws).Error
+	return ws, err
+}
