@@ -93,15 +93,24 @@ type CacheReleaser interface {
 	ReleaseCache(ctx context.Context) (cachedAfter int64, err error)
 }
 
-// HostSpec registers a model host with the executor.
+// HostSpec registers a model host with the executor before it starts.
 type HostSpec struct {
 	// ID is unique on its GPU.
 	ID string
-	// Concurrency is how many requests the host serves at once; default 1.
-	Concurrency int
+	// Order places the host among the GPU's slots (lowest first); hosts whose slots
+	// are above the profile's MaxSlots take no work. The pool uses its slot index.
+	Order int
 	// ModelBytes is the memory the host holds after load; 0 means the GPU's
 	// calibrated resident size.
 	ModelBytes int64
+}
+
+// ReadyHost describes a started host.
+type ReadyHost struct {
+	// PID is the process NVML lists for the host.
+	PID int
+	// Concurrency is how many requests the host serves at once; default 1.
+	Concurrency int
 	// Releaser empties the host's cache; nil if the host cannot.
 	Releaser CacheReleaser
 	// Handle is handed back on leases for this host (the caller's client for it).
@@ -283,6 +292,8 @@ type gpuState struct {
 type hostState struct {
 	spec     HostSpec
 	pid      int
+	releaser CacheReleaser
+	handle   any
 	model    int64
 	cached   int64
 	inflight int64 // sum of predicted peaks of its leases
@@ -502,9 +513,6 @@ func (e *Executor) Observe(s Sample) {
 // from then on the memory is counted. Start the process, then call HostReady, or
 // RemoveHost if it failed.
 func (e *Executor) AddHost(ctx context.Context, uuid string, spec HostSpec) error {
-	if spec.Concurrency <= 0 {
-		spec.Concurrency = 1
-	}
 	e.mu.Lock()
 	g, err := e.gpu(uuid)
 	if err != nil {
@@ -521,8 +529,11 @@ func (e *Executor) AddHost(ctx context.Context, uuid string, spec HostSpec) erro
 	if model <= 0 {
 		model = g.cal.Resident()
 	}
-	h := &hostState{spec: spec, model: model, busy: make([]*Lease, spec.Concurrency), pristine: true}
-	g.hosts = append(g.hosts, h)
+	h := &hostState{spec: spec, model: model, busy: make([]*Lease, 1), pristine: true}
+	at, _ := slices.BinarySearchFunc(g.hosts, spec.Order+1, func(h *hostState, order int) int {
+		return h.spec.Order - order
+	})
+	g.hosts = slices.Insert(g.hosts, at, h)
 	w := e.enqueueLocked(Request{ID: "host " + spec.ID}, h, g)
 	e.mu.Unlock()
 
@@ -541,15 +552,25 @@ func (e *Executor) AddHost(ctx context.Context, uuid string, spec HostSpec) erro
 	}
 }
 
-// HostReady marks a started host as serving, with the process id NVML lists.
-func (e *Executor) HostReady(uuid, id string, pid int) error {
+// HostReady marks a started host as serving.
+func (e *Executor) HostReady(uuid, id string, r ReadyHost) error {
+	if r.Concurrency <= 0 {
+		r.Concurrency = 1
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	h, err := e.hostLocked(uuid, id)
 	if err != nil {
 		return err
 	}
-	h.ready, h.pid, h.changedAt = true, pid, e.cfg.Now()
+	if !h.placed {
+		return fmt.Errorf("host %s on GPU %s is ready before AddHost returned: %w", id, uuid, ErrInvalid)
+	}
+	h.ready, h.pid, h.changedAt = true, r.PID, e.cfg.Now()
+	h.releaser, h.handle = r.Releaser, r.Handle
+	if h.nBusy() == 0 {
+		h.busy = make([]*Lease, r.Concurrency)
+	}
 	e.dispatchLocked()
 	return nil
 }
@@ -1003,7 +1024,7 @@ func (e *Executor) admitLocked(w *waiter, c candidate) {
 	}
 	l := &Lease{
 		e: e, g: g, h: h, slot: c.slot, GPU: g.uuid, GPUIndex: g.index, HostID: h.spec.ID,
-		HostPID: h.pid, Handle: h.spec.Handle, Lane: c.lane, Request: w.req,
+		HostPID: h.pid, Handle: h.handle, Lane: c.lane, Request: w.req,
 		PredictedBytes: c.peak, BaseBytes: c.base, Admitted: now, lost: make(chan struct{}),
 	}
 	for k := range h.busy {
@@ -1031,7 +1052,7 @@ func (e *Executor) releaseForLocked(w *waiter, g *gpuState) {
 	}
 	var idle []*hostState
 	for _, h := range g.hosts {
-		if h.ready && h.placed && h.spec.Releaser != nil && !h.noRelease && !h.releasing &&
+		if h.ready && h.placed && h.releaser != nil && !h.noRelease && !h.releasing &&
 			h.nBusy() == 0 && h.cached > 0 {
 			idle = append(idle, h)
 		}
@@ -1102,7 +1123,7 @@ func (e *Executor) startReleasesLocked(g *gpuState, hosts []*hostState) {
 func (e *Executor) release(g *gpuState, h *hostState) {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.ReleaseTimeout)
 	defer cancel()
-	after, err := h.spec.Releaser.ReleaseCache(ctx)
+	after, err := h.releaser.ReleaseCache(ctx)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	h.releasing = false

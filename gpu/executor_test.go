@@ -64,11 +64,11 @@ func addSimGPU(t *testing.T, e *Executor, uuid string, total, foreign int64, p P
 	e.Observe(g.sample())
 	for i := range n {
 		h := &simHost{id: fmt.Sprintf("%s-h%d", uuid, i)}
-		require.NoError(t, e.AddHost(ctx, uuid, HostSpec{ID: h.id, Releaser: h, Handle: h}))
+		require.NoError(t, e.AddHost(ctx, uuid, HostSpec{ID: h.id, Order: i}))
 		proc, err := g.dev.Spawn(DefaultResidentBytes)
 		require.NoError(t, err)
 		h.proc = proc
-		require.NoError(t, e.HostReady(uuid, h.id, proc.PID()))
+		require.NoError(t, e.HostReady(uuid, h.id, ReadyHost{PID: proc.PID(), Releaser: h, Handle: h}))
 		g.hosts = append(g.hosts, h)
 	}
 	e.Observe(g.sample())
@@ -302,11 +302,11 @@ func TestDeadHostWorkIsRetryable(t *testing.T) {
 	require.Equal(t, "retry", <-waiting)
 	e.RemoveHost("GPU-a", l2.HostID, errors.New("exit status 1"))
 	h := &simHost{id: "replacement"}
-	require.NoError(t, e.AddHost(ctx, "GPU-a", HostSpec{ID: h.id, Releaser: h, Handle: h}))
+	require.NoError(t, e.AddHost(ctx, "GPU-a", HostSpec{ID: h.id, Order: 1}))
 	proc, err := g.dev.Spawn(DefaultResidentBytes)
 	require.NoError(t, err)
 	h.proc = proc
-	require.NoError(t, e.HostReady("GPU-a", h.id, proc.PID()))
+	require.NoError(t, e.HostReady("GPU-a", h.id, ReadyHost{PID: proc.PID(), Releaser: h, Handle: h}))
 	got := <-res
 	require.NoError(t, got.err)
 	require.Equal(t, "replacement", got.lease.HostID)
@@ -417,8 +417,8 @@ func TestCacheReleaseUnblocksAdmission(t *testing.T) {
 	rel := map[string]*blockingReleaser{}
 	for i, id := range []string{"A", "B"} {
 		rel[id] = &blockingReleaser{calls: calls, answer: make(chan int64, 1), id: id}
-		require.NoError(t, e.AddHost(ctx, "GPU-a", HostSpec{ID: id, Releaser: rel[id]}))
-		require.NoError(t, e.HostReady("GPU-a", id, 100+i))
+		require.NoError(t, e.AddHost(ctx, "GPU-a", HostSpec{ID: id, Order: i}))
+		require.NoError(t, e.HostReady("GPU-a", id, ReadyHost{PID: 100 + i, Releaser: rel[id]}))
 	}
 	cal := Calibration{}
 	// Both hosts ran a 14 s line and kept its peak cached.
@@ -465,8 +465,8 @@ func TestNoCacheReleaseWhenItCannotHelp(t *testing.T) {
 	calls := make(chan string, 4)
 	for i, id := range []string{"A", "B"} {
 		r := &blockingReleaser{calls: calls, answer: make(chan int64, 1), id: id}
-		require.NoError(t, e.AddHost(ctx, "GPU-a", HostSpec{ID: id, Releaser: r}))
-		require.NoError(t, e.HostReady("GPU-a", id, 100+i))
+		require.NoError(t, e.AddHost(ctx, "GPU-a", HostSpec{ID: id, Order: i}))
+		require.NoError(t, e.HostReady("GPU-a", id, ReadyHost{PID: 100 + i, Releaser: r}))
 	}
 	// B keeps a small cache; A runs a 30 s line.
 	small, err := e.Acquire(ctx, Request{ID: "small", AudioSeconds: 2})
@@ -512,8 +512,8 @@ func TestFIFOHoldsBackSmallerRequests(t *testing.T) {
 	total := 3*DefaultResidentBytes + 1400*MiB
 	require.NoError(t, e.AddGPU(GPUConfig{UUID: "GPU-a", TotalBytes: total, Profile: p}))
 	for i, id := range []string{"A", "B", "C"} {
-		require.NoError(t, e.AddHost(ctx, "GPU-a", HostSpec{ID: id}))
-		require.NoError(t, e.HostReady("GPU-a", id, 100+i))
+		require.NoError(t, e.AddHost(ctx, "GPU-a", HostSpec{ID: id, Order: i}))
+		require.NoError(t, e.HostReady("GPU-a", id, ReadyHost{PID: 100 + i}))
 	}
 	waiting := waitSignal(e)
 	first, err := e.Acquire(ctx, Request{ID: "first", AudioSeconds: 30})
@@ -638,7 +638,7 @@ func TestNeverFits(t *testing.T) {
 
 	// A request that fits an idle GPU waits for memory instead of failing.
 	require.NoError(t, e.AddHost(ctx, "GPU-a", HostSpec{ID: "A"}))
-	require.NoError(t, e.HostReady("GPU-a", "A", 1))
+	require.NoError(t, e.HostReady("GPU-a", "A", ReadyHost{PID: 1}))
 	l, err := e.Acquire(ctx, Request{ID: "fits", AudioSeconds: 10})
 	require.NoError(t, err)
 	require.NoError(t, l.Done(Outcome{}))
@@ -652,7 +652,7 @@ func TestHostStartWaitsForMemory(t *testing.T) {
 	p.ReservePct = 0
 	require.NoError(t, e.AddGPU(GPUConfig{UUID: "GPU-a", TotalBytes: 2*DefaultResidentBytes + 800*MiB, Profile: p}))
 	require.NoError(t, e.AddHost(ctx, "GPU-a", HostSpec{ID: "A"}))
-	require.NoError(t, e.HostReady("GPU-a", "A", 1))
+	require.NoError(t, e.HostReady("GPU-a", "A", ReadyHost{PID: 1}))
 	busy, err := e.Acquire(ctx, Request{ID: "busy", AudioSeconds: 20}) // 805 MiB: no room for a second model
 	require.NoError(t, err)
 
@@ -678,7 +678,7 @@ func TestObserveLearnsModelCacheAndForeign(t *testing.T) {
 	e := NewExecutor(ExecutorConfig{Now: clock, ForeignWindow: 2})
 	require.NoError(t, e.AddGPU(GPUConfig{UUID: "GPU-a", TotalBytes: 80 * GiB, Profile: testProfile()}))
 	require.NoError(t, e.AddHost(ctx, "GPU-a", HostSpec{ID: "A", ModelBytes: 5 * GiB}))
-	require.NoError(t, e.HostReady("GPU-a", "A", 42))
+	require.NoError(t, e.HostReady("GPU-a", "A", ReadyHost{PID: 42}))
 	host := func() HostSnapshot { return e.Snapshot()[0].Hosts[0] }
 	sample := func(used, proc int64) Sample {
 		return Sample{Time: tick(), UUID: "GPU-a", TotalBytes: 80 * GiB, UsedBytes: used,

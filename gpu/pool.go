@@ -1,0 +1,462 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Host is a running model-host process as the pool sees it.
+type Host interface {
+	CacheReleaser
+	// PID is the process id (the one NVML lists).
+	PID() int
+	// Concurrency is how many requests the host serves at once.
+	Concurrency() int
+	// Health returns nil while the host answers.
+	Health(ctx context.Context) error
+	// Exited is closed when the process has exited, for whatever reason (killed by
+	// the OS included); ExitErr then says how.
+	Exited() <-chan struct{}
+	ExitErr() error
+	// Stop asks the host to exit and kills it if it has not by the time ctx ends.
+	Stop(ctx context.Context) error
+	// Kill ends the host at once.
+	Kill() error
+}
+
+// LaunchOpts says what host to start where.
+type LaunchOpts struct {
+	GPU      string // UUID
+	GPUIndex int
+	ID       string
+	// Env is the environment the host must get on top of the worker's: it pins the
+	// process to the GPU (CUDA_VISIBLE_DEVICES=<uuid>, CUDA_DEVICE_ORDER=PCI_BUS_ID).
+	Env []string
+}
+
+// HostLauncher starts model hosts. Launch returns once the host serves (or fails).
+type HostLauncher interface {
+	Launch(ctx context.Context, opts LaunchOpts) (Host, error)
+}
+
+// HostRegistry is what the pool tells about its hosts; *Executor implements it.
+type HostRegistry interface {
+	AddHost(ctx context.Context, uuid string, spec HostSpec) error
+	HostReady(uuid, id string, r ReadyHost) error
+	DrainHost(uuid, id string) (<-chan struct{}, error)
+	RemoveHost(uuid, id string, cause error)
+}
+
+// HostEventKind names what happened to a pool's host.
+type HostEventKind string
+
+// Host events.
+const (
+	EventStarted      HostEventKind = "started"
+	EventLaunchFailed HostEventKind = "launch_failed"
+	EventExited       HostEventKind = "exited"    // died on its own or was killed by the OS
+	EventUnhealthy    HostEventKind = "unhealthy" // failed its health checks and was killed
+	EventStopped      HostEventKind = "stopped"   // stopped by the pool (resize, shutdown)
+)
+
+// HostEvent reports a change of one of the pool's hosts.
+type HostEvent struct {
+	GPU      string
+	ID       string
+	PID      int
+	Kind     HostEventKind
+	Err      error
+	Restarts int
+}
+
+// PoolConfig configures NewPool.
+type PoolConfig struct {
+	GPU      string // UUID
+	GPUIndex int
+	Launcher HostLauncher
+	Registry HostRegistry
+	// ModelBytes is the expected memory of one host; 0: the executor's calibration.
+	ModelBytes int64
+	// HealthInterval between health checks; default 5 s. HealthTimeout bounds one;
+	// default 5 s. HealthFailures in a row get the host killed and restarted;
+	// default 3.
+	HealthInterval time.Duration
+	HealthTimeout  time.Duration
+	HealthFailures int
+	// RestartBackoff is the first wait before restarting a host that died; it
+	// doubles while hosts die within MinUptime of starting, up to MaxBackoff.
+	// Defaults 1 s, 1 min, 1 min.
+	RestartBackoff, MaxBackoff, MinUptime time.Duration
+	// StopTimeout bounds a graceful stop before the host is killed; default 30 s.
+	StopTimeout time.Duration
+	// ProcessMemory returns NVML's reading for a PID on this GPU (the monitor's
+	// ProcessBytes); optional.
+	ProcessMemory func(pid int) (int64, bool)
+	// OnEvent, if set, is called for every host event, from the pool's goroutines.
+	OnEvent func(HostEvent)
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Pool keeps a GPU's model hosts running: one per slot, each started with the GPU
+// pinned, health-checked, and restarted when it dies (an OS kill included) or stops
+// answering. Resize adds hosts at once and drains extra ones before stopping them.
+type Pool struct {
+	cfg PoolConfig
+
+	mu       sync.Mutex
+	ctx      context.Context
+	slots    []*poolSlot // the wanted slots, by index
+	retiring []*poolSlot
+	wg       sync.WaitGroup
+	started  bool
+}
+
+type poolSlot struct {
+	index int
+	id    string
+	stop  chan struct{} // closed to drain and stop the host for good
+
+	mu        sync.Mutex
+	host      Host
+	state     HostState
+	restarts  int
+	lastErr   error
+	startedAt time.Time
+}
+
+// HostStatus is one of the pool's hosts, for the admin page.
+type HostStatus struct {
+	ID        string
+	Index     int
+	PID       int
+	State     HostState
+	Restarts  int
+	LastError string
+	StartedAt time.Time
+	// ResidentBytes is NVML's reading for the process (0 if unknown).
+	ResidentBytes int64
+}
+
+// NewPool checks the configuration and returns a pool with no hosts; Start it.
+func NewPool(cfg PoolConfig) (*Pool, error) {
+	if cfg.Launcher == nil || cfg.Registry == nil || cfg.GPU == "" {
+		return nil, fmt.Errorf("gpu pool: launcher, registry and GPU are required: %w", ErrInvalid)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.HealthInterval, 5*time.Second)
+	def(&cfg.HealthTimeout, 5*time.Second)
+	def(&cfg.RestartBackoff, time.Second)
+	def(&cfg.MaxBackoff, time.Minute)
+	def(&cfg.MinUptime, time.Minute)
+	def(&cfg.StopTimeout, 30*time.Second)
+	if cfg.HealthFailures <= 0 {
+		cfg.HealthFailures = 3
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Pool{cfg: cfg}, nil
+}
+
+// Start runs n hosts until ctx ends (then they are stopped without draining) or
+// Stop is called.
+func (p *Pool) Start(ctx context.Context, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started {
+		return
+	}
+	p.started, p.ctx = true, ctx
+	p.resizeLocked(n)
+}
+
+// Resize sets the number of hosts: new ones start at once; the highest ones are
+// drained (their work finishes) and then stopped.
+func (p *Pool) Resize(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resizeLocked(n)
+}
+
+func (p *Pool) resizeLocked(n int) {
+	if !p.started {
+		return
+	}
+	for len(p.slots) < n {
+		i := len(p.slots)
+		s := &poolSlot{index: i, id: fmt.Sprintf("%s/%d", p.cfg.GPU, i), stop: make(chan struct{}), state: HostStarting}
+		p.slots = append(p.slots, s)
+		p.wg.Add(1)
+		go p.supervise(p.ctx, s)
+	}
+	for len(p.slots) > max(n, 0) {
+		s := p.slots[len(p.slots)-1]
+		p.slots = p.slots[:len(p.slots)-1]
+		close(s.stop)
+		p.retiring = append(p.retiring, s)
+	}
+}
+
+// Size returns the number of hosts wanted.
+func (p *Pool) Size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.slots)
+}
+
+// Stop drains and stops every host and waits for them; when ctx ends first the
+// remaining hosts are killed.
+func (p *Pool) Stop(ctx context.Context) error {
+	p.Resize(0)
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		p.mu.Lock()
+		for _, s := range p.retiring {
+			if h := s.current(); h != nil {
+				_ = h.Kill()
+			}
+		}
+		p.mu.Unlock()
+		<-done
+		return fmt.Errorf("stopping the hosts of GPU %s: %w", p.cfg.GPU, ctx.Err())
+	}
+}
+
+// Status lists the hosts, those being retired included.
+func (p *Pool) Status() []HostStatus {
+	p.mu.Lock()
+	all := append(append([]*poolSlot(nil), p.slots...), p.retiring...)
+	p.mu.Unlock()
+	out := make([]HostStatus, 0, len(all))
+	for _, s := range all {
+		s.mu.Lock()
+		st := HostStatus{ID: s.id, Index: s.index, State: s.state, Restarts: s.restarts, StartedAt: s.startedAt}
+		if s.lastErr != nil {
+			st.LastError = s.lastErr.Error()
+		}
+		if s.host != nil {
+			st.PID = s.host.PID()
+		}
+		s.mu.Unlock()
+		if st.PID != 0 && p.cfg.ProcessMemory != nil {
+			st.ResidentBytes, _ = p.cfg.ProcessMemory(st.PID)
+		}
+		if st.State == HostStopped {
+			continue
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// HostStopped is the state of a retired host that is gone; Status leaves it out.
+const HostStopped HostState = "stopped"
+
+func (s *poolSlot) current() Host {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.host
+}
+
+func (s *poolSlot) set(h Host, state HostState, err error, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.host, s.state = h, state
+	if err != nil {
+		s.lastErr = err
+	}
+	if state == HostServing {
+		s.startedAt = now
+	}
+}
+
+func (p *Pool) event(s *poolSlot, pid int, kind HostEventKind, err error) {
+	s.mu.Lock()
+	restarts := s.restarts
+	s.mu.Unlock()
+	log := p.cfg.Logger.With("gpu", p.cfg.GPU, "host", s.id, "pid", pid)
+	switch kind {
+	case EventExited, EventUnhealthy, EventLaunchFailed:
+		log.Warn("model host "+string(kind), "error", err, "restarts", restarts)
+	default:
+		log.Info("model host " + string(kind))
+	}
+	if p.cfg.OnEvent != nil {
+		p.cfg.OnEvent(HostEvent{GPU: p.cfg.GPU, ID: s.id, PID: pid, Kind: kind, Err: err, Restarts: restarts})
+	}
+}
+
+// supervise keeps slot s's host running until s is retired or ctx ends.
+func (p *Pool) supervise(ctx context.Context, s *poolSlot) {
+	defer p.wg.Done()
+	defer func() {
+		s.set(nil, HostStopped, nil, time.Time{})
+		p.mu.Lock()
+		for i, r := range p.retiring {
+			if r == s {
+				p.retiring = append(p.retiring[:i], p.retiring[i+1:]...)
+				break
+			}
+		}
+		p.mu.Unlock()
+	}()
+	// stopCtx ends when the slot is retired or the pool's context ends: it bounds
+	// every wait except a draining host's.
+	stopCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-stopCtx.Done():
+		}
+	}()
+
+	backoff := p.cfg.RestartBackoff
+	for stopCtx.Err() == nil {
+		up, err := p.runOnce(ctx, stopCtx, s)
+		if err == nil { // retired or shut down
+			return
+		}
+		s.mu.Lock()
+		s.restarts++
+		s.mu.Unlock()
+		if up >= p.cfg.MinUptime {
+			backoff = p.cfg.RestartBackoff
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-stopCtx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(backoff*2, p.cfg.MaxBackoff)
+	}
+}
+
+// runOnce starts the slot's host and watches it. It returns nil when the host was
+// stopped on purpose, or why it ended and how long it served.
+func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSlot) (time.Duration, error) {
+	uuid := p.cfg.GPU
+	s.set(nil, HostStarting, nil, time.Time{})
+	if err := p.cfg.Registry.AddHost(stopCtx, uuid, HostSpec{ID: s.id, Order: s.index, ModelBytes: p.cfg.ModelBytes}); err != nil {
+		if stopCtx.Err() != nil {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("registering host %s: %w", s.id, err)
+	}
+	host, err := p.cfg.Launcher.Launch(stopCtx, LaunchOpts{
+		GPU: uuid, GPUIndex: p.cfg.GPUIndex, ID: s.id,
+		Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + uuid},
+	})
+	if err != nil {
+		p.cfg.Registry.RemoveHost(uuid, s.id, nil)
+		if stopCtx.Err() != nil {
+			return 0, nil
+		}
+		err = fmt.Errorf("launching host %s: %w", s.id, err)
+		s.set(nil, HostStarting, err, time.Time{})
+		p.event(s, 0, EventLaunchFailed, err)
+		return 0, err
+	}
+	pid := host.PID()
+	started := p.cfg.Now()
+	if err := p.cfg.Registry.HostReady(uuid, s.id, ReadyHost{
+		PID: pid, Concurrency: host.Concurrency(), Releaser: host, Handle: host,
+	}); err != nil {
+		_ = host.Kill()
+		<-host.Exited()
+		p.cfg.Registry.RemoveHost(uuid, s.id, nil)
+		return 0, fmt.Errorf("registering host %s as ready: %w", s.id, err)
+	}
+	s.set(host, HostServing, nil, started)
+	p.event(s, pid, EventStarted, nil)
+
+	tick := time.NewTicker(p.cfg.HealthInterval)
+	defer tick.Stop()
+	failures := 0
+	for {
+		select {
+		case <-host.Exited():
+			err := host.ExitErr()
+			if err == nil {
+				err = errors.New("exited")
+			}
+			err = fmt.Errorf("host %s (pid %d) died: %w", s.id, pid, err)
+			p.cfg.Registry.RemoveHost(uuid, s.id, err)
+			s.set(nil, HostDead, err, time.Time{})
+			p.event(s, pid, EventExited, err)
+			return p.cfg.Now().Sub(started), err
+
+		case <-tick.C:
+			hctx, cancel := context.WithTimeout(stopCtx, p.cfg.HealthTimeout)
+			herr := host.Health(hctx)
+			cancel()
+			if herr == nil {
+				failures = 0
+				continue
+			}
+			if stopCtx.Err() != nil {
+				continue // shutting down: the next case handles it
+			}
+			failures++
+			if failures < p.cfg.HealthFailures {
+				continue
+			}
+			err := fmt.Errorf("host %s (pid %d) failed %d health checks: %w", s.id, pid, failures, herr)
+			_ = host.Kill()
+			<-host.Exited()
+			p.cfg.Registry.RemoveHost(uuid, s.id, err)
+			s.set(nil, HostDead, err, time.Time{})
+			p.event(s, pid, EventUnhealthy, err)
+			return p.cfg.Now().Sub(started), err
+
+		case <-s.stop:
+			// Retired: let its work finish unless the pool is shutting down.
+			s.set(host, HostDraining, nil, started)
+			if drained, err := p.cfg.Registry.DrainHost(uuid, s.id); err == nil {
+				select {
+				case <-drained:
+				case <-ctx.Done():
+				case <-host.Exited():
+				}
+			}
+			p.stopHost(host)
+			p.cfg.Registry.RemoveHost(uuid, s.id, nil)
+			p.event(s, pid, EventStopped, nil)
+			return 0, nil
+
+		case <-ctx.Done():
+			p.stopHost(host)
+			p.cfg.Registry.RemoveHost(uuid, s.id, nil)
+			p.event(s, pid, EventStopped, nil)
+			return 0, nil
+		}
+	}
+}
+
+func (p *Pool) stopHost(h Host) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.StopTimeout)
+	defer cancel()
+	if err := h.Stop(ctx); err != nil {
+		_ = h.Kill()
+	}
+	<-h.Exited()
+}
