@@ -340,3 +340,19 @@ func (s *Store) SaveSpeakerConditioning(ctx context.Context, refSHA, modelVersio
 		VALUES (?, ?, ?, ?) ON CONFLICT (ref_sha256, model_version) DO UPDATE SET cache_path = excluded.cache_path,
 		worker = excluded.worker, created_at = now()`, refSHA, modelVersion, path, worker).Error
 }
+
+// TakesByIDs returns the takes with the given IDs, by ID.
+func (s *Store) TakesByIDs(ctx context.Context, ids []int64) (map[int64]Take, error) {
+	out := map[int64]Take{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var ts []Take
+	if err := s.db.WithContext(ctx).Where("id IN ?", ids).Find(&ts).Error; err != nil {
+		return nil, err
+	}
+	for _, t := range ts {
+		out[t.ID] = t
+	}
+	return out, nil
+}

@@ -1,8 +1,10 @@
 package views
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"dubstudio/studio"
 )
@@ -108,3 +110,58 @@ func historyDiff(p Page, e studio.HistoryEntry, names map[int64]string) []diffRo
 }
 
 func joinNames(names []string) string { return strings.Join(names, ", ") }
+
+func ratio(r float64) string { return fmt.Sprintf("%.2f", r) }
+
+func renderLabel(p Page, v LineView) string {
+	if v.Take != nil || v.Line.State == studio.StateFailed {
+		return p.T("line.regenerate")
+	}
+	return p.T("line.render")
+}
+
+// RenderError shows a stored render failure: a catalog message (JSON key and args) or
+// plain text.
+func RenderError(p Page, stored string) string {
+	var m struct {
+		Key  string `json:"key"`
+		Args []any  `json:"args"`
+	}
+	if json.Unmarshal([]byte(stored), &m) == nil && m.Key != "" {
+		return p.T(m.Key, m.Args...)
+	}
+	return stored
+}
+
+func activeCount(c studio.StateCounts) int {
+	n := 0
+	for st, v := range c {
+		if st.Active() {
+			n += v
+		}
+	}
+	return n
+}
+
+func bytesGB(b int64) string {
+	if b <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f GB", float64(b)/1e9)
+}
+
+func deviceName(p Page, d string) string {
+	if d == "" {
+		return p.T("take.cpu")
+	}
+	return d
+}
+
+func queueAction(paused bool) string {
+	if paused {
+		return "/admin/queue/resume"
+	}
+	return "/admin/queue/pause"
+}
+
+func now() time.Time { return time.Now() }

@@ -40,15 +40,56 @@ func (s *Server) listLines(c echo.Context) error {
 	return s.render(c, http.StatusOK, views.ProjectPage(s.page(c, p.Name, "projects"), vm))
 }
 
-func (s *Server) renderRow(c echo.Context, status int, l *studio.Line) error {
-	var ch *studio.Character
-	if l.CharacterID != nil {
-		var err error
-		if ch, err = s.store.Character(c.Request().Context(), l.ProjectID, *l.CharacterID); err != nil {
-			return err
+// lineViews joins lines with their characters and current takes for display.
+func (s *Server) lineViews(c echo.Context, lines []studio.Line, chars []studio.Character) ([]views.LineView, error) {
+	byID := make(map[int64]*studio.Character, len(chars))
+	for i := range chars {
+		byID[chars[i].ID] = &chars[i]
+	}
+	var takeIDs []int64
+	for _, l := range lines {
+		if l.CurrentTakeID != nil {
+			takeIDs = append(takeIDs, *l.CurrentTakeID)
 		}
 	}
-	return s.render(c, status, views.LineRow(s.page(c, "", ""), l.ProjectID, *l, ch))
+	takes, err := s.store.TakesByIDs(c.Request().Context(), takeIDs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]views.LineView, len(lines))
+	for i, l := range lines {
+		out[i] = views.LineView{Line: l}
+		if l.CharacterID != nil {
+			out[i].Character = byID[*l.CharacterID]
+		}
+		if l.CurrentTakeID != nil {
+			if t, ok := takes[*l.CurrentTakeID]; ok {
+				out[i].Take = &t
+			}
+		}
+	}
+	return out, nil
+}
+
+// LineView loads what one line's row shows.
+func (s *Server) lineView(c echo.Context, l *studio.Line) (views.LineView, error) {
+	chars, err := s.store.Characters(c.Request().Context(), l.ProjectID)
+	if err != nil {
+		return views.LineView{}, err
+	}
+	vs, err := s.lineViews(c, []studio.Line{*l}, chars)
+	if err != nil {
+		return views.LineView{}, err
+	}
+	return vs[0], nil
+}
+
+func (s *Server) renderRow(c echo.Context, status int, l *studio.Line) error {
+	v, err := s.lineView(c, l)
+	if err != nil {
+		return err
+	}
+	return s.render(c, status, views.LineRow(s.page(c, "", ""), v))
 }
 
 func (s *Server) showLine(c echo.Context) error {
@@ -247,20 +288,9 @@ func (s *Server) assignLines(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	form, err := c.FormParams()
+	ids, err := s.selectedLines(c)
 	if err != nil {
-		return echo.NewHTTPError(http.StatusBadRequest, s.t(c, "error.bad_request"))
-	}
-	var ids []int64
-	for _, v := range form["line_id"] {
-		id, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return echo.NewHTTPError(http.StatusBadRequest, s.t(c, "error.bad_request"))
-		}
-		ids = append(ids, id)
-	}
-	if len(ids) == 0 {
-		return echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "bulk.none_selected"))
+		return err
 	}
 	var cid *int64
 	if v := c.FormValue("character_id"); v != "" {

@@ -109,6 +109,14 @@ func (s *Server) projectVM(c echo.Context, p *studio.Project) (views.ProjectVM, 
 	if vm.Lines, err = s.store.Lines(ctx, p.ID, vm.Filter); err != nil {
 		return vm, err
 	}
+	if vm.Rows, err = s.lineViews(c, vm.Lines.Lines, vm.Characters); err != nil {
+		return vm, err
+	}
+	if s.renderer != nil {
+		if vm.Paused, err = s.renderer.SynthesisPaused(ctx); err != nil {
+			return vm, err
+		}
+	}
 	counts, err := s.store.ProjectStateCounts(ctx, []int64{p.ID})
 	vm.Counts = counts[p.ID]
 	return vm, err

@@ -36,6 +36,8 @@ type Deps struct {
 	Config *config.Config
 	Store  *studio.Store
 	Logger *slog.Logger
+	// Renderer queues and cancels renders; nil disables rendering (tests of other parts).
+	Renderer Renderer
 	// Mounts add routes owned by other packages (River UI, metrics, live events),
 	// given the group for each role.
 	Mounts []func(r Routes)
@@ -55,16 +57,17 @@ type Routes struct {
 
 // Server is the web app.
 type Server struct {
-	cfg    *config.Config
-	store  *studio.Store
-	logger *slog.Logger
-	blobs  studio.BlobStore
-	echo   *echo.Echo
+	renderer Renderer
+	cfg      *config.Config
+	store    *studio.Store
+	logger   *slog.Logger
+	blobs    studio.BlobStore
+	echo     *echo.Echo
 }
 
 // New builds the server and its routes.
 func New(d Deps) *Server {
-	s := &Server{cfg: d.Config, store: d.Store, logger: d.Logger, blobs: studio.BlobStore{Dir: d.Config.DataDir + "/blobs"}}
+	s := &Server{renderer: d.Renderer, cfg: d.Config, store: d.Store, logger: d.Logger, blobs: studio.BlobStore{Dir: d.Config.DataDir + "/blobs"}}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -115,6 +118,19 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	editor.GET("/projects/:pid/lines/:lid/history", s.showLineHistory)
 	editor.POST("/projects/:pid/lines/:lid/split", s.splitLine)
 	editor.POST("/projects/:pid/lines/:lid/merge", s.mergeLine)
+
+	editor.POST("/projects/:pid/render", s.renderPending)
+	editor.POST("/projects/:pid/retry-failed", s.retryFailed)
+	editor.POST("/projects/:pid/cancel", s.cancelRender)
+	editor.POST("/projects/:pid/lines/render", s.renderSelected)
+	editor.POST("/projects/:pid/lines/:lid/render", s.renderLine)
+	editor.GET("/projects/:pid/lines/:lid/takes", s.showTakes)
+	editor.POST("/projects/:pid/takes/:tid/approve", s.approveTake)
+	editor.POST("/projects/:pid/takes/:tid/use", s.useTake)
+	editor.GET("/projects/:pid/failed", s.showFailed)
+	admin.POST("/admin/queue/pause", s.pauseQueue)
+	admin.POST("/admin/queue/resume", s.resumeQueue)
+	admin.GET("/admin/workers", s.listWorkers)
 
 	editor.GET("/projects/:pid/characters", s.listCharacters)
 	editor.POST("/projects/:pid/characters", s.createCharacter)

@@ -36,3 +36,27 @@
     }
   });
 })();
+
+// Row play buttons: one shared player, so a long table costs nothing until played.
+(function () {
+  "use strict";
+  var player = new Audio();
+  var current = null;
+  function stop() {
+    player.pause();
+    if (current) current.classList.remove("playing");
+    current = null;
+  }
+  player.addEventListener("ended", stop);
+  document.addEventListener("click", function (ev) {
+    var btn = ev.target.closest && ev.target.closest("button[data-play]");
+    if (!btn) return;
+    ev.preventDefault();
+    if (current === btn) { stop(); return; }
+    stop();
+    current = btn;
+    btn.classList.add("playing");
+    player.src = btn.getAttribute("data-play");
+    player.play().catch(stop);
+  });
+})();
