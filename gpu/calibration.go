@@ -1,0 +1,332 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// The analysis of calibration runs, following the memory-first method: measure one
+// task (memory after load, peak, memory after the run), then peaks per text length
+// keeping the worst of several runs, then raise concurrency step by step and use one
+// step below the first that crashes or slows down. These are pure functions over
+// measurements; the runs themselves are driven elsewhere.
+
+// MemoryCounter names where a memory figure was read: the two differ (NVML sees
+// the whole process with its cache and CUDA context; the allocator sees tensors).
+type MemoryCounter string
+
+// Memory counters.
+const (
+	CounterNVML           MemoryCounter = "nvml"            // per-process, as nvidia-smi
+	CounterTorchPeak      MemoryCounter = "torch_max_alloc" // torch.cuda.max_memory_allocated
+	CounterTorchAllocated MemoryCounter = "torch_alloc"     // torch.cuda.memory_allocated
+	CounterTorchReserved  MemoryCounter = "torch_reserved"  // torch.cuda.memory_reserved
+)
+
+// Run is one measured synthesis of a calibration.
+type Run struct {
+	Bucket       string // length bucket: "short", "medium", "long", ...
+	Characters   int
+	AudioSeconds float64
+	// PeakBytes is the extra peak of the run over the idle host.
+	PeakBytes int64
+	// FallbackBytes is what the host's memory fell back to after the run.
+	FallbackBytes int64
+	Counter       MemoryCounter
+	Duration      time.Duration
+}
+
+// BucketResult summarises one length bucket.
+type BucketResult struct {
+	Bucket string
+	Runs   int
+	// MinAudioSeconds is the shortest run of the bucket: the curve point pairs it
+	// with the worst peak, so that every request at least that long is predicted at
+	// least that peak.
+	MinAudioSeconds, MaxAudioSeconds float64
+	MaxCharacters                    int
+	// PeakBytes is the highest peak of the bucket, never the mean.
+	PeakBytes                 int64
+	MeanDuration, MaxDuration time.Duration
+	// Trusted: the bucket has at least the minimum number of runs; only trusted
+	// buckets make the curve.
+	Trusted bool
+}
+
+// Warning is a problem found in measurements, as a catalog message.
+type Warning struct {
+	Key  string
+	Args []any
+}
+
+// LeakWarning reports memory after runs that keeps rising.
+type LeakWarning struct {
+	Bucket string // "" for the whole series
+	// Runs is how many runs the rise spans; FromBytes and ToBytes its ends.
+	Runs               int
+	FromBytes, ToBytes int64
+}
+
+// Warning returns the leak as a catalog message.
+func (l LeakWarning) Warning() Warning {
+	return Warning{Key: "gpu.calibration.leak", Args: []any{l.Runs, float64(l.FromBytes) / 1e9, float64(l.ToBytes) / 1e9}}
+}
+
+// CalibrationInput is what a calibration run measured.
+type CalibrationInput struct {
+	// ResidentBytes is NVML's reading of one idle host after load and warm-up.
+	ResidentBytes int64
+	// Runs in the order they ran.
+	Runs []Run
+	// MinRuns per bucket for its peak to count; default 3.
+	MinRuns int
+	// LeakTolerance is the rise between two runs that counts as creeping; default
+	// 16 MiB. LeakRuns is how many rises in a row make a leak; default 3.
+	LeakTolerance int64
+	LeakRuns      int
+	MeasuredAt    time.Time
+}
+
+// CalibrationReport is the analysis of a CalibrationInput.
+type CalibrationReport struct {
+	// Calibration is the curve from the trusted buckets (uncalibrated if none).
+	Calibration Calibration
+	Buckets     []BucketResult
+	// Leaks found per bucket and over the whole series.
+	Leaks    []LeakWarning
+	Warnings []Warning
+}
+
+// AnalyzeCalibration keeps the worst peak of every bucket with enough runs, builds
+// the prediction curve from them, and checks the memory after each run for leaks.
+func AnalyzeCalibration(in CalibrationInput) CalibrationReport {
+	if in.MinRuns <= 0 {
+		in.MinRuns = 3
+	}
+	if in.LeakTolerance <= 0 {
+		in.LeakTolerance = 16 * MiB
+	}
+	if in.LeakRuns <= 0 {
+		in.LeakRuns = 3
+	}
+	rep := CalibrationReport{Calibration: Calibration{ResidentBytes: in.ResidentBytes, MeasuredAt: in.MeasuredAt}}
+
+	byBucket := map[string]*BucketResult{}
+	var order []string
+	var durations = map[string]time.Duration{}
+	fallbacks := map[string][]int64{}
+	var all []int64
+	for _, r := range in.Runs {
+		b := byBucket[r.Bucket]
+		if b == nil {
+			b = &BucketResult{Bucket: r.Bucket, MinAudioSeconds: r.AudioSeconds}
+			byBucket[r.Bucket] = b
+			order = append(order, r.Bucket)
+		}
+		b.Runs++
+		b.MinAudioSeconds = math.Min(b.MinAudioSeconds, r.AudioSeconds)
+		b.MaxAudioSeconds = math.Max(b.MaxAudioSeconds, r.AudioSeconds)
+		b.MaxCharacters = max(b.MaxCharacters, r.Characters)
+		b.PeakBytes = max(b.PeakBytes, r.PeakBytes)
+		b.MaxDuration = max(b.MaxDuration, r.Duration)
+		durations[r.Bucket] += r.Duration
+		fallbacks[r.Bucket] = append(fallbacks[r.Bucket], r.FallbackBytes)
+		all = append(all, r.FallbackBytes)
+	}
+	for _, name := range order {
+		b := byBucket[name]
+		b.MeanDuration = durations[name] / time.Duration(b.Runs)
+		b.Trusted = b.Runs >= in.MinRuns
+		if !b.Trusted {
+			rep.Warnings = append(rep.Warnings, Warning{Key: "gpu.calibration.too_few_runs",
+				Args: []any{b.Bucket, b.Runs, in.MinRuns}})
+		} else {
+			rep.Calibration.Points = append(rep.Calibration.Points,
+				CurvePoint{AudioSeconds: b.MinAudioSeconds, PeakBytes: b.PeakBytes})
+		}
+		if leak, ok := DetectLeak(fallbacks[name], in.LeakTolerance, in.LeakRuns); ok {
+			leak.Bucket = name
+			rep.Leaks = append(rep.Leaks, leak)
+		}
+		rep.Buckets = append(rep.Buckets, *b)
+	}
+	sort.Slice(rep.Buckets, func(i, j int) bool { return rep.Buckets[i].MinAudioSeconds < rep.Buckets[j].MinAudioSeconds })
+	sort.Slice(rep.Calibration.Points, func(i, j int) bool {
+		return rep.Calibration.Points[i].AudioSeconds < rep.Calibration.Points[j].AudioSeconds
+	})
+	// Over the whole series a rise is normal when longer buckets follow shorter ones
+	// and the counter includes the cache, which ratchets; memory still allocated
+	// after a run must not rise whatever ran before.
+	if len(order) > 1 && in.Runs[0].Counter == CounterTorchAllocated {
+		if leak, ok := DetectLeak(all, in.LeakTolerance, in.LeakRuns); ok {
+			rep.Leaks = append(rep.Leaks, leak)
+		}
+	}
+	for _, l := range rep.Leaks {
+		rep.Warnings = append(rep.Warnings, l.Warning())
+	}
+	return rep
+}
+
+// DetectLeak reports memory after runs that creeps upward: at least rises runs in a
+// row each higher than the one before by more than tolerance, or, without any drop
+// beyond tolerance, at least rises small rises that add up to more than
+// rises × tolerance. A single jump (the cache ratcheting) is not a leak.
+func DetectLeak(fallbacks []int64, tolerance int64, rises int) (LeakWarning, bool) {
+	if rises < 1 {
+		rises = 1
+	}
+	// Consecutive rises.
+	bestStart, bestLen := 0, 0
+	start := 0
+	for i := 1; i < len(fallbacks); i++ {
+		if fallbacks[i]-fallbacks[i-1] <= tolerance {
+			start = i
+			continue
+		}
+		if n := i - start; n > bestLen {
+			bestStart, bestLen = start, n
+		}
+	}
+	if bestLen >= rises {
+		return LeakWarning{Runs: bestLen + 1, FromBytes: fallbacks[bestStart],
+			ToBytes: fallbacks[bestStart+bestLen]}, true
+	}
+	// Slow creep: no real drop, and a clear climb overall.
+	start = 0
+	for i := 1; i <= len(fallbacks); i++ {
+		if i < len(fallbacks) && fallbacks[i]-fallbacks[i-1] >= -tolerance {
+			continue
+		}
+		// fallbacks[start:i] has no drop.
+		lo, hi := start, i-1
+		minAt := lo
+		for j := lo; j <= hi; j++ {
+			if fallbacks[j] < fallbacks[minAt] {
+				minAt = j
+			}
+		}
+		ups := 0
+		for j := minAt + 1; j <= hi; j++ {
+			if fallbacks[j] > fallbacks[j-1] {
+				ups++
+			}
+		}
+		// A single jump is the cache ratcheting to a longer request; creeping rises
+		// run after run.
+		if ups >= rises && fallbacks[hi]-fallbacks[minAt] > int64(rises)*tolerance {
+			return LeakWarning{Runs: hi - minAt + 1, FromBytes: fallbacks[minAt], ToBytes: fallbacks[hi]}, true
+		}
+		start = i
+	}
+	return LeakWarning{}, false
+}
+
+// LoadStep is the result of one step of a load test: Slots requests at once.
+type LoadStep struct {
+	Slots                                    int
+	Tasks, Successes, Failures, OOMs, Killed int
+	AvgLatency, P95Latency                   time.Duration
+	PeakVRAMBytes                            int64
+	// Throughput is work per second over the step (lines, or audio seconds per
+	// second: any unit, the same for every step).
+	Throughput float64
+}
+
+// Healthy reports whether the step had no failure of any kind.
+func (s LoadStep) Healthy() bool {
+	return s.Failures == 0 && s.OOMs == 0 && s.Killed == 0 && s.Successes >= s.Tasks
+}
+
+// LoadVerdict is the analysis of a load test.
+type LoadVerdict struct {
+	Steps []LoadStep
+	// CrashAt is the slot count of the first step with failures, OOMs or killed
+	// hosts; 0 if none.
+	CrashAt int
+	// SlowdownAt is the slot count of the first healthy step whose average latency
+	// is at least twice step one's, or whose throughput gained under 5% over the
+	// step before; 0 if none.
+	SlowdownAt int
+	// Recommended is one step below the lower of the two, or the last step tested
+	// when neither was reached; 0 when even one slot fails.
+	Recommended int
+	// Why names the deciding point: "crash", "slowdown" or "untested_limit".
+	Why string
+}
+
+// LoadTestSteps returns the slot counts to test up to limit: 1, 2, 3, 4, 6, 8, 12,
+// 16, 24, 32, ... (doubling after 4, with the halfway step).
+func LoadTestSteps(limit int) []int {
+	var out []int
+	for _, n := range []int{1, 2, 3, 4} {
+		if n <= limit {
+			out = append(out, n)
+		}
+	}
+	for p := 4; ; p *= 2 {
+		for _, n := range []int{p + p/2, 2 * p} {
+			if n > limit {
+				return out
+			}
+			out = append(out, n)
+		}
+	}
+}
+
+// SlowdownFactor and MinThroughputGain define the slowdown point.
+const (
+	SlowdownFactor    = 2.0
+	MinThroughputGain = 0.05
+)
+
+// AnalyzeLoadTest finds the crash point and the slowdown point of a stepwise load
+// test and recommends one step below the lower of them.
+func AnalyzeLoadTest(steps []LoadStep) (LoadVerdict, error) {
+	v := LoadVerdict{Steps: append([]LoadStep(nil), steps...)}
+	if len(v.Steps) == 0 {
+		return v, fmt.Errorf("load test without steps: %w", ErrInvalid)
+	}
+	sort.Slice(v.Steps, func(i, j int) bool { return v.Steps[i].Slots < v.Steps[j].Slots })
+	for i, s := range v.Steps {
+		if s.Slots < 1 || (i > 0 && s.Slots == v.Steps[i-1].Slots) {
+			return v, fmt.Errorf("load test step %d: slot counts must be positive and distinct: %w", i, ErrInvalid)
+		}
+	}
+	first := v.Steps[0]
+	limit := -1 // index of the deciding step
+	for i, s := range v.Steps {
+		if !s.Healthy() {
+			v.CrashAt, limit, v.Why = s.Slots, i, "crash"
+			break
+		}
+		if i == 0 || v.SlowdownAt != 0 {
+			continue
+		}
+		prev := v.Steps[i-1]
+		slower := first.AvgLatency > 0 && float64(s.AvgLatency) >= SlowdownFactor*float64(first.AvgLatency)
+		flat := prev.Throughput > 0 && s.Throughput < prev.Throughput*(1+MinThroughputGain)
+		if slower || flat {
+			v.SlowdownAt, limit, v.Why = s.Slots, i, "slowdown"
+			// A crash further up does not change the recommendation, but is reported.
+			for _, later := range v.Steps[i+1:] {
+				if !later.Healthy() {
+					v.CrashAt = later.Slots
+					break
+				}
+			}
+			break
+		}
+	}
+	switch {
+	case limit < 0:
+		v.Recommended, v.Why = v.Steps[len(v.Steps)-1].Slots, "untested_limit"
+	case limit == 0:
+		v.Recommended = 0
+	default:
+		v.Recommended = v.Steps[limit-1].Slots
+	}
+	return v, nil
+}
