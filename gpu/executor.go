@@ -1389,3 +1389,47 @@ func (e *Executor) Snapshot() []GPUSnapshot {
 	}
 	return out
 }
+
+// Follow feeds every round of the monitor's samples to the executor until ctx ends
+// or the monitor closes. Run it beside Monitor.Run.
+func (e *Executor) Follow(ctx context.Context, m *Monitor) {
+	ch, stop := m.Subscribe()
+	defer stop()
+	e.FollowSamples(ctx, ch)
+}
+
+// FollowSamples observes every round of samples from ch until ctx ends or ch closes.
+func (e *Executor) FollowSamples(ctx context.Context, ch <-chan []Sample) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case samples, ok := <-ch:
+			if !ok {
+				return
+			}
+			for _, s := range samples {
+				e.Observe(s)
+			}
+		}
+	}
+}
+
+// AddMonitoredGPUs adds every GPU the monitor found, with the profile and
+// calibration profileFor returns for it, and feeds it the latest sample.
+func (e *Executor) AddMonitoredGPUs(m *Monitor, profileFor func(Device) (Profile, Calibration)) error {
+	for _, d := range m.Devices() {
+		if d.Lost {
+			continue
+		}
+		p, cal := profileFor(d)
+		if err := e.AddGPU(GPUConfig{UUID: d.UUID, Index: d.Index, Name: d.Name, TotalBytes: d.TotalBytes,
+			Profile: p, Calibration: cal}); err != nil {
+			return err
+		}
+		if s, ok := m.Latest(d.UUID); ok {
+			e.Observe(s)
+		}
+	}
+	return nil
+}

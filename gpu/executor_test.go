@@ -716,3 +716,69 @@ func TestObserveLearnsModelCacheAndForeign(t *testing.T) {
 	require.Equal(t, 6*GiB, e.Snapshot()[0].NVMLUsedBytes)
 	require.Equal(t, 5*GiB+512*MiB, host().NVMLBytes)
 }
+
+func TestBatchingHostTakesSeveralRequests(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := NewExecutor(ExecutorConfig{})
+	p := testProfile()
+	p.MaxSlots, p.LongLaneLimit = 3, 1
+	require.NoError(t, e.AddGPU(GPUConfig{UUID: "GPU-a", TotalBytes: 80 * GiB, Profile: p}))
+	require.NoError(t, e.AddHost(ctx, "GPU-a", HostSpec{ID: "vllm"}))
+	require.NoError(t, e.HostReady("GPU-a", "vllm", ReadyHost{PID: 9, Concurrency: 8}))
+
+	var leases []*Lease
+	for i := range 3 {
+		l, err := e.Acquire(ctx, Request{ID: fmt.Sprint(i), AudioSeconds: 5})
+		require.NoError(t, err)
+		require.Equal(t, "vllm", l.HostID)
+		require.Equal(t, i, l.Slot())
+		leases = append(leases, l)
+	}
+	// Requests on one host add up: the host's commitment is the sum of their peaks.
+	snap := e.Snapshot()[0]
+	require.Equal(t, DefaultResidentBytes+3*Calibration{}.PeakBytes(5), snap.CommittedBytes)
+	require.Len(t, snap.Hosts[0].Slots, 8)
+
+	waiting := waitSignal(e)
+	res := acquireAsync(e, ctx, Request{ID: "fourth", AudioSeconds: 5})
+	require.Equal(t, "fourth", <-waiting, "MaxSlots caps a batching host too")
+	require.NoError(t, leases[1].Done(Outcome{}))
+	got := <-res
+	require.NoError(t, got.err)
+	require.Equal(t, 1, got.lease.Slot())
+	for _, l := range []*Lease{leases[0], leases[2], got.lease} {
+		require.NoError(t, l.Done(Outcome{}))
+	}
+}
+
+func TestFollowFeedsSamples(t *testing.T) {
+	t.Parallel()
+	dev := &fakeDevice{uuid: "GPU-a", used: 30}
+	m := NewMonitor(context.Background(), MonitorConfig{Driver: &fakeDriver{devices: []*fakeDevice{dev}}})
+	m.SampleNow(context.Background())
+	e := NewExecutor(ExecutorConfig{})
+	require.NoError(t, e.AddMonitoredGPUs(m, func(d Device) (Profile, Calibration) {
+		require.Equal(t, "Fake", d.Name)
+		return testProfile(), Calibration{}
+	}))
+	snap := e.Snapshot()[0]
+	require.EqualValues(t, 100, snap.TotalBytes)
+	require.EqualValues(t, 30, snap.NVMLUsedBytes)
+	require.EqualValues(t, 30, snap.ForeignBytes, "no host is ours yet")
+
+	ch := make(chan []Sample)
+	done := make(chan struct{})
+	go func() { e.FollowSamples(context.Background(), ch); close(done) }()
+	dev.setUsed(60)
+	ch <- m.SampleNow(context.Background())
+	close(ch)
+	<-done
+	require.EqualValues(t, 60, e.Snapshot()[0].NVMLUsedBytes)
+
+	// Follow ends with its context.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e.Follow(ctx, m)
+	require.NoError(t, m.Close())
+}
