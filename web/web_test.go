@@ -30,7 +30,7 @@ type testBundle struct {
 	project *studio.Project
 }
 
-func setup(t *testing.T) *testBundle {
+func setup(t testing.TB) *testBundle {
 	t.Helper()
 	store := studiotest.Store(t)
 	cfg, err := config.LoadFrom(func(k string) (string, bool) {
@@ -59,15 +59,15 @@ func setup(t *testing.T) *testBundle {
 
 // client is a browser-like HTTP client: no redirects followed, cookies kept by hand.
 type client struct {
-	t      *testing.T
+	t      testing.TB
 	base   string
 	cookie string
 	csrf   string
 }
 
-func (b *testBundle) anon(t *testing.T) *client { return &client{t: t, base: b.server.URL} }
+func (b *testBundle) anon(t testing.TB) *client { return &client{t: t, base: b.server.URL} }
 
-func (b *testBundle) as(t *testing.T, role studio.Role) *client {
+func (b *testBundle) as(t testing.TB, role studio.Role) *client {
 	token, sess, err := b.store.CreateSession(context.Background(), b.users[role].ID, time.Hour)
 	require.NoError(t, err)
 	return &client{t: t, base: b.server.URL, cookie: "dubstudio_session=" + token, csrf: sess.CSRFToken}
