@@ -10,6 +10,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"dubstudio/i18n"
 )
 
 // Lane separates long requests, which get their own (lower) concurrency limit, from
@@ -203,6 +205,15 @@ func (e *RetryableError) MessageKey() string {
 	}
 }
 
+// In returns the user-facing text in lang.
+func (e *RetryableError) In(lang i18n.Lang) string {
+	key := e.MessageKey()
+	if key == "gpu.error.no_gpu" {
+		return i18n.T(lang, key)
+	}
+	return i18n.T(lang, key, e.GPU)
+}
+
 // IsRetryable reports whether err is work to run again.
 func IsRetryable(err error) bool { return errors.Is(err, ErrRetryable) }
 
@@ -243,6 +254,11 @@ func (e *NeverFitsError) MessageArgs() []any {
 		return []any{e.AudioSeconds, e.LimitSeconds}
 	}
 	return []any{gb(e.NeedBytes), e.AudioSeconds, gb(max(e.MaxBytes, 0))}
+}
+
+// In returns the user-facing text in lang.
+func (e *NeverFitsError) In(lang i18n.Lang) string {
+	return i18n.T(lang, e.MessageKey(), e.MessageArgs()...)
 }
 
 // Executor admits synthesis requests onto GPUs under each GPU's VRAM budget.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"dubstudio/gpu/simdev"
+	"dubstudio/i18n"
 
 	"github.com/stretchr/testify/require"
 )
@@ -216,6 +217,8 @@ func TestOOMRaisesSafetyFactorAndCleanRunsDecayIt(t *testing.T) {
 	require.ErrorAs(t, err, &re)
 	require.Equal(t, ReasonOutOfMemory, re.Reason)
 	require.Equal(t, "gpu.error.out_of_memory", re.MessageKey())
+	require.Equal(t, "A GPU (GPU-a) ran out of memory. The line will be retried with a larger safety margin.", re.In(i18n.EN))
+	require.Equal(t, "此工作节点没有可用的 GPU。", (&RetryableError{Reason: ReasonNoGPU}).In(i18n.ZH))
 	require.Equal(t, err, l.Done(Outcome{}), "Done is idempotent")
 	require.InDelta(t, 1.25, factor(), 1e-9)
 
@@ -634,6 +637,8 @@ func TestNeverFits(t *testing.T) {
 	require.Equal(t, Calibration{}.PeakBytes(20), nf.NeedBytes)
 	require.Equal(t, 600*MiB, nf.MaxBytes)
 	require.Equal(t, "gpu.request.never_fits", nf.MessageKey())
+	require.Contains(t, nf.In(i18n.EN), "(20 s of speech), more than any GPU can give it (at most 0.6 GB)")
+	require.NotContains(t, nf.In(i18n.ZH), "%!")
 	require.EqualValues(t, 2, e.Metrics().NeverFits)
 
 	// A request that fits an idle GPU waits for memory instead of failing.

@@ -47,16 +47,16 @@ func init() {
 			ZH: "此工作节点没有可用的 GPU。",
 		},
 		"gpu.error.lost": {
-			EN: "GPU %s stopped answering. The line will be retried on another GPU.",
-			ZH: "GPU %s 已停止响应，此台词将在其他 GPU 上重试。",
+			EN: "A GPU (%s) stopped answering. The line will be retried on another GPU.",
+			ZH: "一块 GPU（%s）已停止响应，此台词将在其他 GPU 上重试。",
 		},
 		"gpu.error.host_died": {
-			EN: "The model process on GPU %s died. The line will be retried.",
-			ZH: "GPU %s 上的模型进程已退出，此台词将重试。",
+			EN: "The model process on a GPU (%s) died. The line will be retried.",
+			ZH: "GPU（%s）上的模型进程已退出，此台词将重试。",
 		},
 		"gpu.error.out_of_memory": {
-			EN: "GPU %s ran out of memory. The line will be retried with a larger safety margin.",
-			ZH: "GPU %s 显存不足，此台词将以更大的安全余量重试。",
+			EN: "A GPU (%s) ran out of memory. The line will be retried with a larger safety margin.",
+			ZH: "GPU（%s）显存不足，此台词将以更大的安全余量重试。",
 		},
 		"gpu.calibration.leak": {
 			EN: "Memory after each run kept rising over %d runs (from %.2f GB to %.2f GB): that is a leak, not a concurrency problem.",
