@@ -24,6 +24,7 @@ import io
 import json
 import math
 import os
+import queue
 import re
 import signal
 import socket
@@ -498,13 +499,46 @@ def capture_stages(stages):
 # The host
 
 
+class ModelThread:
+    """Runs every model call on one long-lived thread. CUDA libraries keep per-thread
+    state (cuBLAS and cuDNN handles and workspaces); a new HTTP handler thread per request
+    would pay for it on every request, so handlers hand their work to this thread."""
+
+    def __init__(self):
+        self.jobs = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name="model", daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while True:
+            fn, box, done = self.jobs.get()
+            try:
+                box["result"] = fn()
+            except BaseException as e:  # noqa: BLE001 (handed back to the caller)
+                box["error"] = e
+            finally:
+                done.set()
+
+    def call(self, fn):
+        """Runs fn on the model thread and returns its result or raises its exception.
+        Waits in short slices so that signals reach a main thread that waits here."""
+        box = {}
+        done = threading.Event()
+        self.jobs.put((fn, box, done))
+        while not done.wait(0.2):
+            pass
+        if "error" in box:
+            raise box.pop("error")
+        return box["result"]
+
+
 class ModelHost:
-    """Protocol logic, independent of HTTP: one request at a time on the backend."""
+    """Protocol logic, independent of HTTP: one request at a time, all on one thread."""
 
     def __init__(self, backend, meter=None):
         self.backend = backend
         self.meter = meter or Meter()
-        self.lock = threading.Lock()
+        self.model = ModelThread()
         self.state_lock = threading.Lock()
         self.loaded = False
         self.resident = 0
@@ -513,9 +547,12 @@ class ModelHost:
         self.counters = {"requests": 0, "ooms": 0, "errors": 0, "conditioning_computed": 0, "conditioning_loaded": 0}
 
     def load(self):
-        self.backend.load()
-        self.meter.synchronize()
-        self.resident = self.meter.allocated()
+        def load():
+            self.backend.load()
+            self.meter.synchronize()
+            return self.meter.allocated()
+
+        self.resident = self.model.call(load)
         self.loaded = True
 
     def count(self, name, n=1):
@@ -560,35 +597,38 @@ class ModelHost:
     def _serialized(self, fn, body):
         with self.state_lock:
             self.queued += 1
-        with self.lock:
+        return self.model.call(lambda: self._guarded(fn, body))
+
+    def _guarded(self, fn, body):
+        """Runs fn(body) on the model thread and turns every failure into a HostError."""
+        with self.state_lock:
+            self.queued -= 1
+            self.busy += 1
+        oom = False
+        try:
+            return fn(body)
+        except HostError:
+            self.count("errors")
+            raise
+        except Exception as e:  # noqa: BLE001 (every failure becomes a protocol error)
+            self.count("errors")
+            tb = traceback.format_exc()
+            if self.meter.is_oom(e):
+                oom = True
+                self.count("ooms")
+                raise HostError(OUT_OF_MEMORY, str(e) or "CUDA out of memory", tb) from None
+            if isinstance(e, FileNotFoundError):
+                raise HostError(INVALID_INPUT, str(e), tb) from None
+            raise HostError(INTERNAL, f"{type(e).__name__}: {e}", tb) from None
+        finally:
+            if oom:
+                # The exception and its frames are gone: the memory they held can go.
+                with contextlib.suppress(Exception):
+                    if hasattr(self.backend, "on_oom"):
+                        self.backend.on_oom()
+                self.meter.empty_cache()
             with self.state_lock:
-                self.queued -= 1
-                self.busy += 1
-            oom = False
-            try:
-                return fn(body)
-            except HostError:
-                self.count("errors")
-                raise
-            except Exception as e:  # noqa: BLE001 (every failure becomes a protocol error)
-                self.count("errors")
-                tb = traceback.format_exc()
-                if self.meter.is_oom(e):
-                    oom = True
-                    self.count("ooms")
-                    raise HostError(OUT_OF_MEMORY, str(e) or "CUDA out of memory", tb) from None
-                if isinstance(e, FileNotFoundError):
-                    raise HostError(INVALID_INPUT, str(e), tb) from None
-                raise HostError(INTERNAL, f"{type(e).__name__}: {e}", tb) from None
-            finally:
-                if oom:
-                    # The exception and its frames are gone: the memory they held can go.
-                    with contextlib.suppress(Exception):
-                        if hasattr(self.backend, "on_oom"):
-                            self.backend.on_oom()
-                    self.meter.empty_cache()
-                with self.state_lock:
-                    self.busy -= 1
+                self.busy -= 1
 
     def _prepare(self, body):
         start = time.perf_counter()
@@ -735,8 +775,8 @@ def add_listen_args(parser):
 
 def run_host(backend, args):
     """Serves backend until SIGTERM/SIGINT: binds, prints "LISTENING <address>" on stdout,
-    loads the model (health answers 503 meanwhile), then serves. Exits 1 if loading
-    fails. Returns the exit status."""
+    loads the model (health answers 503 meanwhile), then serves. Exits the process: 0
+    after a signal, 1 if loading fails; returns only for bad arguments (2)."""
     socket_path = args.socket or None
     port = None if socket_path or args.port is None or args.port < 0 else args.port
     if socket_path is None and port is None:
@@ -762,9 +802,11 @@ def run_host(backend, args):
             traceback.print_exc()
             print("host: loading the model failed", file=sys.stderr)
             status = 1
-            return status
-        print(f"host: ready on {address}", file=sys.stderr, flush=True)
-        threading.Event().wait()
+        else:
+            print(f"host: ready on {address}", file=sys.stderr, flush=True)
+            idle = threading.Event()
+            while not idle.wait(0.5):  # short waits: signals are handled between them
+                pass
     except SystemExit as e:
         status = 0 if e.code in (128 + signal.SIGTERM, 128 + signal.SIGINT) else (e.code or 0)
     finally:
@@ -773,7 +815,12 @@ def run_host(backend, args):
         if socket_path:
             with contextlib.suppress(OSError):
                 os.unlink(socket_path)
-    return status
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        # Exit now: the model thread may be mid-request, and CUDA's teardown at
+        # interpreter exit has been seen to hang.
+        os._exit(status)
 
 
 def free_port():

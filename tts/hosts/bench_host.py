@@ -1,0 +1,712 @@
+#!/usr/bin/env python3
+"""dubstudio benchmark model host: IndexTTS-2's shape with random weights.
+
+It speaks the model-host protocol (protocol.py, docs/engines.md) and runs the same
+pipeline, at the same sizes and precisions, as IndexTTS-2, so that GPU memory and time
+behave like the real model's without its weights:
+
+    conditioning  w2v-BERT-2.0-sized conformer encoder (24 layers, 1024-d, ~580M
+                  parameters, fp32) over the prompt, twice (speaker and emotion), a
+                  CAMPPlus-sized style net and the length regulator; cached per speaker
+                  like IndexTTS2's cache slot, and in files through /prepare
+    gpt           GPT-2 decoder, 1280-d, 24 layers, 20 heads (fp16 by default), with its
+                  conditioning conformers and perceiver, beam search (3 beams) with a KV
+                  cache grown by concatenation and reordered every step, one host sync
+                  per step, 50 mel tokens per second of audio
+    gpt_forward   one full forward pass over conditioning + text + codes for the latents
+    s2mel         flow-matching DiT, 512-d, 13 layers, plus a WaveNet post-net, 25 Euler
+                  steps with classifier-free guidance (batch 2) over prompt + target mel
+                  frames (1.72 per token), fp32
+    vocoder       BigVGAN-v2-sized generator (1536 channels, 256x upsampling, anti-aliased
+                  snake activations, ~112M parameters), fp32
+
+Measured on one H200 (PyTorch 2.11, eager, 8 s prompt, fp16 GPT): 4.35 GB allocated
+after load (1.39 billion parameters); extra peak allocated per request 138 MB at 2 s of
+audio, 507 MB at 12 s, 1.17 GB at 30 s; NVML's figure for the process ratchets from
+6.2 GB to 8.4 GB after a 30 s line and falls back to 5.4 GB after /release_cache. Warm
+wall time 1.6 s for 2 s of audio, 6.9 s for 12 s, 20.7 s for 30 s (GPT decode about
+13 ms a step); the first request at a new length is 3-7x slower while the caching
+allocator grows.
+
+The audio is noise. Its length is target_seconds when given (what calibration asks
+for), else a guess from the text, times duration_factor; long text is split into
+segments that run one after another, as in IndexTTS. torch is needed to serve; without
+it the file still imports, so `python3 -m py_compile` and the unit tests work anywhere.
+
+    python3 tts/hosts/bench_host.py --socket /run/dubstudio/bench0.sock
+    python3 tts/hosts/bench_host.py --selftest           # tiny dimensions, CPU or GPU
+    python3 tts/hosts/bench_host.py --selftest --full    # real dimensions, on the GPU
+"""
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+import wave
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import protocol  # noqa: E402
+from protocol import env, env_bool, invalid, require_file  # noqa: E402
+
+try:  # torch is optional at import time: the file must load where it is absent
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    _Module = nn.Module
+except ImportError:  # pragma: no cover - exercised on machines without torch
+    torch = None
+    F = None
+    nn = None
+    _Module = object
+
+SAMPLE_RATE = 22050
+HOP = 256  # vocoder samples per mel frame
+MEL_FRAMES_PER_TOKEN = 1.72  # as IndexTTS-2's s2mel: target_lengths = code_lens * 1.72
+SEMANTIC_FPS = 50  # w2v-BERT feature frames per second (16 kHz, 320-sample stride)
+MAX_PROMPT_SECONDS = 15  # IndexTTS cuts prompts to 15 s
+
+
+@dataclasses.dataclass
+class Dims:
+    """Model dimensions; the defaults are IndexTTS-2's."""
+
+    gpt_dim: int = 1280
+    gpt_layers: int = 24
+    gpt_heads: int = 20
+    text_vocab: int = 12000
+    mel_vocab: int = 8194
+    max_positions: int = 2400
+    cond_latents: int = 32  # perceiver output length
+    cond_dim: int = 512  # GPT conditioning conformers
+    cond_layers: int = 6
+    emo_cond_layers: int = 4
+    semantic_dim: int = 1024  # w2v-BERT 2.0
+    semantic_layers: int = 24
+    semantic_heads: int = 16
+    semantic_ffn: int = 4096
+    semantic_in: int = 160  # SeamlessM4T features: 80 fbank bins stacked twice
+    codebook: int = 8192
+    dit_dim: int = 512
+    dit_layers: int = 13
+    dit_heads: int = 8
+    wavenet_layers: int = 8
+    style_dim: int = 192
+    n_mels: int = 80
+    voc_channels: int = 1536
+    voc_rates: tuple = (4, 4, 2, 2, 2, 2)
+    voc_kernels: tuple = (8, 8, 4, 4, 4, 4)
+    voc_res_kernels: tuple = (3, 7, 11)
+    voc_dilations: tuple = (1, 3, 5)
+
+    @classmethod
+    def tiny(cls):
+        """Small enough for a CPU self-test; same structure."""
+        return cls(gpt_dim=64, gpt_layers=2, gpt_heads=4, text_vocab=500, mel_vocab=300, max_positions=2400,
+                   cond_latents=8, cond_dim=32, cond_layers=1, emo_cond_layers=1, semantic_dim=64,
+                   semantic_layers=2, semantic_heads=4, semantic_ffn=128, codebook=300, dit_dim=32, dit_layers=2,
+                   dit_heads=4, wavenet_layers=2, voc_channels=64)
+
+
+# ---------------------------------------------------------------------------------------
+# Modules (random weights)
+
+
+def _init(module):
+    for m in module.modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+            if getattr(m, "bias", None) is not None:
+                nn.init.zeros_(m.bias)
+
+
+class ConformerBlock(_Module):
+    """Macaron FFN, self-attention, depthwise-conv module, FFN: w2v-BERT's block."""
+
+    def __init__(self, dim, heads, ffn, kernel=31):
+        super().__init__()
+        self.heads = heads
+        self.ff1 = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, ffn), nn.SiLU(), nn.Linear(ffn, dim))
+        self.ln_att = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+        self.ln_conv = nn.LayerNorm(dim)
+        self.pw1 = nn.Conv1d(dim, 2 * dim, 1)
+        self.dw = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=dim)
+        self.pw2 = nn.Conv1d(dim, dim, 1)
+        self.ff2 = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, ffn), nn.SiLU(), nn.Linear(ffn, dim))
+        self.ln_out = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        x = x + 0.5 * self.ff1(x)
+        q, k, v = self.qkv(self.ln_att(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        x = x + self.out(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, d))
+        c = self.pw1(self.ln_conv(x).transpose(1, 2))
+        c = self.pw2(F.silu(self.dw(F.glu(c, dim=1))))
+        x = x + c.transpose(1, 2)
+        x = x + 0.5 * self.ff2(x)
+        return self.ln_out(x)
+
+
+class SemanticEncoder(_Module):
+    """w2v-BERT-2.0-sized encoder; returns the 17th layer's output as IndexTTS uses it."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.proj = nn.Linear(d.semantic_in, d.semantic_dim)
+        self.layers = nn.ModuleList(
+            ConformerBlock(d.semantic_dim, d.semantic_heads, d.semantic_ffn) for _ in range(d.semantic_layers))
+        self.pick = min(17, d.semantic_layers)
+
+    def forward(self, feats):
+        x = self.proj(feats)
+        picked = x
+        for i, layer in enumerate(self.layers, 1):
+            x = layer(x)  # all layers run, as with output_hidden_states=True
+            if i == self.pick:
+                picked = x
+        return picked
+
+
+class StyleNet(_Module):
+    """CAMPPlus-sized speaker embedding from 80-bin fbank frames."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv1d(80, 512, 5, padding=2), nn.ReLU(), nn.Conv1d(512, 512, 3, padding=1),
+                                 nn.ReLU(), nn.Conv1d(512, 512, 3, padding=1), nn.ReLU())
+        self.out = nn.Linear(1024, d.style_dim)
+
+    def forward(self, fbank):
+        h = self.net(fbank.transpose(1, 2))
+        return self.out(torch.cat([h.mean(-1), h.std(-1)], dim=-1))
+
+
+class LengthRegulator(_Module):
+    """Interpolates semantic features to mel frames, then a conv stack to the DiT width."""
+
+    def __init__(self, d, in_dim):
+        super().__init__()
+        self.inp = nn.Conv1d(in_dim, d.dit_dim, 1)
+        self.blocks = nn.Sequential(*[m for _ in range(4) for m in
+                                      (nn.Conv1d(d.dit_dim, d.dit_dim, 3, padding=1), nn.GroupNorm(1, d.dit_dim),
+                                       nn.Mish())])
+
+    def forward(self, x, frames):
+        x = F.interpolate(self.inp(x.transpose(1, 2)), size=int(frames), mode="nearest")
+        return self.blocks(x).transpose(1, 2)
+
+
+class Perceiver(_Module):
+    """Cross-attends learned latents to the conditioning sequence (UnifiedVoice's
+    perceiver resampler)."""
+
+    def __init__(self, d, in_dim):
+        super().__init__()
+        self.latents = nn.Parameter(torch.randn(d.cond_latents, d.gpt_dim) * 0.02)
+        self.kv = nn.Linear(in_dim, 2 * d.gpt_dim)
+        self.q = nn.Linear(d.gpt_dim, d.gpt_dim)
+        self.ff = nn.Sequential(nn.LayerNorm(d.gpt_dim), nn.Linear(d.gpt_dim, 4 * d.gpt_dim), nn.GELU(),
+                                nn.Linear(4 * d.gpt_dim, d.gpt_dim))
+        self.heads = d.gpt_heads
+
+    def forward(self, x):
+        b = x.shape[0]
+        hd = self.latents.shape[-1] // self.heads
+        q = self.q(self.latents).expand(b, -1, -1)
+        k, v = self.kv(x).chunk(2, dim=-1)
+
+        def split(t):
+            return t.view(b, -1, self.heads, hd).transpose(1, 2)
+
+        a = F.scaled_dot_product_attention(split(q), split(k), split(v)).transpose(1, 2).reshape(b, -1, q.shape[-1])
+        return a + self.ff(a)
+
+
+class GPTBlock(_Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.attn = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(approximate="tanh"), nn.Linear(4 * dim, dim))
+
+    def forward(self, x, past=None):
+        b, t, d = x.shape
+        q, k, v = self.attn(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        if past is not None:
+            # HF GPT-2's legacy cache: concatenate, so the cache is copied every step.
+            k = torch.cat([past[0], k], dim=2)
+            v = torch.cat([past[1], v], dim=2)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=past is None and t > 1)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
+        x = x + self.mlp(self.ln2(x))
+        return x, (k, v)
+
+
+class UnifiedVoice(_Module):
+    """IndexTTS-2's GPT: conditioning conformers + perceivers, text and mel embeddings,
+    a 24-layer GPT-2 decoder and a mel head."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.d = d
+        self.cond_in = nn.Linear(d.semantic_dim, d.cond_dim)
+        self.cond_enc = nn.Sequential(*[ConformerBlock(d.cond_dim, 8 if d.cond_dim % 8 == 0 else 4, 4 * d.cond_dim)
+                                        for _ in range(d.cond_layers)])
+        self.perceiver = Perceiver(d, d.cond_dim)
+        self.emo_in = nn.Linear(d.semantic_dim, d.cond_dim)
+        self.emo_enc = nn.Sequential(*[ConformerBlock(d.cond_dim, 8 if d.cond_dim % 8 == 0 else 4, 4 * d.cond_dim)
+                                       for _ in range(d.emo_cond_layers)])
+        self.emo_perceiver = Perceiver(d, d.cond_dim)
+        self.text_emb = nn.Embedding(d.text_vocab, d.gpt_dim)
+        self.mel_emb = nn.Embedding(d.mel_vocab, d.gpt_dim)
+        self.text_pos = nn.Embedding(d.max_positions, d.gpt_dim)
+        self.mel_pos = nn.Embedding(d.max_positions, d.gpt_dim)
+        self.blocks = nn.ModuleList(GPTBlock(d.gpt_dim, d.gpt_heads) for _ in range(d.gpt_layers))
+        self.ln_f = nn.LayerNorm(d.gpt_dim)
+        self.head = nn.Linear(d.gpt_dim, d.mel_vocab)
+
+    def conditioning(self, spk_cond, emo_cond):
+        c = self.perceiver(self.cond_enc(self.cond_in(spk_cond)))
+        e = self.emo_perceiver(self.emo_enc(self.emo_in(emo_cond))).mean(dim=1, keepdim=True)
+        return c + e
+
+    def prefix(self, cond, text_tokens):
+        t = text_tokens.shape[1]
+        pos = torch.arange(t, device=text_tokens.device)
+        return torch.cat([cond, self.text_emb(text_tokens) + self.text_pos(pos)], dim=1)
+
+    def run(self, x, past=None):
+        new = []
+        for i, blk in enumerate(self.blocks):
+            x, kv = blk(x, None if past is None else past[i])
+            new.append(kv)
+        return self.ln_f(x), new
+
+    def generate(self, cond, text_tokens, n_tokens, beams, repetition_penalty=10.0):
+        """Beam search for exactly n_tokens mel codes (random weights never emit the stop
+        token, so the length is ours to choose)."""
+        x = self.prefix(cond, text_tokens).expand(beams, -1, -1)
+        h, past = self.run(x)
+        scores = torch.zeros(beams, device=x.device)
+        scores[1:] = -1e9  # all beams start identical: let the first step fan out
+        seqs = torch.empty(beams, 0, dtype=torch.long, device=x.device)
+        start = torch.zeros(beams, 1, dtype=torch.long, device=x.device)
+        tok = start
+        for step in range(n_tokens):
+            if step:
+                pos = torch.full((1,), step, device=x.device)
+                h, past = self.run(self.mel_emb(tok) + self.mel_pos(pos), past)
+            logits = self.head(h[:, -1]).float()
+            if seqs.shape[1]:
+                prev = logits.gather(1, seqs)
+                logits = logits.scatter(1, seqs, torch.where(prev < 0, prev * repetition_penalty,
+                                                             prev / repetition_penalty))
+            logp = F.log_softmax(logits / 0.8, dim=-1) + scores[:, None]
+            top, idx = logp.view(-1).topk(2 * beams)
+            beam_idx = torch.div(idx[:beams], self.d.mel_vocab, rounding_mode="floor")
+            tok = (idx[:beams] % self.d.mel_vocab)[:, None]
+            scores = top[:beams]
+            seqs = torch.cat([seqs.index_select(0, beam_idx), tok], dim=1)
+            past = [(k.index_select(0, beam_idx), v.index_select(0, beam_idx)) for k, v in past]
+            # The stopping check syncs with the host every step, as in HF generate().
+            if bool((tok == self.d.mel_vocab - 1).all()):
+                break
+        return seqs[:1]
+
+    def latents(self, cond, text_tokens, codes):
+        """The second pass: hidden states at the code positions, for s2mel."""
+        pos = torch.arange(codes.shape[1], device=codes.device)
+        x = torch.cat([self.prefix(cond, text_tokens), self.mel_emb(codes) + self.mel_pos(pos)], dim=1)
+        h, _ = self.run(x)
+        return h[:, -codes.shape[1]:]
+
+
+class DiTBlock(_Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.ff = nn.Sequential(nn.Linear(dim, 4 * dim), nn.SiLU(), nn.Linear(4 * dim, dim))
+        self.ada = nn.Linear(dim, 2 * dim)
+
+    def forward(self, x, c):
+        b, t, d = x.shape
+        shift, scale = self.ada(c).unsqueeze(1).chunk(2, dim=-1)
+        h = self.ln1(x) * (1 + scale) + shift
+        q, k, v = self.qkv(h).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        x = x + self.out(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, d))
+        return x + self.ff(self.ln2(x))
+
+
+class S2Mel(_Module):
+    """Semantic-to-mel: gpt_layer, codebook, length regulator and the CFM DiT estimator."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.d = d
+        self.gpt_layer = nn.Sequential(nn.Linear(d.gpt_dim, 256), nn.Linear(256, 128), nn.Linear(128, d.semantic_dim))
+        self.codebook = nn.Embedding(d.codebook, d.semantic_dim)
+        self.regulator = LengthRegulator(d, d.semantic_dim)
+        self.inp = nn.Linear(2 * d.n_mels + d.dit_dim, d.dit_dim)
+        self.t_emb = nn.Sequential(nn.Linear(256, d.dit_dim), nn.SiLU(), nn.Linear(d.dit_dim, d.dit_dim))
+        self.style = nn.Linear(d.style_dim, d.dit_dim)
+        self.blocks = nn.ModuleList(DiTBlock(d.dit_dim, d.dit_heads) for _ in range(d.dit_layers))
+        self.wavenet = nn.ModuleList(nn.Conv1d(d.dit_dim, 2 * d.dit_dim, 5, padding=2) for _ in range(d.wavenet_layers))
+        self.final = nn.Linear(d.dit_dim, d.n_mels)
+
+    def condition(self, latent, codes, frames):
+        s = self.codebook(codes.clamp(max=self.d.codebook - 1)) + self.gpt_layer(latent)
+        return self.regulator(s, frames)
+
+    def estimator(self, x, prompt, cond, style, t):
+        half = 128
+        freqs = torch.exp(-math.log(10000) * torch.arange(half, device=x.device) / half)
+        te = self.t_emb(torch.cat([torch.sin(t * 1000 * freqs), torch.cos(t * 1000 * freqs)]))[None]
+        c = te + self.style(style)
+        h = self.inp(torch.cat([x.transpose(1, 2), prompt.transpose(1, 2), cond], dim=-1))
+        for blk in self.blocks:
+            h = blk(h, c)
+        w = h.transpose(1, 2)
+        for conv in self.wavenet:
+            a, g = conv(w).chunk(2, dim=1)
+            w = w + torch.tanh(a) * torch.sigmoid(g)
+        return self.final(w.transpose(1, 2)).transpose(1, 2)
+
+    def inference(self, cond, ref_mel, style, steps, cfg_rate=0.7):
+        """Euler steps of flow matching with classifier-free guidance (batch of 2)."""
+        b, frames, _ = cond.shape
+        p = ref_mel.shape[-1]
+        x = torch.randn(b, self.d.n_mels, frames, device=cond.device)
+        prompt = torch.zeros_like(x)
+        prompt[..., :p] = ref_mel
+        x[..., :p] = 0
+        ts = torch.linspace(0, 1, steps + 1, device=cond.device)
+        cond2 = torch.cat([cond, torch.zeros_like(cond)])
+        prompt2 = torch.cat([prompt, torch.zeros_like(prompt)])
+        style2 = torch.cat([style, torch.zeros_like(style)])
+        for i in range(steps):
+            t, dt = ts[i], ts[i + 1] - ts[i]
+            v = self.estimator(torch.cat([x, x]), prompt2, cond2, style2, t)
+            v_cond, v_uncond = v.chunk(2)
+            x = x + dt * ((1 + cfg_rate) * v_cond - cfg_rate * v_uncond)
+            x[..., :p] = 0
+        return x
+
+
+class AntiAliasSnake(_Module):
+    """BigVGAN's alias-free activation: 2x upsample (12-tap filter), snake, 2x down."""
+
+    def __init__(self, ch):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.ones(1, ch, 1))
+        self.register_buffer("filt", torch.hann_window(12).view(1, 1, 12).repeat(ch, 1, 1) / 6, persistent=False)
+        self.ch = ch
+
+    def forward(self, x):
+        x = F.conv_transpose1d(x, self.filt, stride=2, padding=5, groups=self.ch)
+        x = x + torch.sin(self.alpha * x).pow(2) / (self.alpha + 1e-9)
+        return F.conv1d(F.pad(x, (5, 6), mode="replicate"), self.filt, stride=2, groups=self.ch)
+
+
+class AMPBlock(_Module):
+    def __init__(self, ch, kernel, dilations):
+        super().__init__()
+        self.c1 = nn.ModuleList(nn.Conv1d(ch, ch, kernel, dilation=dl, padding=dl * (kernel - 1) // 2)
+                                for dl in dilations)
+        self.c2 = nn.ModuleList(nn.Conv1d(ch, ch, kernel, padding=(kernel - 1) // 2) for _ in dilations)
+        self.a1 = nn.ModuleList(AntiAliasSnake(ch) for _ in dilations)
+        self.a2 = nn.ModuleList(AntiAliasSnake(ch) for _ in dilations)
+
+    def forward(self, x):
+        for c1, c2, a1, a2 in zip(self.c1, self.c2, self.a1, self.a2):
+            x = x + c2(a2(c1(a1(x))))
+        return x
+
+
+class Vocoder(_Module):
+    """BigVGAN-v2-sized generator: 80 mel bins in, 256 samples per frame out."""
+
+    def __init__(self, d):
+        super().__init__()
+        ch = d.voc_channels
+        self.pre = nn.Conv1d(d.n_mels, ch, 7, padding=3)
+        self.ups = nn.ModuleList()
+        self.res = nn.ModuleList()
+        for r, k in zip(d.voc_rates, d.voc_kernels):
+            self.ups.append(nn.ConvTranspose1d(ch, ch // 2, k, stride=r, padding=(k - r) // 2))
+            ch //= 2
+            self.res.append(nn.ModuleList(AMPBlock(ch, rk, d.voc_dilations) for rk in d.voc_res_kernels))
+        self.act = AntiAliasSnake(ch)
+        self.post = nn.Conv1d(ch, 1, 7, padding=3)
+
+    def forward(self, mel):
+        x = self.pre(mel)
+        for up, blocks in zip(self.ups, self.res):
+            x = up(x)
+            x = sum(b(x) for b in blocks) / len(blocks)
+        return torch.clamp(self.post(self.act(x)), -1, 1)
+
+
+# ---------------------------------------------------------------------------------------
+# The backend
+
+
+def natural_seconds(text):
+    """A rough natural length: Chinese/Japanese/Korean characters at 4.2 a second, other
+    words at 2.7 (tts.PredictNaturalSeconds is the careful version)."""
+    cjk = sum(1 for ch in text if ord(ch) >= 0x2E80)
+    words = len("".join(ch if ord(ch) < 0x2E80 else " " for ch in text).split())
+    return max(0.3, cjk / 4.2 + words / 2.7)
+
+
+def text_token_count(text):
+    """About as many BPE tokens as IndexTTS's tokenizer makes."""
+    cjk = sum(1 for ch in text if ord(ch) >= 0x2E80)
+    rest = "".join(ch if ord(ch) < 0x2E80 else " " for ch in text)
+    return max(1, cjk + sum(1 + len(w) // 4 for w in rest.split()))
+
+
+class BenchBackend:
+    def __init__(self, opts, dims=None):
+        self.opts = opts
+        self.dims = dims or Dims()
+        self.version = opts.model_version
+        self.current = None  # {"sha", "reference", "tensors"}: the conditioning cache slot
+
+    def load(self):
+        if torch is None:
+            raise RuntimeError("bench_host needs PyTorch")
+        dev = self.opts.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = torch.device(dev)
+        self.gpt_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[self.opts.gpt_dtype]
+        if self.device.type == "cpu" and self.gpt_dtype == torch.float16:
+            self.gpt_dtype = torch.float32
+        torch.manual_seed(self.opts.weight_seed)
+        d = self.dims
+        with torch.device(self.device):
+            self.semantic = SemanticEncoder(d).eval()
+            self.style = StyleNet(d).eval()
+            self.gpt = UnifiedVoice(d).eval()
+            self.s2mel = S2Mel(d).eval()
+            self.vocoder = Vocoder(d).eval()
+        for m in (self.semantic, self.style, self.gpt, self.s2mel, self.vocoder):
+            _init(m)
+        self.gpt.to(self.gpt_dtype)  # fp16 applies to the GPT only, as in IndexTTS-2
+        self.store = protocol.ConditioningStore(self.version, torch)
+        self.params = sum(p.numel() for m in (self.semantic, self.style, self.gpt, self.s2mel, self.vocoder)
+                          for p in m.parameters())
+
+    def info(self):
+        return {"model": "IndexTTS-2-bench", "version": self.version, "sample_rate": SAMPLE_RATE,
+                "duration_control": True, "emotion_text": False}
+
+    def on_oom(self):
+        pass
+
+    # -- conditioning ------------------------------------------------------------------
+
+    def _compute(self, ref, sha):
+        _, secs = protocol.wav_info(ref)
+        secs = min(max(secs, 1.0), MAX_PROMPT_SECONDS)
+        g = torch.Generator(device="cpu").manual_seed(int(sha[:8], 16))
+        frames = int(secs * SEMANTIC_FPS)
+        mel_frames = int(secs * SAMPLE_RATE / HOP)
+        d = self.dims
+        with torch.inference_mode():
+            feats = torch.randn(1, frames, d.semantic_in, generator=g).to(self.device)
+            spk = self.semantic(feats)
+            emo = self.semantic(feats)  # IndexTTS encodes the prompt again as the emotion reference
+            fbank = torch.randn(1, int(secs * 100), 80, generator=g).to(self.device)
+            style = self.style(fbank)
+            prompt = self.s2mel.regulator(spk, mel_frames)
+            ref_mel = torch.randn(1, d.n_mels, mel_frames, generator=g).to(self.device)
+        return {"spk_cond": spk, "emo_cond": emo, "style": style, "prompt_condition": prompt, "ref_mel": ref_mel}
+
+    def prepare(self, body):
+        start = time.perf_counter()
+        ref, sha, cache_dir = protocol.parse_prepare(body)
+        require_file(ref, "reference audio")
+        actual = protocol.sha256_file(ref)
+        if sha and sha != actual:
+            raise invalid(f"reference audio {ref} does not match its SHA-256")
+        path = self.store.path(cache_dir, actual) if cache_dir else ""
+        if path:
+            loaded = self.store.load(path, self.device, ("spk_cond", "style", "prompt_condition", "ref_mel"), actual)
+            if loaded:
+                self.current = {"sha": actual, "reference": ref, "tensors": loaded[0]}
+                return {"cache_path": path, "computed": False, "seconds": time.perf_counter() - start}
+        tensors = self._compute(ref, actual)
+        if path:
+            self.store.save(path, actual, tensors)
+        self.current = {"sha": actual, "reference": ref, "tensors": tensors}
+        return {"cache_path": path, "computed": True, "seconds": time.perf_counter() - start}
+
+    def _conditioning(self, req):
+        ref = req.reference_audio_path
+        cur = self.current
+        if cur and cur["reference"] == ref:
+            return cur["tensors"]
+        if req.conditioning_path:
+            loaded = self.store.load(req.conditioning_path, self.device, ("spk_cond", "style", "prompt_condition",
+                                                                          "ref_mel"))
+            if loaded:
+                self.current = {"sha": loaded[1], "reference": ref, "tensors": loaded[0]}
+                return loaded[0]
+        # A new speaker: drop the old slot first, as IndexTTS2 does (and empty the cache).
+        self.current = None
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        sha = protocol.sha256_file(ref)
+        self.current = {"sha": sha, "reference": ref, "tensors": self._compute(ref, sha)}
+        return self.current["tensors"]
+
+    # -- synthesis ---------------------------------------------------------------------
+
+    def synthesize(self, req):
+        require_file(req.reference_audio_path, "reference audio")
+        if req.emotion.mode == "audio":
+            require_file(req.emotion.audio_path, "emotion reference audio")
+        if req.emotion.mode == "text":
+            raise invalid("the benchmark host has no emotion-from-text model")
+        stages = {k: 0.0 for k in ("conditioning", "gpt", "gpt_forward", "s2mel", "vocoder")}
+
+        def timed(stage, fn, *args):
+            t = time.perf_counter()
+            out = fn(*args)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize()
+            stages[stage] += time.perf_counter() - t
+            return out
+
+        factor = req.duration_factor or 1.0
+        seconds = (req.target_seconds or natural_seconds(req.text)) * factor
+        n_text = text_token_count(req.text)
+        n_segments = max(1, math.ceil(n_text / req.max_text_tokens_per_segment))
+        d = self.dims
+        tokens_total = 0
+        pieces = []
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            c = timed("conditioning", self._conditioning, req)
+            for i in range(n_segments):
+                seg_text = n_text // n_segments + (1 if i < n_text % n_segments else 0)
+                n_tok = min(req.max_mel_tokens, max(2, round(seconds / n_segments * self.opts.tokens_per_second)))
+                text_tokens = torch.randint(0, d.text_vocab, (1, seg_text), device=self.device)
+                with torch.autocast(self.device.type, dtype=self.gpt_dtype, enabled=self.gpt_dtype != torch.float32):
+                    cond = self.gpt.conditioning(c["spk_cond"].to(self.gpt_dtype), c["emo_cond"].to(self.gpt_dtype))
+                    codes = timed("gpt", self.gpt.generate, cond, text_tokens, n_tok, self.opts.beams)
+                    latent = timed("gpt_forward", self.gpt.latents, cond, text_tokens, codes)
+                tokens_total += codes.shape[1]
+                frames = int(codes.shape[1] * MEL_FRAMES_PER_TOKEN)
+
+                def s2mel(latent=latent, codes=codes, frames=frames):
+                    target = self.s2mel.condition(latent.float(), codes, frames)
+                    full = torch.cat([c["prompt_condition"], target], dim=1)
+                    mel = self.s2mel.inference(full, c["ref_mel"], c["style"], self.opts.diffusion_steps)
+                    return mel[..., c["ref_mel"].shape[-1]:]
+
+                mel = timed("s2mel", s2mel)
+                wav = timed("vocoder", self.vocoder, mel)
+                pieces.append((wav.squeeze() * 32767).to(torch.int16).cpu())
+                del mel, wav, latent, codes, cond
+        stages["infer"] = time.perf_counter() - t0
+        silence = torch.zeros(int(SAMPLE_RATE * 0.2), dtype=torch.int16)
+        joined = []
+        for i, p in enumerate(pieces):
+            if i:
+                joined.append(silence)
+            joined.append(p)
+        audio = torch.cat(joined)
+        out = req.output_path
+        if os.path.dirname(out):
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+        with wave.open(out, "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(SAMPLE_RATE)
+            w.writeframes(audio.numpy().tobytes())
+        return {"engine": "bench", "model_version": self.version, "output_path": out, "tokens": tokens_total,
+                "stages": stages, "duration_factor": factor}
+
+
+# ---------------------------------------------------------------------------------------
+# Command line
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model-version", default=env("BENCH_MODEL_VERSION", "IndexTTS-2-bench@1"))
+    p.add_argument("--device", default=env("BENCH_DEVICE"), help="cuda, cuda:0 or cpu (default: cuda if present)")
+    p.add_argument("--gpt-dtype", default=env("BENCH_GPT_DTYPE", "fp16"), choices=("fp16", "bf16", "fp32"))
+    p.add_argument("--beams", type=int, default=int(env("BENCH_BEAMS", "3")))
+    p.add_argument("--tokens-per-second", type=float, default=float(env("BENCH_TOKENS_PER_SECOND", "50")),
+                   help="mel tokens per second of audio (IndexTTS-2: 50, 2.5: 25)")
+    p.add_argument("--diffusion-steps", type=int, default=int(env("BENCH_DIFFUSION_STEPS", "25")))
+    p.add_argument("--weight-seed", type=int, default=0)
+    p.add_argument("--selftest", action="store_true", help="run prepare and two syntheses without HTTP, then exit")
+    p.add_argument("--full", action="store_true", help="with --selftest: real dimensions instead of tiny ones")
+    protocol.add_listen_args(p)
+    return p.parse_args(argv)
+
+
+def selftest(opts):
+    """Loads the model and runs the protocol's prepare and synthesize in-process,
+    printing one JSON line per request; exit status 0 when everything answered 200."""
+    import tempfile
+
+    if torch is None:
+        print("bench_host: --selftest needs PyTorch, which is not installed", file=sys.stderr)
+        return 2
+    backend = BenchBackend(opts, None if opts.full else Dims.tiny())
+    host = protocol.ModelHost(backend)
+    t = time.perf_counter()
+    host.load()
+    print(json.dumps({"loaded_seconds": round(time.perf_counter() - t, 2), "parameters": backend.params,
+                      "resident_bytes": host.resident, "device": str(backend.device)}), flush=True)
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        ref = os.path.join(tmp, "ref.wav")
+        with wave.open(ref, "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(16000)
+            w.writeframes(b"\0\0" * 16000 * 8)
+        sha = protocol.sha256_file(ref)
+        calls = [("/prepare", {"reference_audio_path": ref, "reference_sha256": sha, "cache_dir": tmp}),
+                 ("/prepare", {"reference_audio_path": ref, "reference_sha256": sha, "cache_dir": tmp})]
+        for secs in ((1, 2) if not opts.full else (2, 2, 12, 30)):
+            calls.append(("/synthesize", {"text": "benchmark line", "target_seconds": secs,
+                                          "speaker": {"reference_audio_path": ref},
+                                          "output_path": os.path.join(tmp, f"out{secs}.wav")}))
+        for path, body in calls:
+            status, res = host.handle("POST", path, body)
+            ok = ok and status == 200
+            print(json.dumps({"path": path, "status": status, **res}, default=str), flush=True)
+        print(json.dumps({"release_cache": host.handle("POST", "/release_cache", {})[1]}), flush=True)
+    return 0 if ok else 1
+
+
+def main(argv=None):
+    opts = parse_args(argv)
+    if opts.selftest:
+        return selftest(opts)
+    if torch is None:
+        print("bench_host: PyTorch is not installed", file=sys.stderr)
+        return 2
+    return protocol.run_host(BenchBackend(opts), opts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
