@@ -23,7 +23,8 @@ behave like the real model's without its weights:
 Measured on one H200 (PyTorch 2.11, eager, 8 s prompt, fp16 GPT): 4.35 GB allocated
 after load (1.39 billion parameters); extra peak allocated per request 138 MB at 2 s of
 audio, 507 MB at 12 s, 1.17 GB at 30 s; NVML's figure for the process ratchets from
-6.2 GB to 8.4 GB after a 30 s line and falls back to 5.4 GB after /release_cache. Warm
+6,246 MiB to 8,380 MiB after a 30 s line and falls back to 5,410 MiB after
+/release_cache. Warm
 wall time 1.6 s for 2 s of audio, 6.9 s for 12 s, 20.7 s for 30 s (GPT decode about
 13 ms a step); the first request at a new length is 3-7x slower while the caching
 allocator grows.
