@@ -26,7 +26,8 @@ func TestUsedKeysExist(t *testing.T) {
 			b, err := os.ReadFile(f)
 			require.NoError(t, err)
 			for _, m := range re.FindAllStringSubmatch(string(b), -1) {
-				if !i18n.Has(m[1]) {
+				// A key ending in a dot is a prefix completed at run time ("state." + s).
+				if !strings.HasSuffix(m[1], ".") && !i18n.Has(m[1]) {
 					missing = append(missing, f+": "+m[1])
 				}
 			}

@@ -3,6 +3,7 @@ package views
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/a-h/templ"
 	"strings"
 	"time"
 
@@ -165,3 +166,22 @@ func queueAction(paused bool) string {
 }
 
 func now() time.Time { return time.Now() }
+
+// exportPolling makes the export list refresh itself while an export is unfinished.
+func exportPolling(projectID int64, exports []studio.Export) templ.Attributes {
+	for _, e := range exports {
+		if e.State == studio.ExportQueued || e.State == studio.ExportRunning {
+			return templ.Attributes{"hx-get": idURL("/projects/%d/exports", projectID), "hx-trigger": "every 1s", "hx-swap": "outerHTML"}
+		}
+	}
+	return templ.Attributes{}
+}
+
+func exportSeg(s studio.ExportState) string {
+	if s == studio.ExportFailed {
+		return "st-failed"
+	}
+	return "st-done"
+}
+
+func megabytes(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/1e6) }
