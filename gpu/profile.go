@@ -131,14 +131,11 @@ func (p Profile) Budget(total, foreign int64) int64 {
 // IsLong reports whether a request of audioSeconds belongs to the long lane.
 func (p Profile) IsLong(audioSeconds float64) bool { return audioSeconds >= p.LongTextThresholdSec }
 
-// FitError is CheckFits's refusal: one host and the longest request do not fit. It
-// is an *i18n.Error (use In for the user's language) and unwraps to ErrNeverFits.
-type FitError = i18n.Error
-
 // CheckFits refuses a profile that cannot run even one slot on a card of total bytes
 // with foreign bytes held by other processes: one host's resident memory plus the
-// predicted peak of a MaxGenSeconds request must fit the budget. The message carries
-// the measured numbers.
+// predicted peak of a MaxGenSeconds request must fit the budget. The refusal is an
+// *i18n.Error (its In gives the user's language) carrying the measured numbers, and
+// unwraps to ErrNeverFits; an invalid profile is its *ValidationError.
 func CheckFits(p Profile, cal Calibration, total, foreign int64) error {
 	if err := p.Validate(); err != nil {
 		return err
