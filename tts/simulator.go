@@ -1,0 +1,514 @@
+package tts
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"dubstudio/gpu/simdev"
+)
+
+// Fault is a failure the simulator can be told to produce.
+type Fault int
+
+// Faults for fault tests.
+const (
+	FaultNone Fault = iota
+	// FaultOOM fails the request with CodeOutOfMemory, as a CUDA OOM would.
+	FaultOOM
+	// FaultHang blocks the request until its context ends.
+	FaultHang
+	// FaultCrash kills the simulated host: this request and every later one fail with
+	// CodeUnavailable, and its device memory is freed, until Restart.
+	FaultCrash
+	// FaultInvalid fails the request with CodeInvalidInput.
+	FaultInvalid
+)
+
+// Measured IndexTTS-2 figures (docs/indextts.md): memory after load and the extra peak
+// of a request, 45 MB + 38 MB per second of audio.
+const (
+	SimResidentBytes      = 4_300_000_000
+	SimPeakBaseBytes      = 45_000_000
+	SimPeakPerSecondBytes = 38_000_000
+)
+
+// SimulatorConfig configures a Simulator. Zero values take IndexTTS-2's figures.
+type SimulatorConfig struct {
+	// Device is the simulated GPU the host lives on; required.
+	Device *simdev.Device
+	// ResidentBytes is the model's memory after load.
+	ResidentBytes int64
+	// PeakBaseBytes + PeakPerSecondBytes x audio seconds is a request's extra peak.
+	PeakBaseBytes      int64
+	PeakPerSecondBytes int64
+	// TokensPerAudioSecond is how many mel tokens a second of audio takes (50; 2.5: 25).
+	TokensPerAudioSecond float64
+	// TokensPerSecond is the generation speed in tokens per wall second; 0 means no
+	// delay at all (tests). About 110 matches a warm IndexTTS-2 process.
+	TokensPerSecond float64
+	// ConditioningSeconds is the delay of computing a speaker's conditioning.
+	ConditioningSeconds float64
+	// Concurrency declared in Info; default 1.
+	Concurrency int
+	// SampleRate of the written WAV; default 22050.
+	SampleRate int
+	// Version reported and used in conditioning cache keys; default "simulator-1".
+	Version string
+	// FollowTarget makes the audio last Request.TargetSeconds (times the duration
+	// factor) when it is set, instead of PredictNaturalSeconds of the text.
+	FollowTarget bool
+	// Tone writes a quiet 220 Hz tone instead of silence.
+	Tone bool
+	// FaultFunc, when set, is asked for a fault for every request (after the injected
+	// ones are used up).
+	FaultFunc func(Request) Fault
+	// Sleep waits d or until ctx ends; nil means a timer. Tests inject a fake.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// SimulatorStats are the simulator's running totals.
+type SimulatorStats struct {
+	Requests             int64
+	OOMs                 int64
+	ConditioningComputed int64
+	ConditioningLoaded   int64
+}
+
+// Simulator is an Engine that behaves like an IndexTTS-2 host without a GPU: latency
+// proportional to tokens, memory on a simdev.Device, valid WAV files of the predicted
+// length, a conditioning cache, and injectable faults. Safe for concurrent use.
+type Simulator struct {
+	cfg SimulatorConfig
+
+	mu       sync.Mutex
+	proc     *simdev.Process
+	crashed  bool
+	faults   []Fault
+	speaker  string // reference SHA-256 of the conditioning in the "instance"
+	stats    SimulatorStats
+	inFlight int
+}
+
+var _ Engine = (*Simulator)(nil)
+
+// NewSimulator loads the simulated model onto cfg.Device; it fails with
+// CodeOutOfMemory when the model does not fit.
+func NewSimulator(cfg SimulatorConfig) (*Simulator, error) {
+	if cfg.Device == nil {
+		return nil, errors.New("simulator: a simulated device is required")
+	}
+	if cfg.ResidentBytes == 0 {
+		cfg.ResidentBytes = SimResidentBytes
+	}
+	if cfg.PeakBaseBytes == 0 {
+		cfg.PeakBaseBytes = SimPeakBaseBytes
+	}
+	if cfg.PeakPerSecondBytes == 0 {
+		cfg.PeakPerSecondBytes = SimPeakPerSecondBytes
+	}
+	if cfg.TokensPerAudioSecond == 0 {
+		cfg.TokensPerAudioSecond = 50
+	}
+	cfg.Concurrency = max(cfg.Concurrency, 1)
+	if cfg.SampleRate <= 0 {
+		cfg.SampleRate = 22050
+	}
+	if cfg.Version == "" {
+		cfg.Version = "simulator-1"
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleepContext
+	}
+	s := &Simulator{cfg: cfg}
+	if err := s.spawn(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func sleepContext(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Simulator) spawn() error {
+	p, err := s.cfg.Device.Spawn(s.cfg.ResidentBytes)
+	if err != nil {
+		return &Error{Code: CodeOutOfMemory, Message: "loading the simulated model", Err: err}
+	}
+	s.proc = p
+	s.crashed = false
+	s.speaker = ""
+	return nil
+}
+
+// Name returns "simulator".
+func (s *Simulator) Name() string { return "simulator" }
+
+// Process returns the simulated host process (for tests and the executor's checks).
+func (s *Simulator) Process() *simdev.Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc
+}
+
+// Inject queues faults for the next requests, one each.
+func (s *Simulator) Inject(faults ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, faults...)
+}
+
+// Restart respawns a crashed simulated host (its conditioning in memory is lost).
+func (s *Simulator) Restart() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.proc.Exit()
+	return s.spawn()
+}
+
+// Stats returns the running totals.
+func (s *Simulator) Stats() SimulatorStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Info describes the simulated model; CodeUnavailable after a crash.
+func (s *Simulator) Info(context.Context) (HostInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.crashed {
+		return HostInfo{}, s.unavailable()
+	}
+	return HostInfo{
+		Model: "IndexTTS-2-simulator", Version: s.cfg.Version, ResidentBytes: s.cfg.ResidentBytes,
+		Concurrency: s.cfg.Concurrency, Busy: s.inFlight, SampleRate: s.cfg.SampleRate, DurationControl: true,
+	}, nil
+}
+
+// Close ends the simulated host and frees its device memory.
+func (s *Simulator) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.proc.Exit()
+	return nil
+}
+
+func (s *Simulator) unavailable() error {
+	return &Error{Code: CodeUnavailable, Message: "the simulated host has crashed", Err: simdev.ErrExited}
+}
+
+// simConditioning is the content of a simulator conditioning cache file.
+type simConditioning struct {
+	Format          int    `json:"format"`
+	ModelVersion    string `json:"model_version"`
+	ReferenceSHA256 string `json:"reference_sha256"`
+}
+
+// PrepareSpeaker "computes" a speaker's conditioning (counted, and delayed by
+// ConditioningSeconds) or loads it from CacheDir/<sha256>-<version>.cond.
+func (s *Simulator) PrepareSpeaker(ctx context.Context, req PrepareRequest) (PrepareResult, error) {
+	start := time.Now()
+	if req.ReferenceAudioPath == "" {
+		return PrepareResult{}, invalidf("reference audio path is empty")
+	}
+	sha, err := fileSHA256(req.ReferenceAudioPath)
+	if err != nil {
+		return PrepareResult{}, invalidf("reading reference audio: %v", err)
+	}
+	if req.ReferenceSHA256 != "" && req.ReferenceSHA256 != sha {
+		return PrepareResult{}, invalidf("reference audio %s does not match its SHA-256", req.ReferenceAudioPath)
+	}
+	s.mu.Lock()
+	if s.crashed {
+		s.mu.Unlock()
+		return PrepareResult{}, s.unavailable()
+	}
+	s.mu.Unlock()
+
+	path := ""
+	if req.CacheDir != "" {
+		path = filepath.Join(req.CacheDir, sha+"-"+safeName(s.cfg.Version)+".cond")
+		if s.loadConditioning(path, sha) {
+			return PrepareResult{CachePath: path, Computed: false, Seconds: time.Since(start).Seconds()}, nil
+		}
+	}
+	if err := s.computeConditioning(ctx, sha); err != nil {
+		return PrepareResult{}, err
+	}
+	if path != "" {
+		data, _ := json.Marshal(simConditioning{Format: 1, ModelVersion: s.cfg.Version, ReferenceSHA256: sha})
+		if err := writeFileAtomic(path, data); err != nil {
+			return PrepareResult{}, &Error{Code: CodeInternal, Message: "writing the conditioning cache", Err: err}
+		}
+	}
+	return PrepareResult{CachePath: path, Computed: true, Seconds: time.Since(start).Seconds()}, nil
+}
+
+// loadConditioning restores a cache file into the "instance"; false when the file is
+// missing or belongs to another model version or reference.
+func (s *Simulator) loadConditioning(path, sha string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var c simConditioning
+	if json.Unmarshal(data, &c) != nil || c.Format != 1 || c.ModelVersion != s.cfg.Version ||
+		(sha != "" && c.ReferenceSHA256 != sha) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.speaker = c.ReferenceSHA256
+	s.stats.ConditioningLoaded++
+	return true
+}
+
+func (s *Simulator) computeConditioning(ctx context.Context, sha string) error {
+	if err := s.cfg.Sleep(ctx, seconds(s.cfg.ConditioningSeconds)); err != nil {
+		return fmt.Errorf("computing conditioning: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.speaker = sha
+	s.stats.ConditioningComputed++
+	return nil
+}
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+// nextFault pops an injected fault, else asks FaultFunc.
+func (s *Simulator) nextFault(req Request) Fault {
+	s.mu.Lock()
+	if len(s.faults) > 0 {
+		f := s.faults[0]
+		s.faults = s.faults[1:]
+		s.mu.Unlock()
+		return f
+	}
+	s.mu.Unlock()
+	if s.cfg.FaultFunc != nil {
+		return s.cfg.FaultFunc(req)
+	}
+	return FaultNone
+}
+
+// AudioSecondsFor is how long the simulator's audio for req will be.
+func (s *Simulator) AudioSecondsFor(req Request) float64 {
+	factor := req.DurationFactor
+	if factor == 0 {
+		factor = 1
+	}
+	secs := PredictNaturalSeconds(req.Text, req.Language)
+	if s.cfg.FollowTarget && req.TargetSeconds > 0 {
+		secs = req.TargetSeconds
+	}
+	return secs * factor
+}
+
+// PeakBytesFor is the extra device memory a request of that many audio seconds takes.
+func (s *Simulator) PeakBytesFor(audioSeconds float64) int64 {
+	return s.cfg.PeakBaseBytes + int64(float64(s.cfg.PeakPerSecondBytes)*audioSeconds)
+}
+
+// Synthesize simulates one request: it allocates the predicted peak on the device for
+// as long as the generation takes and writes a WAV of the predicted length.
+func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error) {
+	req, err := req.Normalize()
+	if err != nil {
+		return Result{}, err
+	}
+	s.mu.Lock()
+	if s.crashed {
+		s.mu.Unlock()
+		return Result{}, s.unavailable()
+	}
+	s.stats.Requests++
+	s.inFlight++
+	proc := s.proc
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
+
+	switch s.nextFault(req) {
+	case FaultOOM:
+		s.mu.Lock()
+		s.stats.OOMs++
+		s.mu.Unlock()
+		return Result{}, &Error{Code: CodeOutOfMemory, Message: "CUDA out of memory (injected)", Err: simdev.ErrOutOfMemory}
+	case FaultInvalid:
+		return Result{}, invalidf("the simulated model refused the input (injected)")
+	case FaultHang:
+		<-ctx.Done()
+		return Result{}, fmt.Errorf("simulated host hung: %w", ctx.Err())
+	case FaultCrash:
+		s.mu.Lock()
+		s.crashed = true
+		s.proc.Exit()
+		s.mu.Unlock()
+		return Result{}, &Error{Code: CodeUnavailable, Message: "the simulated host crashed mid-request", Err: simdev.ErrExited}
+	}
+
+	start := time.Now()
+	stages := map[string]float64{}
+	if err := s.ensureSpeaker(ctx, req.Speaker); err != nil {
+		return Result{}, err
+	}
+	stages["conditioning"] = time.Since(start).Seconds()
+
+	audio := s.AudioSecondsFor(req)
+	maxSecs := float64(req.MaxMelTokens) / s.cfg.TokensPerAudioSecond
+	segments := math.Max(1, math.Ceil(float64(len([]rune(req.Text)))/float64(req.MaxTextTokensPerSegment)))
+	audio = math.Min(audio, maxSecs*segments) // max_mel_tokens cuts each segment
+	tokens := int(math.Round(audio * s.cfg.TokensPerAudioSecond))
+	peak := s.PeakBytesFor(audio / segments) // segments run one after another
+	var gen time.Duration
+	if s.cfg.TokensPerSecond > 0 {
+		gen = seconds(float64(tokens) / s.cfg.TokensPerSecond)
+	}
+
+	if err := proc.Alloc(peak); err != nil {
+		proc.EmptyCache() // as the real host does after an OOM
+		s.mu.Lock()
+		s.stats.OOMs++
+		s.mu.Unlock()
+		if errors.Is(err, simdev.ErrExited) {
+			return Result{}, s.unavailable()
+		}
+		return Result{}, &Error{Code: CodeOutOfMemory, Message: "CUDA out of memory", Err: err}
+	}
+	st := proc.Stats()
+	sleepErr := s.cfg.Sleep(ctx, gen)
+	proc.Release(peak)
+	if sleepErr != nil {
+		return Result{}, fmt.Errorf("simulated synthesis: %w", sleepErr)
+	}
+	stages["gpt"] = 0.8 * gen.Seconds()
+	stages["s2mel"] = 0.15 * gen.Seconds()
+	stages["vocoder"] = 0.05 * gen.Seconds()
+
+	n := int(math.Round(audio * float64(s.cfg.SampleRate)))
+	samples := make([]int16, n)
+	if s.cfg.Tone {
+		for i := range samples {
+			samples[i] = int16(3000 * math.Sin(2*math.Pi*220*float64(i)/float64(s.cfg.SampleRate)))
+		}
+	}
+	if err := WriteWAV(req.OutputPath, s.cfg.SampleRate, samples); err != nil {
+		return Result{}, &Error{Code: CodeInternal, Message: "writing the take", Err: err}
+	}
+	stages["total"] = time.Since(start).Seconds()
+	factor := req.DurationFactor
+	if factor == 0 {
+		factor = 1
+	}
+	return Result{
+		Engine: s.Name(), ModelVersion: s.cfg.Version, OutputPath: req.OutputPath,
+		SampleRate: s.cfg.SampleRate, AudioSeconds: float64(n) / float64(s.cfg.SampleRate),
+		Tokens: tokens, Stages: stages,
+		PeakAllocatedBytes: s.cfg.ResidentBytes + st.Allocated,
+		PeakReservedBytes:  s.cfg.ResidentBytes + st.Reserved,
+		DurationFactor:     factor,
+	}, nil
+}
+
+// ensureSpeaker puts the speaker's conditioning in the "instance", from its cache file
+// when there is one, computing it otherwise, as IndexTTS does on a speaker change.
+func (s *Simulator) ensureSpeaker(ctx context.Context, sp Speaker) error {
+	if sp.ConditioningPath != "" {
+		s.mu.Lock()
+		cur := s.speaker
+		s.mu.Unlock()
+		var c simConditioning
+		if data, err := os.ReadFile(sp.ConditioningPath); err == nil && json.Unmarshal(data, &c) == nil &&
+			c.ReferenceSHA256 != "" && c.ReferenceSHA256 == cur {
+			return nil
+		}
+		if s.loadConditioning(sp.ConditioningPath, "") {
+			return nil
+		}
+	}
+	if sp.ReferenceAudioPath == "" {
+		return nil // nothing to condition on: the simulator does not mind
+	}
+	sha, err := fileSHA256(sp.ReferenceAudioPath)
+	if err != nil {
+		return invalidf("reading reference audio: %v", err)
+	}
+	s.mu.Lock()
+	same := s.speaker == sha
+	s.mu.Unlock()
+	if same {
+		return nil
+	}
+	return s.computeConditioning(ctx, sha)
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// safeName keeps [A-Za-z0-9._@+-] and replaces the rest with "_", as the Python hosts do
+// for cache file names.
+func safeName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == '@' || c == '+' || c == '-'
+		if !ok {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".cond-*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
