@@ -73,6 +73,12 @@ type WireErrorBody struct {
 type HealthResponse struct {
 	Protocol int `json:"protocol"`
 	HostInfo
+	// ReservedBytes is what the caching allocator holds now (torch.cuda.memory_reserved):
+	// NVML's figure for the process minus the CUDA context. It ratchets up to the largest
+	// request seen until POST /release_cache.
+	ReservedBytes int64 `json:"reserved_bytes"`
+	// Queued is how many requests wait behind the one running.
+	Queued int `json:"queued"`
 	// Counters are the host's running totals: "requests", "ooms",
 	// "conditioning_computed", "conditioning_loaded".
 	Counters map[string]int64 `json:"counters,omitempty"`
