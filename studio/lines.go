@@ -362,9 +362,9 @@ func checkCharacter(tx *gorm.DB, projectID int64, id *int64) error {
 	return nil
 }
 
-// audible reports whether a change alters what the line sounds like (so its audio is
+// Audible reports whether a change alters what the line sounds like (so its audio is
 // out of date); notes do not.
-func audible(before, after *Line) bool {
+func Audible(before, after *Line) bool {
 	b, a := before.snapshot(), after.snapshot()
 	b.Notes, a.Notes = "", ""
 	return !snapshotEqual(b, a)
@@ -376,7 +376,7 @@ func (s *Store) saveLine(ctx context.Context, tx *gorm.DB, userID int64, action 
 	l.Revision++
 	l.UpdatedBy = &userID
 	l.UpdatedAt = time.Now()
-	if before != nil && audible(before, l) && !l.State.Active() {
+	if before != nil && Audible(before, l) && !l.State.Active() {
 		l.State = StateDraft
 	}
 	err := tx.Model(&Line{}).Where("id = ?", l.ID).Updates(map[string]any{

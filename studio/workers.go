@@ -3,6 +3,7 @@ package studio
 import (
 	"context"
 	"encoding/json"
+	"gorm.io/gorm"
 	"time"
 )
 
@@ -63,4 +64,34 @@ func (s *Store) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	var ws []WorkerInfo
 	err := s.db.WithContext(ctx).Order("heartbeat_at DESC").Find(&ws).Error
 	return ws, err
+}
+
+// RescueDeadWorkers hands back the running jobs of workers whose heartbeat stopped
+// more than staleAfter ago (killed, host lost), so that another worker retries them
+// within seconds instead of waiting for River's rescuer. Their registry entries are
+// removed. It returns how many jobs were handed back.
+//
+// A job is matched by the River client ID of its last attempt, which is the worker's
+// name. The job goes back to available with an error recorded, as River's own rescuer
+// would; the pipeline's render sequence check and the one-take-per-render constraint
+// make a retry safe even if the worker was only slow.
+func (s *Store) RescueDeadWorkers(ctx context.Context, staleAfter time.Duration) (int64, error) {
+	var n int64
+	err := s.Tx(ctx, func(tx *gorm.DB) error {
+		var dead []string
+		if err := tx.Raw(`DELETE FROM workers WHERE heartbeat_at < now() - make_interval(secs => ?) RETURNING name`,
+			staleAfter.Seconds()).Scan(&dead).Error; err != nil {
+			return err
+		}
+		if len(dead) == 0 {
+			return nil
+		}
+		res := tx.Exec(`UPDATE river_job SET state = 'available', scheduled_at = now(),
+			errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt,
+				'error', 'worker ' || attempted_by[array_upper(attempted_by, 1)] || ' stopped (no heartbeat)', 'trace', ''))
+			WHERE state = 'running' AND attempted_by[array_upper(attempted_by, 1)] IN ?`, dead)
+		n = res.RowsAffected
+		return res.Error
+	})
+	return n, err
 }

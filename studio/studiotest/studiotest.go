@@ -5,6 +5,8 @@ package studiotest
 import (
 	"context"
 	"fmt"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"sync/atomic"
 	"testing"
 
@@ -63,4 +65,33 @@ func Project(t testing.TB, s *studio.Store, owner *studio.User, n int) *studio.P
 		t.Fatal(err)
 	}
 	return p
+}
+
+// StoreWithURL returns a store on a fresh migrated database and the database's URL,
+// for tests that start other processes on it.
+func StoreWithURL(t testing.TB) (*studio.Store, string) {
+	t.Helper()
+	url := testdb.URL(t)
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, err := studio.NewStore(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, url
+}
+
+// AdminConn connects to the test server's administrative database (to terminate
+// backends, say).
+func AdminConn(t testing.TB) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), testdb.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
 }

@@ -1,0 +1,157 @@
+// Package workflow is dubstudio's render pipeline on River: every line render is a
+// durable job in Postgres, worked by any number of worker processes that share the
+// database.
+//
+// A render request bumps the line's render sequence number and inserts a synthesize
+// job in the same transaction. A worker takes the job, waits for an engine slot (the
+// VRAM-budgeted executor on a GPU host), synthesizes, stores the raw audio and queues a
+// fit job; the fit job locks the audio to the slot and stores the take. Each step
+// checks the sequence number first, so a job for a line that was edited, re-queued or
+// cancelled since finishes without writing anything. Line states change in the
+// database, whose trigger announces them to the web server for live status.
+package workflow
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"gorm.io/gorm"
+
+	"dubstudio/studio"
+)
+
+// Pipeline queues and cancels renders. The web server holds one; it needs no engine.
+type Pipeline struct {
+	store    *studio.Store
+	inserter *river.Client[*sql.Tx]
+	logger   *slog.Logger
+}
+
+// NewPipeline makes a pipeline that inserts jobs through the store's own
+// transactions, and installs itself as the store's line-change hook so that editing a
+// line that is being rendered re-queues it.
+func NewPipeline(store *studio.Store, logger *slog.Logger) (*Pipeline, error) {
+	client, err := river.NewClient(riverdatabasesql.New(stdlib.OpenDBFromPool(store.Pool())), &river.Config{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("error creating River insert client: %w", err)
+	}
+	p := &Pipeline{store: store, inserter: client, logger: logger}
+	store.LineChanged = p.lineChanged
+	return p, nil
+}
+
+func sqlTx(tx *gorm.DB) (*sql.Tx, error) {
+	t, ok := tx.Statement.ConnPool.(*sql.Tx)
+	if !ok {
+		return nil, errors.New("workflow: not inside a database/sql transaction")
+	}
+	return t, nil
+}
+
+func (p *Pipeline) insertJobs(ctx context.Context, tx *gorm.DB, lines []studio.QueuedLine) ([]int64, error) {
+	t, err := sqlTx(tx)
+	if err != nil {
+		return nil, err
+	}
+	params := make([]river.InsertManyParams, len(lines))
+	for i, l := range lines {
+		params[i] = river.InsertManyParams{Args: SynthesizeArgs{LineID: l.ID, RenderSeq: l.RenderSeq, ProjectID: l.ProjectID}}
+	}
+	res, err := p.inserter.InsertManyTx(ctx, t, params)
+	if err != nil {
+		return nil, fmt.Errorf("error inserting render jobs: %w", err)
+	}
+	ids := make([]int64, len(res))
+	for i, r := range res {
+		ids[i] = r.Job.ID
+	}
+	return ids, nil
+}
+
+// RenderPending queues every line of a project that has no finished render.
+func (p *Pipeline) RenderPending(ctx context.Context, projectID int64) (int, error) {
+	return p.store.QueueRenders(ctx, projectID, studio.RenderPending, nil, p.insertJobs)
+}
+
+// RenderLines queues the given lines (regenerating done ones).
+func (p *Pipeline) RenderLines(ctx context.Context, projectID int64, lineIDs []int64) (int, error) {
+	return p.store.QueueRenders(ctx, projectID, studio.RenderChosen, lineIDs, p.insertJobs)
+}
+
+// RetryFailed re-queues a project's failed lines.
+func (p *Pipeline) RetryFailed(ctx context.Context, projectID int64) (int, error) {
+	return p.store.QueueRenders(ctx, projectID, studio.RenderFailed, nil, p.insertJobs)
+}
+
+// Cancel stops a project's renders: lines become cancelled at once; jobs still
+// waiting are cancelled in River, and running ones finish without a take.
+func (p *Pipeline) Cancel(ctx context.Context, projectID int64) (int, error) {
+	jobIDs, err := p.store.CancelRenders(ctx, projectID)
+	if err != nil {
+		return 0, err
+	}
+	for _, id := range jobIDs {
+		if id == 0 {
+			continue
+		}
+		if _, err := p.inserter.JobCancel(ctx, id); err != nil && !errors.Is(err, river.ErrNotFound) {
+			p.logger.WarnContext(ctx, "error cancelling job", "job", id, "err", err)
+		}
+	}
+	return len(jobIDs), nil
+}
+
+// PauseSynthesis stops every worker from starting new syntheses (running ones end).
+func (p *Pipeline) PauseSynthesis(ctx context.Context) error {
+	return p.inserter.QueuePause(ctx, QueueSynthesis, nil)
+}
+
+// ResumeSynthesis lets workers start syntheses again.
+func (p *Pipeline) ResumeSynthesis(ctx context.Context) error {
+	return p.inserter.QueueResume(ctx, QueueSynthesis, nil)
+}
+
+// SynthesisPaused reports whether the synthesis queue is paused.
+func (p *Pipeline) SynthesisPaused(ctx context.Context) (bool, error) {
+	q, err := p.inserter.QueueGet(ctx, QueueSynthesis)
+	if errors.Is(err, river.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return q.PausedAt != nil, nil
+}
+
+// lineChanged re-queues a line whose audible content changed while it was queued or
+// being rendered (a notes-only edit leaves the render alone): the running job becomes stale and a job for the new content is
+// inserted in the same transaction as the edit.
+func (p *Pipeline) lineChanged(ctx context.Context, tx *gorm.DB, before, after *studio.Line) error {
+	if before == nil || after == nil || !before.State.Active() || !studio.Audible(before, after) {
+		return nil
+	}
+	after.RenderSeq = before.RenderSeq + 1
+	after.State = studio.StateQueued
+	ids, err := p.insertJobs(ctx, tx, []studio.QueuedLine{{Line: *after}})
+	if err != nil {
+		return err
+	}
+	return tx.Exec(`UPDATE lines SET render_seq = ?, state = 'queued', job_id = ?, attempts = 0, state_changed_at = now()
+		WHERE id = ?`, after.RenderSeq, ids[0], after.ID).Error
+}
+
+// insertTx inserts one job inside a store transaction.
+func (p *Pipeline) insertTx(ctx context.Context, tx *gorm.DB, args river.JobArgs) error {
+	t, err := sqlTx(tx)
+	if err != nil {
+		return err
+	}
+	_, err = p.inserter.InsertTx(ctx, t, args, nil)
+	return err
+}

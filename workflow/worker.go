@@ -1,0 +1,536 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+	"gorm.io/gorm"
+
+	"dubstudio/audio"
+	"dubstudio/studio"
+	"dubstudio/tts"
+)
+
+// WorkerConfig tunes a worker process.
+type WorkerConfig struct {
+	// Name identifies the worker in the registry and as River's client ID.
+	Name    string
+	DataDir string
+	// OOMRetries is how many times a line is retried after running out of GPU memory.
+	OOMRetries int
+	// MaxAttempts bounds retries of transient failures.
+	MaxAttempts int
+	// JobTimeout bounds one job; RescueAfter is when River gives a job whose worker
+	// vanished (killed, host lost) to another worker. RescueAfter must exceed JobTimeout.
+	JobTimeout  time.Duration
+	RescueAfter time.Duration
+	// FetchPollInterval is how often River polls for jobs besides its notifications.
+	FetchPollInterval time.Duration
+	// FitWorkers is how many fits run at once (default: the number of CPUs).
+	FitWorkers int
+	// Heartbeat is how often the worker refreshes its registry entry; a worker silent
+	// for DeadAfter is taken for dead and its running jobs are handed to others.
+	Heartbeat time.Duration
+	DeadAfter time.Duration
+}
+
+func (c *WorkerConfig) defaults() {
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 5
+	}
+	if c.JobTimeout == 0 {
+		c.JobTimeout = 10 * time.Minute
+	}
+	if c.RescueAfter == 0 {
+		c.RescueAfter = c.JobTimeout + 5*time.Minute
+	}
+	if c.FetchPollInterval == 0 {
+		c.FetchPollInterval = time.Second
+	}
+	if c.FitWorkers == 0 {
+		c.FitWorkers = runtime.NumCPU()
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = 5 * time.Second
+	}
+	if c.DeadAfter == 0 {
+		c.DeadAfter = 6 * c.Heartbeat
+	}
+}
+
+// Worker works render jobs with its slots.
+type Worker struct {
+	cfg      WorkerConfig
+	pipeline *Pipeline
+	store    *studio.Store
+	slots    Slots
+	blobs    studio.BlobStore
+	logger   *slog.Logger
+	client   *river.Client[pgx.Tx]
+	stopHB   context.CancelFunc
+	hbDone   chan struct{}
+}
+
+// NewWorker builds a worker over the store's pool.
+func NewWorker(p *Pipeline, slots Slots, cfg WorkerConfig, logger *slog.Logger) (*Worker, error) {
+	cfg.defaults()
+	store := p.store
+	w := &Worker{cfg: cfg, pipeline: p, store: store, slots: slots, logger: logger,
+		blobs: studio.BlobStore{Dir: filepath.Join(cfg.DataDir, "blobs")}}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &synthesizeWorker{w: w})
+	river.AddWorker(workers, &fitWorker{w: w})
+	river.AddWorker(workers, &prepareWorker{w: w})
+	river.AddWorker(workers, &exportWorker{w: w})
+	client, err := river.NewClient(riverpgxv5.New(store.Pool()), &river.Config{
+		ID: cfg.Name,
+		Queues: map[string]river.QueueConfig{
+			// One more than the slots, so that a line is always ready when a slot frees.
+			QueueSynthesis: {MaxWorkers: slots.Capacity() + 1},
+			QueueFit:       {MaxWorkers: cfg.FitWorkers},
+			QueuePrepare:   {MaxWorkers: 1},
+			QueueExport:    {MaxWorkers: 1},
+		},
+		Workers:              workers,
+		JobTimeout:           cfg.JobTimeout,
+		RescueStuckJobsAfter: cfg.RescueAfter,
+		MaxAttempts:          cfg.MaxAttempts,
+		FetchPollInterval:    cfg.FetchPollInterval,
+		FetchCooldown:        min(cfg.FetchPollInterval, 100*time.Millisecond),
+		Logger:               logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error creating River client: %w", err)
+	}
+	w.client = client
+	return w, nil
+}
+
+// Client is the worker's River client (for tests and the River UI).
+func (w *Worker) Client() *river.Client[pgx.Tx] { return w.client }
+
+// Start registers the worker and starts working jobs.
+func (w *Worker) Start(ctx context.Context) error {
+	if err := w.ensureDirs(); err != nil {
+		return err
+	}
+	if err := w.register(ctx); err != nil {
+		return err
+	}
+	hbCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	w.stopHB, w.hbDone = cancel, make(chan struct{})
+	go w.heartbeat(hbCtx)
+	return w.client.Start(ctx)
+}
+
+// Stop stops fetching, lets running jobs finish until ctx ends, then cancels them
+// (River retries them later) and leaves the registry.
+func (w *Worker) Stop(ctx context.Context) error {
+	err := w.client.Stop(ctx)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		hard, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		err = w.client.StopAndCancel(hard)
+	}
+	if w.stopHB != nil {
+		w.stopHB()
+		<-w.hbDone
+	}
+	if uerr := w.store.UnregisterWorker(context.WithoutCancel(ctx), w.cfg.Name); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+func (w *Worker) ensureDirs() error {
+	return os.MkdirAll(filepath.Join(w.cfg.DataDir, "tmp"), 0o700)
+}
+
+func (w *Worker) register(ctx context.Context) error {
+	host, _ := os.Hostname()
+	return w.store.RegisterWorker(ctx, studio.WorkerInfo{Name: w.cfg.Name, Host: host, PID: os.Getpid(),
+		Engines: w.slots.Engines(), Slots: w.slots.Capacity(), GPUs: json.RawMessage("[]")})
+}
+
+func (w *Worker) heartbeat(ctx context.Context) {
+	defer close(w.hbDone)
+	t := time.NewTicker(w.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := w.store.WorkerHeartbeat(ctx, w.cfg.Name); err != nil && ctx.Err() == nil {
+				w.logger.WarnContext(ctx, "worker heartbeat failed", "err", err)
+				// The row may be gone (a cleanup, a restored database): register again.
+				_ = w.register(ctx)
+			}
+			if n, err := w.store.RescueDeadWorkers(ctx, w.cfg.DeadAfter); err != nil && ctx.Err() == nil {
+				w.logger.WarnContext(ctx, "rescuing dead workers' jobs failed", "err", err)
+			} else if n > 0 {
+				w.logger.InfoContext(ctx, "handed back jobs of a dead worker", "jobs", n)
+			}
+		}
+	}
+}
+
+func (w *Worker) tmpPath(pattern string) (string, error) {
+	f, err := os.CreateTemp(filepath.Join(w.cfg.DataDir, "tmp"), pattern)
+	if err != nil {
+		return "", err
+	}
+	f.Close()
+	return f.Name(), nil
+}
+
+// needsReference reports whether an engine clones a voice from a reference recording.
+// The CPU preview engine and the simulator speak without one.
+func needsReference(engine string) bool { return engine != "espeak" && engine != "simulator" }
+
+// failure is a render failure to show the user: a catalog key and its arguments.
+type failure struct {
+	key  string
+	args []any
+}
+
+func (f *failure) Error() string { return "render failed: " + f.key }
+
+func userKey(key string, args ...any) error { return &failure{key: key, args: args} }
+
+func errorText(err error) (msg, detail string) {
+	var f *failure
+	if errors.As(err, &f) {
+		b, _ := json.Marshal(map[string]any{"key": f.key, "args": f.args})
+		return string(b), ""
+	}
+	var te *tts.Error
+	if errors.As(err, &te) {
+		b, _ := json.Marshal(map[string]any{"key": te.Code.MessageKey()})
+		return string(b), strings.TrimSpace(te.Error() + "\n" + te.Traceback)
+	}
+	b, _ := json.Marshal(map[string]any{"key": "render.internal", "args": []any{err.Error()}})
+	return string(b), err.Error()
+}
+
+// fail records a failed attempt and returns what River should do with the job.
+func (w *Worker) fail(ctx context.Context, job *rivertype.JobRow, lineID int64, seq int, err error) error {
+	permanent := false
+	var f *failure
+	switch {
+	case errors.As(err, &f), errors.Is(err, tts.ErrInvalidInput):
+		permanent = true
+	case errors.Is(err, tts.ErrOutOfMemory):
+		// Out of memory is retried OOMRetries times (the executor admits less meanwhile).
+		permanent = job.Attempt > w.cfg.OOMRetries
+	}
+	final := permanent || job.Attempt >= job.MaxAttempts
+	msg, detail := errorText(err)
+	if _, serr := w.store.RenderFailure(ctx, lineID, seq, job.Attempt, msg, detail, final); serr != nil {
+		return errors.Join(err, serr)
+	}
+	w.logger.WarnContext(ctx, "render attempt failed", "line", lineID, "attempt", job.Attempt, "final", final, "err", err)
+	if final {
+		return river.JobCancel(err)
+	}
+	return err
+}
+
+type synthesizeWorker struct {
+	river.WorkerDefaults[SynthesizeArgs]
+	w *Worker
+}
+
+func (s *synthesizeWorker) Timeout(*river.Job[SynthesizeArgs]) time.Duration {
+	return s.w.cfg.JobTimeout
+}
+
+func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeArgs]) error {
+	w := s.w
+	a := job.Args
+	in, err := w.store.RenderInput(ctx, a.LineID)
+	if errors.Is(err, studio.ErrNotFound) {
+		return nil // the line was deleted
+	}
+	if err != nil {
+		return err
+	}
+	if in.Line.RenderSeq != a.RenderSeq || in.Line.State == studio.StateCancelled {
+		return nil // stale: edited, re-queued or cancelled since
+	}
+	req, err := w.request(in)
+	if err != nil {
+		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, err)
+	}
+	engines := w.slots.Engines()
+	if in.Character != nil && in.Character.RefAudioSHA256 != nil {
+		ready, cond, err := w.conditioning(ctx, *in.Character.RefAudioSHA256)
+		if err != nil {
+			return err
+		}
+		if !ready {
+			// Wait without holding a slot: the prepare job runs first.
+			return river.JobSnooze(conditioningWait)
+		}
+		req.Speaker.ConditioningPath = cond
+		p, err := w.blobs.Path(*in.Character.RefAudioSHA256)
+		if err != nil {
+			return err
+		}
+		req.Speaker.ReferenceAudioPath = p
+	} else if needsReference(engines[0]) {
+		name := ""
+		if in.Character != nil {
+			name = in.Character.Name
+		}
+		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, userKey("render.no_reference", name))
+	}
+
+	if ok, err := w.store.SetRenderState(ctx, a.LineID, a.RenderSeq, studio.StateWaitingGPU, job.Attempt); err != nil || !ok {
+		return err
+	}
+	slot, err := w.slots.Acquire(ctx, SlotRequest{LineID: a.LineID, AudioSeconds: req.TargetSeconds, TextRunes: len([]rune(req.Text))})
+	if err != nil {
+		return err
+	}
+	released := false
+	release := func(o SlotOutcome) {
+		if !released {
+			released = true
+			slot.Done(o)
+		}
+	}
+	defer release(SlotOutcome{Failed: true})
+	if ok, err := w.store.SetRenderState(ctx, a.LineID, a.RenderSeq, studio.StateSynthesizing, job.Attempt); err != nil || !ok {
+		return err
+	}
+	raw, err := w.tmpPath("raw-*.wav")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(raw)
+	req.OutputPath = raw
+	req.Seed = job.ID
+	start := time.Now()
+	res, err := slot.Engine().Synthesize(ctx, req)
+	synthMs := int(time.Since(start).Milliseconds())
+	release(SlotOutcome{PeakBytes: res.PeakReservedBytes, OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil})
+	if err != nil {
+		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, err)
+	}
+	info, err := audio.Probe(ctx, raw)
+	if err != nil {
+		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, fmt.Errorf("engine output: %w", err))
+	}
+	blob, err := w.store.PutBlob(ctx, w.blobs, raw, studio.Blob{Format: info.Format, DurationMs: int(info.Duration.Milliseconds()),
+		SampleRate: info.SampleRate, Channels: info.Channels})
+	if err != nil {
+		return err
+	}
+	fit := FitArgs{LineID: a.LineID, RenderSeq: a.RenderSeq, ProjectID: a.ProjectID, Revision: in.Line.Revision,
+		RawSHA256: blob.SHA256, SpokenText: req.Text, Engine: res.Engine, ModelVersion: res.ModelVersion,
+		Device: slot.Device(), Worker: w.cfg.Name, Seed: req.Seed, PeakBytes: res.PeakReservedBytes,
+		SynthMs: synthMs, AudioSeconds: info.Duration.Seconds()}
+	err = w.store.Tx(ctx, func(tx *gorm.DB) error {
+		ok, err := studio.SetRenderStateTx(tx, a.LineID, a.RenderSeq, studio.StateFitting)
+		if err != nil || !ok {
+			return err
+		}
+		return w.pipeline.insertTx(ctx, tx, fit)
+	})
+	return err
+}
+
+// request builds the engine request for a line: glossary applied, emotion and voice
+// from the line or its character, the slot as target length.
+func (w *Worker) request(in *studio.RenderInput) (tts.Request, error) {
+	gloss := make([]tts.GlossaryEntry, len(in.Glossary))
+	for i, g := range in.Glossary {
+		gloss[i] = tts.GlossaryEntry{Term: g.Term, Spoken: g.Spoken}
+	}
+	text := strings.TrimSpace(tts.ApplyGlossary(in.Line.Text, gloss))
+	if text == "" {
+		return tts.Request{}, userKey("render.empty_text")
+	}
+	if in.Line.DurationLock && in.Line.DurationMs() <= 0 {
+		return tts.Request{}, userKey("render.no_slot_length")
+	}
+	req := tts.Request{Text: text, Language: tts.GuessLanguage(text)}
+	if in.Line.DurationMs() > 0 {
+		req.TargetSeconds = float64(in.Line.DurationMs()) / 1000
+	} else {
+		req.TargetSeconds = tts.PredictNaturalSeconds(text, req.Language)
+	}
+	if in.Line.DurationLock && in.Line.DurationMs() > 0 {
+		// Engines with duration control (IndexTTS-2.5, espeak) aim at the slot; the
+		// duration lock then has less to stretch.
+		req.DurationFactor = tts.DurationFactorFor(text, req.Language, req.TargetSeconds)
+	}
+	emo := studio.Emotion{Mode: studio.EmotionSpeaker}
+	if in.Character != nil {
+		emo = in.Character.Emotion
+		req.Speaker.Voice = in.Character.PreviewVoice
+	}
+	if in.Line.Emotion != nil {
+		emo = *in.Line.Emotion
+	}
+	e, err := w.emotion(emo)
+	if err != nil {
+		return tts.Request{}, err
+	}
+	req.Emotion = e
+	return req, nil
+}
+
+func (w *Worker) emotion(e studio.Emotion) (tts.Emotion, error) {
+	out := tts.Emotion{Mode: tts.EmotionMode(e.Mode), Weight: e.Weight, Text: e.Text}
+	switch e.Mode {
+	case studio.EmotionVector:
+		copy(out.Vector[:], e.Vector)
+	case studio.EmotionAudio:
+		if e.AudioSHA256 == "" {
+			return out, userKey("emotion.audio_missing")
+		}
+		p, err := w.blobs.Path(e.AudioSHA256)
+		if err != nil {
+			return out, err
+		}
+		out.AudioPath = p
+	case "":
+		out.Mode = tts.EmotionSpeaker
+	}
+	return out, nil
+}
+
+// conditioning reports whether the speaker conditioning of a reference exists for the
+// engine's model, queueing its preparation (once) when it does not.
+func (w *Worker) conditioning(ctx context.Context, refSHA string) (bool, string, error) {
+	info, err := w.slots.Model(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	path, ok, err := w.store.SpeakerConditioning(ctx, refSHA, info.Version)
+	if err != nil || ok {
+		return ok, path, err
+	}
+	_, err = w.pipeline.inserter.Insert(ctx, PrepareSpeakerArgs{RefSHA256: refSHA, ModelVersion: info.Version}, nil)
+	return false, "", err
+}
+
+type prepareWorker struct {
+	river.WorkerDefaults[PrepareSpeakerArgs]
+	w *Worker
+}
+
+func (p *prepareWorker) Work(ctx context.Context, job *river.Job[PrepareSpeakerArgs]) error {
+	w := p.w
+	if _, ok, err := w.store.SpeakerConditioning(ctx, job.Args.RefSHA256, job.Args.ModelVersion); err != nil || ok {
+		return err
+	}
+	ref, err := w.blobs.Path(job.Args.RefSHA256)
+	if err != nil {
+		return river.JobCancel(err)
+	}
+	slot, err := w.slots.Acquire(ctx, SlotRequest{AudioSeconds: 15})
+	if err != nil {
+		return err
+	}
+	res, err := slot.Engine().PrepareSpeaker(ctx, tts.PrepareRequest{ReferenceAudioPath: ref, ReferenceSHA256: job.Args.RefSHA256,
+		CacheDir: filepath.Join(w.cfg.DataDir, "conditioning")})
+	slot.Done(SlotOutcome{OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil})
+	if err != nil {
+		if errors.Is(err, tts.ErrInvalidInput) {
+			return river.JobCancel(err)
+		}
+		return err
+	}
+	return w.store.SaveSpeakerConditioning(ctx, job.Args.RefSHA256, job.Args.ModelVersion, res.CachePath, w.cfg.Name)
+}
+
+type fitWorker struct {
+	river.WorkerDefaults[FitArgs]
+	w *Worker
+}
+
+func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
+	w := f.w
+	a := job.Args
+	in, err := w.store.RenderInput(ctx, a.LineID)
+	if errors.Is(err, studio.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if in.Line.RenderSeq != a.RenderSeq || in.Line.State == studio.StateCancelled {
+		return nil
+	}
+	raw, err := w.blobs.Path(a.RawSHA256)
+	if err != nil {
+		return river.JobCancel(err)
+	}
+	out, err := w.tmpPath("fit-*.wav")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(out)
+	pr := in.Project
+	params := audio.FitParams{InputPath: raw, OutputPath: out, StretchMin: pr.StretchMin, StretchMax: pr.StretchMax,
+		LoudnessLUFS: pr.LoudnessLUFS, MaxSpeedStep: pr.MaxSpeedStep, PrevRatio: in.PrevRatio, GapMs: in.GapAfterMs,
+		GapBorrowMs: pr.GapBorrowMs}
+	if pr.GapBorrowMs == 0 {
+		params.GapBorrowMs = -1 // audio treats 0 as "default"; the project asked for none
+	}
+	if pr.MaxSpeedStep == 0 {
+		params.MaxSpeedStep = -1
+	}
+	if in.Line.DurationLock && in.Line.DurationMs() > 0 {
+		params.SlotMs = in.Line.DurationMs()
+	} else {
+		// Not locked: keep the natural length (trim and loudness only).
+		params.SlotMs = int(a.AudioSeconds*1000 + 0.5)
+		params.StretchMin, params.StretchMax = 1, 1
+		params.GapBorrowMs = -1
+	}
+	start := time.Now()
+	res, err := audio.Fit(ctx, params)
+	if err != nil {
+		if errors.Is(err, audio.ErrNoSpace) {
+			return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, userKey("audio.no_space"))
+		}
+		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, err)
+	}
+	fitMs := int(time.Since(start).Milliseconds())
+	blob, err := w.store.PutBlob(ctx, w.blobs, out, studio.Blob{Format: audio.FormatWAV,
+		DurationMs: int(res.Samples * 1000 / int64(res.SampleRate)), SampleRate: res.SampleRate, Channels: 1})
+	if err != nil {
+		return err
+	}
+	raw256 := a.RawSHA256
+	take := &studio.Take{LineID: a.LineID, ProjectID: a.ProjectID, Revision: a.Revision, RenderSeq: a.RenderSeq,
+		Engine: a.Engine, ModelVersion: a.ModelVersion, GPU: a.Device, Worker: a.Worker, Seed: a.Seed,
+		SpokenText: a.SpokenText, PeakVRAMBytes: a.PeakBytes, SynthMs: a.SynthMs, FitMs: fitMs,
+		AudioMs: int(a.AudioSeconds * 1000), DurationMs: blob.DurationMs, StretchRatio: res.Ratio, NeededRatio: res.NeededRatio,
+		BorrowedMs: res.BorrowedMs, LoudnessLUFS: res.LoudnessLUFS, NeedsReview: res.NeedsReview,
+		AudioSHA256: blob.SHA256, RawSHA256: &raw256}
+	if a.AudioSeconds > 0 {
+		take.RTF = float64(a.SynthMs) / 1000 / a.AudioSeconds
+	}
+	if res.NeedsReview {
+		take.Hint = &studio.TakeHint{Key: res.Hint.Key, Args: res.Hint.Args}
+	}
+	_, err = w.store.FinishRender(ctx, take)
+	return err
+}
