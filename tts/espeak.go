@@ -115,7 +115,11 @@ func (e *Espeak) Synthesize(ctx context.Context, req Request) (Result, error) {
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
 		}
-		return Result{}, &Error{Code: CodeInternal, Message: strings.TrimSpace(stderr.String()), Err: err}
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Contains(msg, "voice does not exist") {
+			return Result{}, invalidf("unknown espeak-ng voice %q", voice)
+		}
+		return Result{}, &Error{Code: CodeInternal, Message: msg, Err: err}
 	}
 	info, err := ReadWAVInfo(req.OutputPath)
 	if err != nil {

@@ -37,6 +37,8 @@ func TestEspeakSpeaks(t *testing.T) {
 
 	_, err = e.Synthesize(ctx, Request{Text: "hi", Speaker: Speaker{Voice: "en; rm -rf /"}, OutputPath: filepath.Join(dir, "d.wav")})
 	require.ErrorIs(t, err, ErrInvalidInput)
+	_, err = e.Synthesize(ctx, Request{Text: "hi", Speaker: Speaker{Voice: "xx-nope"}, OutputPath: filepath.Join(dir, "f.wav")})
+	require.ErrorIs(t, err, ErrInvalidInput, "a voice espeak-ng lacks is the user's to fix, not a retry")
 	_, err = e.Synthesize(ctx, Request{Text: "", OutputPath: filepath.Join(dir, "e.wav")})
 	require.ErrorIs(t, err, ErrInvalidInput)
 }
