@@ -31,6 +31,8 @@ type Config struct {
 	Worker          bool
 	WorkerName      string
 	Engine          string
+	EngineURL       string
+	WorkerSlots     int
 	MaxUploadBytes  int64
 	LogLevel        string
 	DemoProject     bool
@@ -93,14 +95,34 @@ var options = []option{
 		setFunc: func(c *Config, v string) error { return setBool(&c.Worker, v) }},
 	{name: "WORKER_NAME", def: "", help: "name this worker registers under (default: host name and process id)",
 		setFunc: func(c *Config, v string) error { c.WorkerName = v; return nil }},
-	{name: "ENGINE", def: "auto", help: "speech engine: auto, espeak, simulator, indextts, http",
+	{name: "ENGINE", def: "auto", help: "speech engine of the worker: auto (the CPU preview engine without a GPU), espeak, simulator, http",
 		setFunc: func(c *Config, v string) error {
 			switch v {
-			case "auto", "espeak", "simulator", "indextts", "http":
+			case "auto", "espeak", "simulator", "http":
 				c.Engine = v
 				return nil
 			}
-			return errors.New("must be one of auto, espeak, simulator, indextts, http")
+			return errors.New("must be one of auto, espeak, simulator, http")
+		}},
+	{name: "ENGINE_URL", def: "", help: "URL of an external index-tts-vllm server (ENGINE=http)",
+		setFunc: func(c *Config, v string) error {
+			if v != "" {
+				u, err := url.Parse(v)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					return errors.New("must be an http:// or https:// URL")
+				}
+			}
+			c.EngineURL = v
+			return nil
+		}},
+	{name: "WORKER_SLOTS", def: "0", help: "syntheses a worker runs at once on a CPU or HTTP engine (0: CPUs, or the server's declared concurrency)",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 256 {
+				return errors.New("must be a whole number between 0 and 256")
+			}
+			c.WorkerSlots = n
+			return nil
 		}},
 	{name: "MAX_UPLOAD_MB", def: "50", help: "largest accepted upload in MiB",
 		setFunc: func(c *Config, v string) error {
@@ -177,6 +199,9 @@ func LoadFrom(lookup func(string) (string, bool)) (*Config, error) {
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("invalid configuration:\n  %s", strings.Join(problems, "\n  "))
+	}
+	if c.Engine == "http" && c.EngineURL == "" {
+		return nil, errors.New("invalid configuration:\n  ENGINE=http needs ENGINE_URL")
 	}
 	if c.BaseURL == "" {
 		c.BaseURL = "http://" + c.HTTPAddr

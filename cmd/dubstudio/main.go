@@ -13,16 +13,22 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
 	"dubstudio/config"
+	"dubstudio/live"
 	"dubstudio/migrations"
 	"dubstudio/studio"
 	"dubstudio/web"
+	"dubstudio/workflow"
 )
 
 const usage = `dubstudio — AI dubbing studio
 
 Usage:
   dubstudio serve                     run the web app (and an embedded worker unless WORKER=false)
+  dubstudio worker                    run a worker host alone (renders lines with ENGINE)
   dubstudio migrate                   apply database migrations and exit
   dubstudio user add NAME ROLE        add a user (role: admin, manager, editor); prints a password
   dubstudio user list                 list users
@@ -66,6 +72,8 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	case "user":
 		return userCmd(ctx, cfg, logger, args[1:])
+	case "worker":
+		return workerCmd(ctx, cfg, logger)
 	}
 	return fmt.Errorf("unknown command %q (try `dubstudio help`)", args[0])
 }
@@ -121,7 +129,37 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 			return err
 		}
 	}
-	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: logger})
+	// Live status: one connection LISTENs for line changes and feeds the event streams.
+	broker := live.NewBroker(live.BrokerConfig{})
+	listenCtx, stopListening := context.WithCancel(ctx)
+	listening := make(chan struct{})
+	go func() {
+		defer close(listening)
+		_ = live.NewListener(store.Pool(), broker, live.ListenerConfig{Logger: logger}).Run(listenCtx)
+	}()
+	defer func() { stopListening(); <-listening }() // before the pool closes
+	pipeline, err := workflow.NewPipeline(store, logger)
+	if err != nil {
+		return err
+	}
+	if cfg.Worker {
+		_, stopWorker, err := startWorker(ctx, cfg, pipeline, logger)
+		if err != nil {
+			return err
+		}
+		defer stopWorker() // after the HTTP server has shut down
+	}
+	// River's UI reads the queue through its own (non-working) client.
+	uiClient, err := river.NewClient(riverpgxv5.New(store.Pool()), &river.Config{Logger: logger})
+	if err != nil {
+		return err
+	}
+	riverUI, err := web.MountRiverUI(ctx, uiClient, logger)
+	if err != nil {
+		return err
+	}
+	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: logger, Live: broker, Renderer: pipeline, Exporter: pipeline,
+		Mounts: []func(web.Routes){riverUI}})
 	fmt.Printf("  dubstudio is running at %s\n", cfg.BaseURL)
 	logger.InfoContext(ctx, "listening", "addr", cfg.HTTPAddr)
 	return srv.Serve(ctx)

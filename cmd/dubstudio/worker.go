@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"time"
+
+	"dubstudio/config"
+	"dubstudio/gpu/simdev"
+	"dubstudio/tts"
+	"dubstudio/workflow"
+)
+
+// newSlots builds the worker's engine slots from the configuration.
+func newSlots(cfg *config.Config) (workflow.Slots, error) {
+	n := cfg.WorkerSlots
+	switch cfg.Engine {
+	case "auto", "espeak":
+		if n == 0 {
+			n = runtime.NumCPU()
+		}
+		return workflow.NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{Concurrency: n}), n), nil
+	case "simulator":
+		// A simulated 24 GiB card with IndexTTS-2's measured memory and speed.
+		sim, err := tts.NewSimulator(tts.SimulatorConfig{Device: simdev.New(24 << 30), TokensPerSecond: 110,
+			FollowTarget: true, Tone: true})
+		if err != nil {
+			return nil, err
+		}
+		return workflow.NewLocalSlots(sim, max(n, 1)), nil
+	case "http":
+		if n == 0 {
+			n = 8
+		}
+		v, err := tts.NewVLLM(tts.VLLMConfig{URL: cfg.EngineURL, Concurrency: n})
+		if err != nil {
+			return nil, err
+		}
+		return workflow.NewLocalSlots(v, n), nil
+	}
+	return nil, fmt.Errorf("unknown engine %q", cfg.Engine)
+}
+
+// startWorker starts a worker on the pipeline and returns the function that stops it.
+func startWorker(ctx context.Context, cfg *config.Config, p *workflow.Pipeline, logger *slog.Logger) (*workflow.Worker, func(), error) {
+	slots, err := newSlots(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := workflow.NewWorker(p, slots, workflow.WorkerConfig{Name: cfg.WorkerName, DataDir: cfg.DataDir,
+		OOMRetries: cfg.OOMRetries}, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := w.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	logger.InfoContext(ctx, "worker started", "name", cfg.WorkerName, "engines", slots.Engines(), "slots", slots.Capacity())
+	stop := func() {
+		// Running jobs get 30 s to finish; River retries the rest on another worker.
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := w.Stop(stopCtx); err != nil {
+			logger.Error("stopping the worker", "err", err)
+		}
+	}
+	return w, stop, nil
+}
+
+// workerCmd runs `dubstudio worker`: a worker host alone, until SIGINT or SIGTERM.
+func workerCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
+	store, err := open(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer store.Pool().Close()
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return err
+	}
+	p, err := workflow.NewPipeline(store, logger)
+	if err != nil {
+		return err
+	}
+	_, stop, err := startWorker(ctx, cfg, p, logger)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stop()
+	return nil
+}
