@@ -17,6 +17,7 @@ import (
 
 	"dubstudio/config"
 	"dubstudio/i18n"
+	"dubstudio/live"
 	"dubstudio/static"
 	"dubstudio/studio"
 	"dubstudio/views"
@@ -38,6 +39,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Renderer queues and cancels renders; nil disables rendering (tests of other parts).
 	Renderer Renderer
+	// Live delivers line changes to the event streams of open pages; nil: the streams
+	// only ping (a live.Listener must publish to it).
+	Live *live.Broker
 	// Mounts add routes owned by other packages (River UI, metrics, live events),
 	// given the group for each role.
 	Mounts []func(r Routes)
@@ -63,11 +67,20 @@ type Server struct {
 	logger   *slog.Logger
 	blobs    studio.BlobStore
 	echo     *echo.Echo
+	live     *live.Broker
+	// streams ends when the server shuts down, ending the event streams.
+	streams     context.Context
+	stopStreams context.CancelFunc
 }
 
 // New builds the server and its routes.
 func New(d Deps) *Server {
 	s := &Server{renderer: d.Renderer, cfg: d.Config, store: d.Store, logger: d.Logger, blobs: studio.BlobStore{Dir: d.Config.DataDir + "/blobs"}}
+	s.live = d.Live
+	if s.live == nil {
+		s.live = live.NewBroker(live.BrokerConfig{})
+	}
+	s.streams, s.stopStreams = context.WithCancel(context.Background())
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
@@ -101,10 +114,14 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	editor.GET("/projects/:pid", s.showProject)
 	editor.GET("/projects/:pid/settings", s.showProjectSettings)
 	editor.GET("/projects/:pid/progress", s.showProgress)
+	editor.GET("/projects/:pid/events", s.streamEvents)
 	editor.POST("/projects/:pid/rename", s.renameProject)
 	manager.POST("/projects/:pid/archive", s.archiveProject)
 	manager.POST("/projects/:pid/unarchive", s.unarchiveProject)
 	manager.POST("/projects/:pid/delete", s.deleteProject)
+	manager.GET("/dashboard", s.showDashboard)
+	manager.GET("/projects/:pid/dashboard", s.showProjectDashboard)
+	manager.GET("/projects/:pid/dashboard/throughput", s.showProjectThroughput)
 
 	editor.POST("/projects/:pid/import", s.importScript)
 	editor.GET("/projects/:pid/export.srt", s.exportScript)
@@ -153,6 +170,7 @@ func (s *Server) Handler() http.Handler { return s.echo }
 func (s *Server) Serve(ctx context.Context) error {
 	srv := &http.Server{Addr: s.cfg.HTTPAddr, Handler: s.echo, ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: nil}
+	srv.RegisterOnShutdown(s.StopStreams)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	select {

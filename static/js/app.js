@@ -60,3 +60,56 @@
     player.play().catch(stop);
   });
 })();
+
+// Live status (web/events.go, views/live.templ): rows, progress and reloads arrive over
+// Server-Sent Events; these handlers keep them from undoing what the user is doing.
+(function () {
+  "use strict";
+  // .connected drives the live indicator. A stream htmx had to open anew (after the
+  // server refused or failed it) may have missed events, so reload the table; the
+  // browser's own reconnections send Last-Event-ID and the server answers resync.
+  document.addEventListener("htmx:sseOpen", function (ev) {
+    var el = ev.target, src = ev.detail.source;
+    el.classList.add("connected");
+    if (el._liveSource && el._liveSource !== src) {
+      var r = el.querySelector("[data-live-resync]");
+      if (r) htmx.trigger(r, "sse:resync");
+    }
+    el._liveSource = src;
+  });
+  document.addEventListener("htmx:sseError", function (ev) {
+    ev.target.classList.remove("connected");
+  });
+
+  // A live row keeps its ticked checkbox; a row being edited is never replaced (the
+  // edit row has no sse-swap; this guards against any that might).
+  document.addEventListener("htmx:sseBeforeMessage", function (ev) {
+    var row = ev.target;
+    if (!row.matches || !row.matches("tr.line")) return;
+    if (row.classList.contains("editing")) { ev.preventDefault(); return; }
+    var box = row.querySelector("input[name=line_id]");
+    if (box && box.checked) {
+      ev.preventDefault();
+      htmx.swap(row, ev.detail.data, { swapStyle: "outerHTML" });
+      var fresh = document.getElementById(row.id);
+      var nb = fresh && fresh.querySelector("input[name=line_id]");
+      if (nb) nb.checked = true;
+    }
+  });
+
+  // A live reload of the table keeps the rows being edited, typing and all: they are
+  // marked hx-preserve in the new table, so htmx moves the open editors into it.
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    var elt = ev.detail.elt;
+    if (!elt || !elt.hasAttribute || !elt.hasAttribute("data-live-resync")) return;
+    var editing = document.querySelectorAll("#lines tr.editing[id]");
+    if (!editing.length) return;
+    var tpl = document.createElement("template");
+    tpl.innerHTML = ev.detail.serverResponse;
+    editing.forEach(function (tr) {
+      var fresh = tpl.content.getElementById(tr.id);
+      if (fresh) fresh.setAttribute("hx-preserve", "true");
+    });
+    ev.detail.serverResponse = tpl.innerHTML;
+  });
+})();
