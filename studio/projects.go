@@ -155,3 +155,51 @@ func (s *Store) ProjectStateCounts(ctx context.Context, projectIDs []int64) (map
 	}
 	return out, nil
 }
+
+// FitSettings are a project's duration-lock limits.
+type FitSettings struct {
+	StretchMin   float64
+	StretchMax   float64
+	GapBorrowMs  int
+	LoudnessLUFS float64
+	MaxSpeedStep float64
+}
+
+// Validate checks the limits, field by field.
+func (f FitSettings) Validate() error {
+	fe := FieldErrors{}
+	if f.StretchMin < 0.5 || f.StretchMin > 1 {
+		fe["stretch_min"] = i18n.Errorf(ErrInvalid, "project.bad_stretch_min")
+	}
+	if f.StretchMax < 1 || f.StretchMax > 2 {
+		fe["stretch_max"] = i18n.Errorf(ErrInvalid, "project.bad_stretch_max")
+	}
+	if f.GapBorrowMs < 0 || f.GapBorrowMs > 2000 {
+		fe["gap_borrow_ms"] = i18n.Errorf(ErrInvalid, "project.bad_gap_borrow")
+	}
+	if f.LoudnessLUFS < -40 || f.LoudnessLUFS > -5 {
+		fe["loudness_lufs"] = i18n.Errorf(ErrInvalid, "project.bad_loudness")
+	}
+	if f.MaxSpeedStep < 0 || f.MaxSpeedStep > 1 {
+		fe["max_speed_step"] = i18n.Errorf(ErrInvalid, "project.bad_speed_step")
+	}
+	if len(fe) > 0 {
+		return fe
+	}
+	return nil
+}
+
+// SetFitSettings changes a project's duration-lock limits; they apply to lines fitted
+// from now on.
+func (s *Store) SetFitSettings(ctx context.Context, id int64, f FitSettings) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	return s.updateProject(ctx, id, map[string]any{"stretch_min": f.StretchMin, "stretch_max": f.StretchMax,
+		"gap_borrow_ms": f.GapBorrowMs, "loudness_lufs": f.LoudnessLUFS, "max_speed_step": f.MaxSpeedStep})
+}
+
+// FitSettings returns the project's current limits.
+func (p Project) FitSettings() FitSettings {
+	return FitSettings{p.StretchMin, p.StretchMax, p.GapBorrowMs, p.LoudnessLUFS, p.MaxSpeedStep}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -122,12 +123,105 @@ func (s *Server) projectVM(c echo.Context, p *studio.Project) (views.ProjectVM, 
 	return vm, err
 }
 
+// settingsVM builds the settings page with the project's current values.
+func (s *Server) settingsVM(c echo.Context, p *studio.Project) (views.SettingsVM, error) {
+	g, err := s.store.Glossary(c.Request().Context(), p.ID)
+	f := p.FitSettings()
+	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	return views.SettingsVM{Project: *p, Form: views.ProjectForm{Name: p.Name}, Glossary: g, Errors: map[string]string{},
+		Fit: views.FitForm{StretchMin: num(f.StretchMin), StretchMax: num(f.StretchMax), GapBorrowMs: strconv.Itoa(f.GapBorrowMs),
+			LoudnessLUFS: num(f.LoudnessLUFS), MaxSpeedStep: num(f.MaxSpeedStep)}}, err
+}
+
+func (s *Server) renderSettings(c echo.Context, status int, vm views.SettingsVM) error {
+	return s.render(c, status, views.ProjectSettings(s.page(c, vm.Project.Name, "projects"), vm))
+}
+
 func (s *Server) showProjectSettings(c echo.Context) error {
 	p, err := s.project(c)
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, views.ProjectSettings(s.page(c, p.Name, "projects"), *p, views.ProjectForm{Name: p.Name}))
+	vm, err := s.settingsVM(c, p)
+	if err != nil {
+		return err
+	}
+	vm.Fit.Saved = c.QueryParam("saved") == "fit"
+	return s.renderSettings(c, http.StatusOK, vm)
+}
+
+func (s *Server) saveFitSettings(c echo.Context) error {
+	p, err := s.project(c)
+	if err != nil {
+		return err
+	}
+	vm, err := s.settingsVM(c, p)
+	if err != nil {
+		return err
+	}
+	vm.Fit = views.FitForm{StretchMin: c.FormValue("stretch_min"), StretchMax: c.FormValue("stretch_max"),
+		GapBorrowMs: c.FormValue("gap_borrow_ms"), LoudnessLUFS: c.FormValue("loudness_lufs"), MaxSpeedStep: c.FormValue("max_speed_step")}
+	var f studio.FitSettings
+	parse := func(field, v string, dst *float64) {
+		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			vm.Errors[field] = s.t(c, "form.not_a_number")
+		}
+		*dst = x
+	}
+	parse("stretch_min", vm.Fit.StretchMin, &f.StretchMin)
+	parse("stretch_max", vm.Fit.StretchMax, &f.StretchMax)
+	parse("loudness_lufs", vm.Fit.LoudnessLUFS, &f.LoudnessLUFS)
+	parse("max_speed_step", vm.Fit.MaxSpeedStep, &f.MaxSpeedStep)
+	var gap float64
+	parse("gap_borrow_ms", vm.Fit.GapBorrowMs, &gap)
+	f.GapBorrowMs = int(gap)
+	if len(vm.Errors) == 0 {
+		err = s.store.SetFitSettings(c.Request().Context(), p.ID, f)
+		if err == nil {
+			return c.Redirect(http.StatusSeeOther, "/projects/"+c.Param("pid")+"/settings?saved=fit")
+		}
+		if !s.fieldErrors(c, err, vm.Errors) {
+			return err
+		}
+	}
+	return s.renderSettings(c, http.StatusUnprocessableEntity, vm)
+}
+
+func (s *Server) addGlossaryEntry(c echo.Context) error {
+	p, err := s.project(c)
+	if err != nil {
+		return err
+	}
+	term, spoken := c.FormValue("term"), c.FormValue("spoken")
+	err = s.store.AddGlossaryEntry(c.Request().Context(), p.ID, term, spoken)
+	if err == nil {
+		return c.Redirect(http.StatusSeeOther, "/projects/"+c.Param("pid")+"/settings#glossary")
+	}
+	vm, verr := s.settingsVM(c, p)
+	if verr != nil {
+		return verr
+	}
+	vm.Term, vm.Spoken = term, spoken
+	if !s.fieldErrors(c, err, vm.Errors) {
+		return err
+	}
+	return s.renderSettings(c, http.StatusUnprocessableEntity, vm)
+}
+
+func (s *Server) deleteGlossaryEntry(c echo.Context) error {
+	p, err := s.project(c)
+	if err != nil {
+		return err
+	}
+	gid, err := paramID(c, "gid")
+	if err != nil {
+		return err
+	}
+	if err := s.store.DeleteGlossaryEntry(c.Request().Context(), p.ID, gid); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/projects/"+c.Param("pid")+"/settings#glossary")
 }
 
 func (s *Server) renameProject(c echo.Context) error {
@@ -138,8 +232,12 @@ func (s *Server) renameProject(c echo.Context) error {
 	name := c.FormValue("name")
 	if err := s.store.RenameProject(c.Request().Context(), p.ID, name); err != nil {
 		if errors.Is(err, studio.ErrInvalid) {
-			return s.render(c, http.StatusUnprocessableEntity, views.ProjectSettings(s.page(c, p.Name, "projects"), *p,
-				views.ProjectForm{Name: name, NameErr: s.messageOf(c, 422, err)}))
+			vm, verr := s.settingsVM(c, p)
+			if verr != nil {
+				return verr
+			}
+			vm.Form = views.ProjectForm{Name: name, NameErr: s.messageOf(c, 422, err)}
+			return s.renderSettings(c, http.StatusUnprocessableEntity, vm)
 		}
 		return err
 	}
@@ -166,8 +264,12 @@ func (s *Server) deleteProject(c echo.Context) error {
 		return err
 	}
 	if c.FormValue("confirm") != p.Name {
-		return s.render(c, http.StatusUnprocessableEntity, views.ProjectSettings(s.page(c, p.Name, "projects"), *p,
-			views.ProjectForm{Name: p.Name, DeleteErr: s.t(c, "project.delete_confirm_wrong")}))
+		vm, err := s.settingsVM(c, p)
+		if err != nil {
+			return err
+		}
+		vm.Form.DeleteErr = s.t(c, "project.delete_confirm_wrong")
+		return s.renderSettings(c, http.StatusUnprocessableEntity, vm)
 	}
 	if err := s.store.DeleteProject(c.Request().Context(), p.ID); err != nil {
 		return err

@@ -39,6 +39,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// Renderer queues and cancels renders; nil disables rendering (tests of other parts).
 	Renderer Renderer
+	// Exporter queues exports; nil disables them.
+	Exporter Exporter
 	// Live delivers line changes to the event streams of open pages; nil: the streams
 	// only ping (a live.Listener must publish to it).
 	Live *live.Broker
@@ -62,6 +64,7 @@ type Routes struct {
 // Server is the web app.
 type Server struct {
 	renderer Renderer
+	exporter Exporter
 	cfg      *config.Config
 	store    *studio.Store
 	logger   *slog.Logger
@@ -75,7 +78,7 @@ type Server struct {
 
 // New builds the server and its routes.
 func New(d Deps) *Server {
-	s := &Server{renderer: d.Renderer, cfg: d.Config, store: d.Store, logger: d.Logger, blobs: studio.BlobStore{Dir: d.Config.DataDir + "/blobs"}}
+	s := &Server{renderer: d.Renderer, exporter: d.Exporter, cfg: d.Config, store: d.Store, logger: d.Logger, blobs: studio.BlobStore{Dir: d.Config.DataDir + "/blobs"}}
 	s.live = d.Live
 	if s.live == nil {
 		s.live = live.NewBroker(live.BrokerConfig{})
@@ -116,6 +119,9 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	editor.GET("/projects/:pid/progress", s.showProgress)
 	editor.GET("/projects/:pid/events", s.streamEvents)
 	editor.POST("/projects/:pid/rename", s.renameProject)
+	editor.POST("/projects/:pid/fit", s.saveFitSettings)
+	editor.POST("/projects/:pid/glossary", s.addGlossaryEntry)
+	editor.POST("/projects/:pid/glossary/:gid/delete", s.deleteGlossaryEntry)
 	manager.POST("/projects/:pid/archive", s.archiveProject)
 	manager.POST("/projects/:pid/unarchive", s.unarchiveProject)
 	manager.POST("/projects/:pid/delete", s.deleteProject)
@@ -145,6 +151,9 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	editor.POST("/projects/:pid/takes/:tid/approve", s.approveTake)
 	editor.POST("/projects/:pid/takes/:tid/use", s.useTake)
 	editor.GET("/projects/:pid/failed", s.showFailed)
+	editor.GET("/projects/:pid/exports", s.showExports)
+	editor.POST("/projects/:pid/exports", s.startExport)
+	editor.GET("/projects/:pid/exports/:eid/download", s.downloadExport)
 	admin.POST("/admin/queue/pause", s.pauseQueue)
 	admin.POST("/admin/queue/resume", s.resumeQueue)
 	admin.GET("/admin/workers", s.listWorkers)

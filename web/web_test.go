@@ -400,3 +400,38 @@ func TestLanguageFollowsBrowserThenUser(t *testing.T) {
 	resp = c.do("GET", "/projects", nil, "", map[string]string{"Accept-Language": "zh-CN"})
 	require.Contains(t, doc(t, resp).Find("h1").Text(), "Projects")
 }
+
+func TestProjectSettingsGlossaryAndFitLimits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.as(t, studio.RoleEditor)
+	base := fmt.Sprintf("/projects/%d", b.project.ID)
+
+	resp := c.post(base+"/glossary", url.Values{"term": {"NASA"}, "spoken": {"nasa"}}, true)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	d := doc(t, c.get(base+"/settings"))
+	require.Equal(t, 1, d.Find(`[data-testid=glossary-row]`).Length())
+
+	resp = c.post(base+"/glossary", url.Values{"term": {""}, "spoken": {"x"}}, true)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+
+	resp = c.post(base+"/fit", url.Values{"stretch_min": {"0.3"}, "stretch_max": {"abc"}, "gap_borrow_ms": {"300"},
+		"loudness_lufs": {"-23"}, "max_speed_step": {"0.15"}}, true)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	d = doc(t, resp)
+	require.Equal(t, 1, d.Find(`[data-testid=fit-form] [data-testid=field-error]`).Length(), "the number error first")
+	v, _ := d.Find(`input[name=stretch_min]`).Attr("value")
+	require.Equal(t, "0.3", v, "what was typed is kept")
+
+	resp = c.post(base+"/fit", url.Values{"stretch_min": {"0.3"}, "stretch_max": {"1.3"}, "gap_borrow_ms": {"300"},
+		"loudness_lufs": {"-23"}, "max_speed_step": {"0.15"}}, true)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Contains(t, doc(t, resp).Find(`[data-testid=fit-form]`).Text(), "Between 0.5 and 1")
+
+	resp = c.post(base+"/fit", url.Values{"stretch_min": {"0.9"}, "stretch_max": {"1.3"}, "gap_borrow_ms": {"200"},
+		"loudness_lufs": {"-16"}, "max_speed_step": {"0.1"}}, true)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	p, err := b.store.Project(context.Background(), b.project.ID)
+	require.NoError(t, err)
+	require.Equal(t, studio.FitSettings{StretchMin: 0.9, StretchMax: 1.3, GapBorrowMs: 200, LoudnessLUFS: -16, MaxSpeedStep: 0.1}, p.FitSettings())
+}

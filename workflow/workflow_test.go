@@ -307,3 +307,22 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+func TestGlossaryIsSpoken(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	ctx := context.Background()
+	_, err := b.store.ImportLines(ctx, b.editor.ID, b.project.ID, []studio.NewLine{
+		{SourceLine: 1, StartMs: 0, EndMs: 3000, CharacterName: "Ann", Text: "NASA called Ann."}})
+	require.NoError(t, err)
+	require.NoError(t, b.store.AddGlossaryEntry(ctx, b.project.ID, "NASA", "nasa"))
+	b.startWorker(t, workerOpts{})
+	_, err = b.pipeline.RenderPending(ctx, b.project.ID)
+	require.NoError(t, err)
+	b.waitSettled(t, time.Minute)
+	l := b.lines(t)[0]
+	takes, err := b.store.Takes(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Len(t, takes, 1)
+	require.Equal(t, "nasa called Ann.", takes[0].SpokenText, "the take records what the engine was asked to say")
+}
