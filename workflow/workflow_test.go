@@ -14,6 +14,7 @@ import (
 
 	"dubstudio/audio"
 	"dubstudio/studio"
+	"dubstudio/studio/script"
 	"dubstudio/studio/studiotest"
 	"dubstudio/tts"
 	"dubstudio/workflow"
@@ -325,4 +326,48 @@ func TestGlossaryIsSpoken(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, takes, 1)
 	require.Equal(t, "nasa called Ann.", takes[0].SpokenText, "the take records what the engine was asked to say")
+}
+
+// TestRenderRealSubtitleFile renders a real subtitle file (UTF-8 with BOM, CRLF) with
+// the espeak-ng engine: every take is exactly its slot's length (plus what it
+// borrowed of the next gap), within the stretch limits, or marked needs review.
+func TestRenderRealSubtitleFile(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	ctx := context.Background()
+	data, err := os.ReadFile("testdata/night_kitchen.srt")
+	require.NoError(t, err)
+	cues, err := script.Parse("night_kitchen.srt", data)
+	require.NoError(t, err)
+	lines := make([]studio.NewLine, len(cues))
+	for i, c := range cues {
+		lines[i] = studio.NewLine{SourceLine: c.SourceLine, StartMs: int(c.Start.Milliseconds()), EndMs: int(c.End.Milliseconds()),
+			CharacterName: c.Character, Text: c.Text}
+	}
+	_, err = b.store.ImportLines(ctx, b.editor.ID, b.project.ID, lines)
+	require.NoError(t, err)
+	b.startWorker(t, workerOpts{})
+	_, err = b.pipeline.RenderPending(ctx, b.project.ID)
+	require.NoError(t, err)
+	counts := b.waitSettled(t, 3*time.Minute)
+	require.Equal(t, len(cues), counts[studio.StateDone]+counts[studio.StateNeedsReview], "%v", counts)
+
+	blobs := studio.BlobStore{Dir: b.dataDir + "/blobs"}
+	for _, l := range b.lines(t) {
+		tk, err := b.store.Take(ctx, b.project.ID, *l.CurrentTakeID)
+		require.NoError(t, err)
+		path, _ := blobs.Path(tk.AudioSHA256)
+		pcm, err := audio.ReadWAVFile(path)
+		require.NoError(t, err)
+		want := audio.SamplesFor(l.DurationMs()+tk.BorrowedMs, pcm.SampleRate)
+		require.InDelta(t, want, pcm.Frames(), 1, "line %d: %q", l.Idx, l.Text)
+		if tk.NeedsReview {
+			require.Equal(t, studio.StateNeedsReview, l.State)
+			require.Greater(t, tk.NeededRatio, b.project.StretchMax)
+		} else {
+			require.Equal(t, studio.StateDone, l.State)
+			require.GreaterOrEqual(t, tk.StretchRatio, b.project.StretchMin-1e-9)
+			require.LessOrEqual(t, tk.StretchRatio, b.project.StretchMax+1e-9)
+		}
+	}
 }
