@@ -174,6 +174,7 @@ func init() {
 		"character.emotion_value_hint": {EN: "for vector or text modes", ZH: "用于向量或描述模式"},
 		"character.emotion_weight":     {EN: "Emotion weight (audio mode)", ZH: "情感权重（音频模式）"},
 		"character.reference":          {EN: "Reference voice", ZH: "参考音色"},
+		"character.emotion_audio":      {EN: "Emotion reference (uploading one makes it the default emotion)", ZH: "情感参考音频（上传后将作为默认情感）"},
 		"character.no_reference":       {EN: "No reference audio yet.", ZH: "尚未上传参考音频。"},
 		"character.upload":             {EN: "Upload", ZH: "上传"},
 		"character.upload_hint":        {EN: "WAV, MP3, FLAC or OGG, up to 50 MB; 3 to 15 seconds of clean speech works best.", ZH: "WAV、MP3、FLAC 或 OGG，最大 50 MB；3 到 15 秒的干净语音效果最好。"},

@@ -243,3 +243,18 @@ func (s *Store) DeleteCharacter(ctx context.Context, projectID, id int64) error 
 		return res.Error
 	})
 }
+
+// SetCharacterEmotionAudio makes a stored recording the character's emotion reference
+// (IndexTTS-2's emotion audio prompt), with a weight from 0 to 1.
+func (s *Store) SetCharacterEmotionAudio(ctx context.Context, projectID, id int64, sha256 string, weight float64) error {
+	e := Emotion{Mode: EmotionAudio, AudioSHA256: sha256, Weight: weight}
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	res := s.db.WithContext(ctx).Model(&Character{}).Where("project_id = ? AND id = ?", projectID, id).
+		Updates(map[string]any{"emotion": e, "updated_at": time.Now()})
+	if res.Error == nil && res.RowsAffected == 0 {
+		return fmt.Errorf("character %d: %w", id, ErrNotFound)
+	}
+	return res.Error
+}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -149,20 +150,39 @@ func (s *Server) saveCharacter(c echo.Context) error {
 	return s.render(c, http.StatusUnprocessableEntity, views.CharacterCard(s.page(c, "", ""), ch.ProjectID, f))
 }
 
-// uploadReference stores a character's reference voice. The upload is size-limited,
-// spooled to a private temporary file, probed by content (never trusted by name or
-// extension), then stored content-addressed by its SHA-256.
+// uploadReference stores a character's reference voice.
 func (s *Server) uploadReference(c echo.Context) error {
+	return s.uploadCharacterAudio(c, "file", func(ctx context.Context, ch *studio.Character, sum, name string) error {
+		return s.store.SetCharacterReference(ctx, ch.ProjectID, ch.ID, sum, name)
+	})
+}
+
+// uploadEmotionAudio stores a character's emotion reference recording.
+func (s *Server) uploadEmotionAudio(c echo.Context) error {
+	weight, err := strconv.ParseFloat(c.FormValue("emotion_weight"), 64)
+	if err != nil {
+		weight = 0.8
+	}
+	return s.uploadCharacterAudio(c, "emotion_file", func(ctx context.Context, ch *studio.Character, sum, _ string) error {
+		return s.store.SetCharacterEmotionAudio(ctx, ch.ProjectID, ch.ID, sum, weight)
+	})
+}
+
+// uploadCharacterAudio takes an audio upload for a character. The upload is
+// size-limited, spooled to a private temporary file, probed by content (never trusted
+// by name or extension), stored content-addressed by its SHA-256, then recorded by
+// set.
+func (s *Server) uploadCharacterAudio(c echo.Context, field string, set func(ctx context.Context, ch *studio.Character, sum, name string) error) error {
 	ch, err := s.character(c)
 	if err != nil {
 		return err
 	}
 	f := characterForm(*ch)
 	fail := func(status int, msg string) error {
-		f.Errors["file"] = msg
+		f.Errors[field] = msg
 		return s.render(c, status, views.CharacterCard(s.page(c, "", ""), ch.ProjectID, f))
 	}
-	tmp, name, err := s.spoolUpload(c, "file")
+	tmp, name, err := s.spoolUpload(c, field)
 	if err != nil {
 		var he *echo.HTTPError
 		if errors.As(err, &he) {
@@ -185,7 +205,11 @@ func (s *Server) uploadReference(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.store.SetCharacterReference(ctx, ch.ProjectID, ch.ID, blob.SHA256, name); err != nil {
+	if err := set(ctx, ch, blob.SHA256, name); err != nil {
+		var fe studio.FieldErrors
+		if errors.As(err, &fe) || errors.Is(err, studio.ErrInvalid) {
+			return fail(http.StatusUnprocessableEntity, s.messageOf(c, 422, err))
+		}
 		return err
 	}
 	ch, err = s.store.Character(ctx, ch.ProjectID, ch.ID)

@@ -162,6 +162,7 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	editor.POST("/projects/:pid/characters", s.createCharacter)
 	editor.POST("/projects/:pid/characters/:cid", s.saveCharacter)
 	editor.POST("/projects/:pid/characters/:cid/reference", s.uploadReference)
+	editor.POST("/projects/:pid/characters/:cid/emotion-audio", s.uploadEmotionAudio)
 	editor.POST("/projects/:pid/characters/:cid/delete", s.deleteCharacter)
 	editor.GET("/blobs/:sha", s.serveBlob)
 

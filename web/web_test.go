@@ -9,6 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -434,4 +437,41 @@ func TestProjectSettingsGlossaryAndFitLimits(t *testing.T) {
 	p, err := b.store.Project(context.Background(), b.project.ID)
 	require.NoError(t, err)
 	require.Equal(t, studio.FitSettings{StretchMin: 0.9, StretchMax: 1.3, GapBorrowMs: 200, LoudnessLUFS: -16, MaxSpeedStep: 0.1}, p.FitSettings())
+}
+
+func TestReferenceAndEmotionAudioUpload(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.as(t, studio.RoleEditor)
+	ctx := context.Background()
+	chars, _ := b.store.Characters(ctx, b.project.ID)
+	wav := filepath.Join(t.TempDir(), "voice.wav")
+	if out, err := exec.Command("espeak-ng", "-w", wav, "This is my voice.").CombinedOutput(); err != nil {
+		t.Skipf("espeak-ng: %v %s", err, out)
+	}
+	data, err := os.ReadFile(wav)
+	require.NoError(t, err)
+	hdr := map[string]string{"HX-Request": "true", "X-CSRF-Token": c.csrf}
+	base := fmt.Sprintf("/projects/%d/characters/%d", b.project.ID, chars[0].ID)
+
+	body, ct := multipartBody(t, "file", "../my voice.wav", data)
+	resp := c.do("POST", base+"/reference", body, ct, hdr)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, 1, doc(t, resp).Find(`[data-testid=reference-player]`).Length())
+	ch, _ := b.store.Character(ctx, b.project.ID, chars[0].ID)
+	require.NotNil(t, ch.RefAudioSHA256)
+	require.Equal(t, "my voice.wav", ch.RefAudioName, "only the base name is kept, for display")
+
+	served := c.get("/blobs/" + *ch.RefAudioSHA256)
+	require.Equal(t, http.StatusOK, served.StatusCode)
+	require.Equal(t, "audio/wav", served.Header.Get("Content-Type"))
+	require.Equal(t, http.StatusNotFound, c.get("/blobs/..%2F..%2Fsession.secret").StatusCode)
+
+	body, ct = multipartBody(t, "emotion_file", "angry.wav", data)
+	resp = c.do("POST", base+"/emotion-audio", body, ct, hdr)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	ch, _ = b.store.Character(ctx, b.project.ID, chars[0].ID)
+	require.Equal(t, studio.EmotionAudio, ch.Emotion.Mode)
+	require.Equal(t, *ch.RefAudioSHA256, ch.Emotion.AudioSHA256, "same bytes, same blob")
+	require.InDelta(t, 0.8, ch.Emotion.Weight, 1e-9)
 }
