@@ -95,3 +95,10 @@ func (s *Store) RescueDeadWorkers(ctx context.Context, staleAfter time.Duration)
 	})
 	return n, err
 }
+
+// CreatePausedQueue records a River queue that no worker has opened yet, paused, so
+// that a pause asked for before any worker runs holds when they start.
+func (s *Store) CreatePausedQueue(ctx context.Context, name string) error {
+	return s.db.WithContext(ctx).Exec(`INSERT INTO river_queue (name, created_at, metadata, paused_at, updated_at)
+		VALUES (?, now(), '{}', now(), now()) ON CONFLICT (name) DO UPDATE SET paused_at = now(), updated_at = now()`, name).Error
+}

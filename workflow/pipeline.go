@@ -108,8 +108,13 @@ func (p *Pipeline) Cancel(ctx context.Context, projectID int64) (int, error) {
 }
 
 // PauseSynthesis stops every worker from starting new syntheses (running ones end).
+// It works before any worker has run too: the queue is then created paused.
 func (p *Pipeline) PauseSynthesis(ctx context.Context) error {
-	return p.inserter.QueuePause(ctx, QueueSynthesis, nil)
+	err := p.inserter.QueuePause(ctx, QueueSynthesis, nil)
+	if errors.Is(err, river.ErrNotFound) {
+		return p.store.CreatePausedQueue(ctx, QueueSynthesis)
+	}
+	return err
 }
 
 // ResumeSynthesis lets workers start syntheses again.

@@ -40,6 +40,9 @@ type WorkerConfig struct {
 	FetchPollInterval time.Duration
 	// FitWorkers is how many fits run at once (default: the number of CPUs).
 	FitWorkers int
+	// RetryBase and RetryMax bound the exponential backoff between attempts of a
+	// failed job (defaults 2 s and 2 min).
+	RetryBase, RetryMax time.Duration
 	// Heartbeat is how often the worker refreshes its registry entry; a worker silent
 	// for DeadAfter is taken for dead and its running jobs are handed to others.
 	Heartbeat time.Duration
@@ -64,6 +67,12 @@ func (c *WorkerConfig) defaults() {
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = 5 * time.Second
+	}
+	if c.RetryBase == 0 {
+		c.RetryBase = 2 * time.Second
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = 2 * time.Minute
 	}
 	if c.DeadAfter == 0 {
 		c.DeadAfter = 6 * c.Heartbeat
@@ -107,6 +116,7 @@ func NewWorker(p *Pipeline, slots Slots, cfg WorkerConfig, logger *slog.Logger) 
 		JobTimeout:           cfg.JobTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter,
 		MaxAttempts:          cfg.MaxAttempts,
+		RetryPolicy:          backoff{Base: cfg.RetryBase, Max: cfg.RetryMax},
 		FetchPollInterval:    cfg.FetchPollInterval,
 		FetchCooldown:        min(cfg.FetchPollInterval, 100*time.Millisecond),
 		Logger:               logger,

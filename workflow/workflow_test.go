@@ -58,6 +58,7 @@ func (b *testBundle) startWorker(t *testing.T, o workerOpts) *workflow.Worker {
 		Name: o.name, DataDir: b.dataDir, FetchPollInterval: 100 * time.Millisecond,
 		JobTimeout: 20 * time.Second, RescueAfter: 30 * time.Second,
 		Heartbeat: 300 * time.Millisecond, DeadAfter: 2 * time.Second,
+		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, OOMRetries: 1,
 	}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))
