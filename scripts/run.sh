@@ -34,7 +34,9 @@ pgbin() {
 
 if [ -z "${DATABASE_URL:-}" ]; then
   me="$(id -un)"
-  if psql "postgres://$me@127.0.0.1:5432/postgres?sslmode=disable&connect_timeout=3" -tAc 'select 1' >/dev/null 2>&1; then
+  # DUBSTUDIO_PRIVATE_PG=1 skips the shared server and uses the private cluster.
+  if [ -z "${DUBSTUDIO_PRIVATE_PG:-}" ] &&
+    psql "postgres://$me@127.0.0.1:5432/postgres?sslmode=disable&connect_timeout=3" -tAc 'select 1' >/dev/null 2>&1; then
     psql "postgres://$me@127.0.0.1:5432/postgres?sslmode=disable" -tAc "select 1 from pg_database where datname='dubstudio'" | grep -q 1 ||
       psql "postgres://$me@127.0.0.1:5432/postgres?sslmode=disable" -qc 'create database dubstudio'
     export DATABASE_URL="postgres://$me@127.0.0.1:5432/dubstudio?sslmode=disable"
