@@ -22,13 +22,14 @@ import (
 //   - line-<id>: the line's row, re-rendered from the database, when it changed;
 //   - progress: the project's progress bar, at most every sseProgressEvery;
 //   - resync: reload the table (lines were added or removed, events were lost, or the
-//     browser reconnected and may have missed some).
+//     browser reconnected and may have missed some), at most every sseResyncEvery.
 //
 // Every event has an increasing id; a browser that reconnects by itself sends the last
 // one as Last-Event-ID and is answered with a resync first.
 const (
 	ssePingEvery     = 30 * time.Second
 	sseProgressEvery = 250 * time.Millisecond
+	sseResyncEvery   = time.Second
 	sseRetry         = 2 * time.Second
 )
 
@@ -96,8 +97,8 @@ func (s *Server) streamEvents(c echo.Context) error {
 	c.Response().WriteHeader(http.StatusOK)
 
 	last, resumed := lastEventID(c)
-	st := &liveStream{s: s, c: c, page: s.page(c, "", ""), projectID: p.ID, rows: c.QueryParam("rows") != "0",
-		w: &sseWriter{w: c.Response(), rc: http.NewResponseController(c.Response().Writer), id: last}}
+	st := newLiveStream(s, c, p.ID, last)
+	defer st.stop()
 	if _, err := fmt.Fprintf(c.Response(), "retry: %d\n\n", sseRetry.Milliseconds()); err != nil {
 		return nil
 	}
@@ -113,10 +114,6 @@ func (s *Server) streamEvents(c echo.Context) error {
 
 	ping := time.NewTicker(ssePingEvery)
 	defer ping.Stop()
-	progress := time.NewTimer(0)
-	progress.Stop()
-	defer progress.Stop()
-	armed := false
 	for {
 		var err error
 		select {
@@ -128,16 +125,11 @@ func (s *Server) streamEvents(c echo.Context) error {
 			err = st.w.comment("ping")
 		case ev := <-sub.C():
 			err = st.handle(ctx, ev)
-			if err == nil && st.progressDue && !armed {
-				// At most one progress bar per sseProgressEvery: the first change
-				// shows at once, a burst after it once more at the end.
-				wait := max(0, sseProgressEvery-time.Since(st.progressAt))
-				progress.Reset(wait)
-				armed = true
-			}
-		case <-progress.C:
-			armed = false
+		case <-st.progress.C:
+			st.progressArmed = false
 			err = st.sendProgress(ctx)
+		case <-st.resync.C:
+			err = st.sendResync()
 		}
 		if err == nil {
 			err = st.w.flush()
@@ -153,28 +145,57 @@ func (s *Server) streamEvents(c echo.Context) error {
 
 // liveStream is one subscriber's side of the live status.
 type liveStream struct {
-	s           *Server
-	c           echo.Context
-	w           *sseWriter
-	page        views.Page
-	projectID   int64
-	rows        bool
-	progressDue bool
-	progressAt  time.Time
+	s         *Server
+	c         echo.Context
+	w         *sseWriter
+	page      views.Page
+	projectID int64
+	rows      bool
+
+	// At most one progress bar per sseProgressEvery: the first change shows at once,
+	// the changes of a burst after it once more at the end.
+	progress      *time.Timer
+	progressArmed bool
+	progressAt    time.Time
+	// At most one reload per sseResyncEvery, however busy the project: meanwhile rows
+	// are not sent, since the coming reload shows them.
+	resync        *time.Timer
+	resyncPending bool
+	resyncAt      time.Time
+}
+
+func newLiveStream(s *Server, c echo.Context, projectID, lastID int64) *liveStream {
+	st := &liveStream{s: s, c: c, page: s.page(c, "", ""), projectID: projectID, rows: c.QueryParam("rows") != "0",
+		w:        &sseWriter{w: c.Response(), rc: http.NewResponseController(c.Response().Writer), id: lastID},
+		progress: time.NewTimer(time.Hour), resync: time.NewTimer(time.Hour)}
+	st.progress.Stop()
+	st.resync.Stop()
+	return st
+}
+
+func (st *liveStream) stop() {
+	st.progress.Stop()
+	st.resync.Stop()
 }
 
 // handle sends what an event calls for. Only failures to write end the stream: a
 // failed query is logged and the browser catches up with the next event.
 func (st *liveStream) handle(ctx context.Context, ev live.Event) error {
-	st.progressDue = true
-	switch ev.Kind {
-	case live.KindResync:
-		// The data is not used, but an event without data is never dispatched.
-		return st.w.event("resync", []byte("resync"))
-	case live.KindLine:
-		if !st.rows {
+	if !st.progressArmed {
+		st.progress.Reset(max(0, sseProgressEvery-time.Since(st.progressAt)))
+		st.progressArmed = true
+	}
+	switch {
+	case st.resyncPending:
+		return nil // the coming reload shows it
+	case ev.Kind == live.KindResync:
+		if wait := sseResyncEvery - time.Since(st.resyncAt); wait > 0 {
+			st.resyncPending = true
+			st.resync.Reset(wait)
 			return nil
 		}
+		return st.sendResync()
+	case ev.Kind == live.KindLine && st.rows:
 		html, err := st.renderLine(ctx, ev.LineID)
 		switch {
 		case errors.Is(err, studio.ErrNotFound):
@@ -186,6 +207,12 @@ func (st *liveStream) handle(ctx context.Context, ev live.Event) error {
 		return st.w.event("line-"+strconv.FormatInt(ev.LineID, 10), html)
 	}
 	return nil
+}
+
+func (st *liveStream) sendResync() error {
+	st.resyncPending, st.resyncAt = false, time.Now()
+	// The data is not used, but an event without data is never dispatched.
+	return st.w.event("resync", []byte("resync"))
 }
 
 func (st *liveStream) renderLine(ctx context.Context, lineID int64) ([]byte, error) {
@@ -201,7 +228,7 @@ func (st *liveStream) renderLine(ctx context.Context, lineID int64) ([]byte, err
 }
 
 func (st *liveStream) sendProgress(ctx context.Context) error {
-	st.progressDue, st.progressAt = false, time.Now()
+	st.progressAt = time.Now()
 	counts, err := st.s.store.ProjectStateCounts(ctx, []int64{st.projectID})
 	if err != nil {
 		st.logError(ctx, "error counting lines for live progress", err)

@@ -268,3 +268,27 @@ func TestLiveStreamAccess(t *testing.T) {
 	require.True(t, strings.HasPrefix(resp.Header.Get("Location"), "/login?next="))
 	require.Equal(t, http.StatusNotFound, b.as(t, studio.RoleEditor).get("/projects/999999/events").StatusCode)
 }
+
+func TestLiveBurstBecomesOneResync(t *testing.T) {
+	t.Parallel()
+	b := setupLive(t)
+	s := b.as(t, studio.RoleEditor).stream(fmt.Sprintf("/projects/%d/events", b.project.ID), nil)
+	more := make([]studio.NewLine, 40)
+	for i := range more {
+		more[i] = studio.NewLine{SourceLine: i + 1, StartMs: 100000 + i*1000, EndMs: 100500 + i*1000, Text: fmt.Sprintf("Extra %d.", i)}
+	}
+	_, err := b.store.ImportLines(context.Background(), b.users[studio.RoleEditor].ID, b.project.ID, more)
+	require.NoError(t, err)
+	require.Equal(t, "resync", s.next(t, "*").Name, "an import reloads")
+
+	// A render request queues every line in one commit: one reload, not 43 rows.
+	_, err = b.store.Pool().Exec(context.Background(), "UPDATE lines SET state = 'queued' WHERE project_id = $1", b.project.ID)
+	require.NoError(t, err)
+	resync, progress := false, false
+	for !resync || !progress {
+		ev := s.next(t, "*")
+		require.False(t, strings.HasPrefix(ev.Name, "line-"), "no rows for a burst, got %s", ev.Name)
+		resync = resync || ev.Name == "resync"
+		progress = progress || (ev.Name == "progress" && strings.Contains(ev.Data, "Queued 43"))
+	}
+}

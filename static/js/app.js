@@ -100,7 +100,7 @@
   // A live reload of the table keeps the rows being edited, typing and all: they are
   // marked hx-preserve in the new table, so htmx moves the open editors into it.
   document.addEventListener("htmx:beforeSwap", function (ev) {
-    var elt = ev.detail.elt;
+    var elt = ev.detail.requestConfig && ev.detail.requestConfig.elt;
     if (!elt || !elt.hasAttribute || !elt.hasAttribute("data-live-resync")) return;
     var editing = document.querySelectorAll("#lines tr.editing[id]");
     if (!editing.length) return;
