@@ -100,6 +100,8 @@ func TestLiveStatus(t *testing.T) {
 		b.setState(t, first, st)
 		require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(stateBadge(first, st))), "line %d to show %s", first, st)
 	}
+	// A ticked row stays ticked for the bulk actions when it changes.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(css(fmt.Sprintf(`#line-%d input[name=line_id]`, lines[1].ID)))))
 	b.setState(t, lines[1].ID, studio.StateSynthesizing)
 	b.setState(t, lines[2].ID, studio.StateQueued)
 	require.NoError(t, chromedp.Do(ctx,
@@ -108,9 +110,16 @@ func TestLiveStatus(t *testing.T) {
 		chromedp.WaitVisible(css(`#project-progress .seg.st-done`)),
 		chromedp.WaitVisible(css(`#project-progress .seg.st-synthesizing`)),
 	))
+	ticked, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector('#line-%d input[name=line_id]').checked`, lines[1].ID)))
+	require.NoError(t, err)
+	require.True(t, ticked)
 	label, err := chromedp.Run(ctx, chromedp.Text(css(fmt.Sprintf(`#line-%d [data-testid=line-state]`, first))))
 	require.NoError(t, err)
 	require.Equal(t, "Done", label)
+	swapped, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(
+		`document.querySelectorAll('#lines tr tr').length === 0 && document.querySelectorAll('[id="line-%d"]').length === 1`, first)))
+	require.NoError(t, err)
+	require.True(t, swapped, "rows are replaced whole, not nested")
 	screenshot(t, ctx, "live.png")
 
 	// An editor is typing in the last row when its line changes and lines are added:
