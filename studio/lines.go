@@ -562,7 +562,7 @@ func (s *Store) SplitLine(ctx context.Context, userID, projectID, lineID int64, 
 		}
 		nl := Line{ProjectID: projectID, Idx: l.Idx + 1, StartMs: atMs, EndMs: l.EndMs, Text: b, CharacterID: l.CharacterID,
 			Emotion: l.Emotion, DurationLock: l.DurationLock, Revision: 0, State: StateDraft, Flags: Flags{}, UpdatedBy: &userID}
-		if err := tx.Omit("ID", "CreatedAt", "UpdatedAt").Create(&nl).Error; err != nil {
+		if err := tx.Omit("ID", "CreatedAt", "UpdatedAt", "StateChangedAt").Create(&nl).Error; err != nil {
 			return err
 		}
 		before := l
@@ -758,7 +758,7 @@ func (s *Store) ImportLines(ctx context.Context, userID, projectID int64, lines 
 				Text: strings.TrimSpace(nl.Text), CharacterID: cid, Emotion: emotions[i], DurationLock: true,
 				Revision: 1, State: StateDraft, Flags: Flags{}, UpdatedBy: &userID}
 		}
-		if err := tx.Omit("ID", "CreatedAt", "UpdatedAt").CreateInBatches(rows, 1000).Error; err != nil {
+		if err := tx.Omit("ID", "CreatedAt", "UpdatedAt", "StateChangedAt").CreateInBatches(rows, 1000).Error; err != nil {
 			return err
 		}
 		if err := tx.Exec(`INSERT INTO line_history (line_id, project_id, user_id, action, after)
