@@ -139,6 +139,31 @@ func safeName(s string) string {
 	return string(out)
 }
 
+// stemNames gives each character's stem a file name (safeName, "none" for lines
+// without a character), keyed by that name. Names that safeName or a file system that
+// ignores case would merge ("Mr. X" and "Mr_X", a character called "None" and the
+// unassigned lines) get "-2", "-3" ... in the order of the characters' names, so no
+// character's stem overwrites another's.
+func stemNames(byChar map[string][]audio.Clip) map[string]string {
+	chars := make([]string, 0, len(byChar))
+	for c := range byChar {
+		chars = append(chars, c)
+	}
+	sort.Strings(chars)
+	out := make(map[string]string, len(chars))
+	taken := map[string]bool{}
+	for _, c := range chars {
+		base := safeName(c)
+		name := base
+		for n := 2; taken[strings.ToLower(name)]; n++ {
+			name = base + "-" + strconv.Itoa(n)
+		}
+		taken[strings.ToLower(name)] = true
+		out[name] = c
+	}
+	return out
+}
+
 func timecodeName(ms int) string {
 	return fmt.Sprintf("%02d-%02d-%02d.%03d", ms/3600000, ms/60000%60, ms/1000%60, ms%1000)
 }
@@ -188,7 +213,7 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, strin
 		offset := audio.SamplesFor(el.Line.StartMs, rate)
 		clip := audio.Clip{Path: src, Offset: offset}
 		stem := safeName(el.Character)
-		byChar[stem] = append(byChar[stem], clip)
+		byChar[el.Character] = append(byChar[el.Character], clip)
 		all = append(all, clip)
 		man.Samples = max(man.Samples, offset+frames)
 		name := fmt.Sprintf("lines/%04d_%s_%s.wav", el.Line.Idx, timecodeName(el.Line.StartMs), stem)
@@ -215,14 +240,15 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, strin
 	}
 	files = append(files, entry{"mix.wav", mix})
 	progress(55)
+	stemFiles := stemNames(byChar)
 	stems := make([]string, 0, len(byChar))
-	for name := range byChar {
+	for name := range stemFiles {
 		stems = append(stems, name)
 	}
 	sort.Strings(stems)
 	for i, name := range stems {
 		path := filepath.Join(work, "stem-"+strconv.Itoa(i)+".wav")
-		if err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: path, SampleRate: rate, Channels: 1, Samples: man.Samples, Clips: byChar[name]}); err != nil {
+		if err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: path, SampleRate: rate, Channels: 1, Samples: man.Samples, Clips: byChar[stemFiles[name]]}); err != nil {
 			return 0, "", 0, err
 		}
 		files = append(files, entry{"stems/" + name + ".wav", path})
