@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
+
+	"dubstudio/i18n"
 )
 
 // The analysis of calibration runs, following the memory-first method: measure one
@@ -57,8 +60,62 @@ type BucketResult struct {
 
 // Warning is a problem found in measurements, as a catalog message.
 type Warning struct {
-	Key  string
-	Args []any
+	Key  string `json:"key"`
+	Args []any  `json:"args,omitempty"`
+}
+
+// In returns the warning's text in lang. Arguments that went through JSON (numbers
+// come back as float64) are converted to what the message's verbs want.
+func (w Warning) In(lang i18n.Lang) string { return i18n.T(lang, w.Key, FixArgs(w.Key, w.Args)...) }
+
+// FixArgs converts numeric arguments of the catalog message key to the types its
+// verbs want (%d an integer, %f and %g a float), as they come back from JSON.
+func FixArgs(key string, args []any) []any {
+	m, ok := i18n.Lookup(key)
+	if !ok {
+		return args
+	}
+	verbs := verbsOf(m.EN)
+	out := append([]any(nil), args...)
+	for i, a := range out {
+		if i >= len(verbs) {
+			break
+		}
+		switch v := a.(type) {
+		case float64:
+			if verbs[i] == 'd' {
+				out[i] = int64(math.Round(v))
+			}
+		case int:
+			if verbs[i] == 'f' || verbs[i] == 'g' {
+				out[i] = float64(v)
+			}
+		case int64:
+			if verbs[i] == 'f' || verbs[i] == 'g' {
+				out[i] = float64(v)
+			}
+		}
+	}
+	return out
+}
+
+// verbsOf lists the verbs of a format string in order ("%%" is no verb).
+func verbsOf(format string) []byte {
+	var out []byte
+	for i := 0; i < len(format); i++ {
+		if format[i] != '%' {
+			continue
+		}
+		j := i + 1
+		for j < len(format) && strings.IndexByte("+-# 0123456789.", format[j]) >= 0 {
+			j++
+		}
+		if j < len(format) && format[j] != '%' {
+			out = append(out, format[j])
+		}
+		i = j
+	}
+	return out
 }
 
 // LeakWarning reports memory after runs that keeps rising.

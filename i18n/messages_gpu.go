@@ -62,6 +62,22 @@ func init() {
 			EN: "Memory after each run kept rising over %d runs (from %.2f GB to %.2f GB): that is a leak, not a concurrency problem.",
 			ZH: "连续 %d 次运行后显存回落值持续上升（从 %.2f GB 到 %.2f GB）：这是内存泄漏，而非并发问题。",
 		},
+		"gpu.calibration.progress.load": {
+			EN: "Loading a model host and measuring its memory",
+			ZH: "正在加载模型进程并测量其显存",
+		},
+		"gpu.calibration.progress.bucket": {
+			EN: "Measuring %s lines (%.0f s), run %d of %d",
+			ZH: "正在测量%s台词（%.0f 秒），第 %d 次，共 %d 次",
+		},
+		"gpu.calibration.progress.step": {
+			EN: "Load test with %d slots",
+			ZH: "正在进行 %d 个槽位的负载测试",
+		},
+		"gpu.calibration.progress.waiting": {
+			EN: "Waiting for the GPU's running lines to finish",
+			ZH: "正在等待该 GPU 上正在合成的台词完成",
+		},
 		"gpu.calibration.too_few_runs": {
 			EN: "Bucket %s has %d runs; at least %d are needed to trust its peak.",
 			ZH: "长度档 %s 只有 %d 次运行；至少需要 %d 次才能采信其峰值。",

@@ -139,6 +139,20 @@ func (d *Device) Spawn(resident int64) (*Process, error) {
 	return p, nil
 }
 
+// Active returns how many processes have memory allocated for a request in flight
+// (a stand-in for the GPU being busy).
+func (d *Device) Active() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, p := range d.procs {
+		if p.allocated > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // ProcessInfo is one process as NVML lists it.
 type ProcessInfo struct {
 	PID int

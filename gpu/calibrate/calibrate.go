@@ -1,0 +1,692 @@
+// Package calibrate measures how much concurrent synthesis one GPU can take with one
+// concurrency profile, following the memory-first method of docs/gpu.md:
+//
+//  1. memory after load: one model host is started, warmed up, and its memory read
+//     after load and after releasing its cache;
+//  2. peaks per length bucket (short, medium, long, longest allowed): at least three
+//     runs each with the same speaker and seed, keeping the highest peak, never the
+//     mean;
+//  3. the fall-back after each run, with a leak warning when it creeps upward;
+//  4. a stepwise load test (1, 2, 3, 4, 6, ... hosts) with enough lines per step,
+//     recording successes, failures, out-of-memory errors, killed hosts, average and
+//     p95 latency, peak VRAM and throughput.
+//
+// The analysis (worst peaks, leaks, crash and slowdown points, the recommendation of
+// one step below the lower) is package gpu's (AnalyzeCalibration, AnalyzeLoadTest);
+// this package drives the runs through the same interfaces the worker uses, so that
+// it runs against real model hosts (gpu/ttshost.Launcher) on a GPU and against the
+// simulator (gpu/ttshost.SimLauncher) in tests.
+package calibrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"dubstudio/gpu"
+	"dubstudio/i18n"
+	"dubstudio/tts"
+)
+
+// Host is a model host under calibration; gpu/ttshost's hosts are Hosts.
+type Host interface {
+	Engine() tts.Engine
+	PID() int
+	// Memory is what the host's process holds on the GPU now, and which counter it
+	// was read from.
+	Memory(ctx context.Context) (int64, gpu.MemoryCounter, error)
+	ReleaseCache(ctx context.Context) (int64, error)
+	Exited() <-chan struct{}
+	Stop(ctx context.Context) error
+}
+
+// Launcher starts the i-th host (0-based) on the GPU with the profile's settings.
+type Launcher func(ctx context.Context, i int) (Host, error)
+
+// DeviceMemory reads the whole card (NVML's used memory). A DeviceMemory that also
+// has ResetPeak() and PeakUsed() int64 (a simulated device) gives exact load-test
+// peaks; otherwise the runner polls Used.
+type DeviceMemory interface {
+	Used() (int64, bool)
+}
+
+type peakTracker interface {
+	ResetPeak()
+	PeakUsed() int64
+}
+
+// Bucket is one text length.
+type Bucket struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+	Text    string  `json:"text"`
+}
+
+// Config configures Run.
+type Config struct {
+	GPU     gpu.Device
+	Profile gpu.Profile
+	Launch  Launcher
+	// Device reads the card's used memory; nil: peaks of load-test steps are the
+	// sum of the hosts' readings after the step.
+	Device DeviceMemory
+	// Buckets to measure; default DefaultBuckets(Profile).
+	Buckets []Bucket
+	// Runs per bucket; default and minimum 3.
+	Runs int
+	// LinesPerStep is how many lines each load-test step renders at least (always at
+	// least two per slot, rounded up to whole rounds of the buckets); default 8.
+	LinesPerStep int
+	// MaxSlots bounds the load test; 0: the slots the budget fits (gpu.SlotsThatFit
+	// with the measured curve), at most 32.
+	MaxSlots int
+	// Reference is the speaker's reference recording; empty: an 8 s synthetic one in
+	// WorkDir.
+	Reference string
+	// WorkDir receives the audio (deleted as it goes); empty: a temporary directory.
+	WorkDir string
+	// Progress is told what the run is doing, as a catalog message.
+	Progress func(key string, args ...any)
+	// PollInterval is how often Device is read during a load-test step; default
+	// 100 ms.
+	PollInterval time.Duration
+	Logger       *slog.Logger
+	// Now is the clock latencies are measured with; default time.Now.
+	Now func() time.Time
+}
+
+// Failure is one failed line of the load test.
+type Failure struct {
+	Slots  int    `json:"slots"`
+	Bucket string `json:"bucket"`
+	Kind   string `json:"kind"` // "oom", "killed", "failed", "start"
+	Error  string `json:"error"`
+}
+
+// Result is everything a calibration measured and concluded; it is stored as JSON.
+type Result struct {
+	GPU          gpu.Device  `json:"gpu"`
+	Profile      gpu.Profile `json:"profile"`
+	Engine       string      `json:"engine"`
+	Model        string      `json:"model"`
+	ModelVersion string      `json:"model_version"`
+	StartedAt    time.Time   `json:"started_at"`
+	FinishedAt   time.Time   `json:"finished_at"`
+	// BaselineUsedBytes is the card's used memory before the first host started
+	// (memory of processes that are not ours); 0 if unknown.
+	BaselineUsedBytes int64 `json:"baseline_used_bytes"`
+	// LoadedAllocatedBytes is the allocator's figure right after load
+	// (torch.cuda.memory_allocated, as the host reports it).
+	LoadedAllocatedBytes int64 `json:"loaded_allocated_bytes"`
+	// LoadedBytes is the process after load, before any request; ResidentBytes after
+	// a warm-up request and a cache release: the calibration's resident memory.
+	LoadedBytes   int64             `json:"loaded_bytes"`
+	ResidentBytes int64             `json:"resident_bytes"`
+	MemoryCounter gpu.MemoryCounter `json:"memory_counter"`
+	// PeakCounter is where run peaks come from (the allocator's peak over the
+	// request, minus the model).
+	PeakCounter gpu.MemoryCounter  `json:"peak_counter"`
+	Buckets     []Bucket           `json:"bucket_texts"`
+	Runs        []gpu.Run          `json:"runs"`
+	Analysis    []gpu.BucketResult `json:"buckets"`
+	Calibration gpu.Calibration    `json:"calibration"`
+	Warnings    []gpu.Warning      `json:"warnings,omitempty"`
+	Leaks       []gpu.LeakWarning  `json:"leaks,omitempty"`
+	// DoesNotFit is set when the profile cannot run one slot with the measured
+	// numbers (gpu.CheckFits); the load test is then skipped.
+	DoesNotFit   *gpu.Warning    `json:"does_not_fit,omitempty"`
+	SlotsThatFit int             `json:"slots_that_fit"`
+	Verdict      gpu.LoadVerdict `json:"verdict"`
+	Failures     []Failure       `json:"failures,omitempty"`
+	// Recommended is the slot count to use (0: none works); RecommendedProfile the
+	// profile with it.
+	Recommended        int         `json:"recommended"`
+	RecommendedProfile gpu.Profile `json:"recommended_profile"`
+}
+
+// maxFailures bounds the failures a result keeps.
+const maxFailures = 50
+
+// DefaultBuckets returns short (2 s), medium (6 s), long (12 s) and longest
+// (the profile's MaxGenSeconds) lines, leaving out those not shorter than the
+// longest.
+func DefaultBuckets(p gpu.Profile) []Bucket {
+	longest := p.MaxGenSeconds
+	var out []Bucket
+	for i, s := range []float64{2, 6, 12} {
+		if s < longest*0.9 {
+			out = append(out, Bucket{Name: []string{"short", "medium", "long"}[i], Seconds: s})
+		}
+	}
+	out = append(out, Bucket{Name: "longest", Seconds: longest})
+	for i := range out {
+		out[i].Text = TextOf(out[i].Seconds)
+	}
+	return out
+}
+
+// words for generated English lines.
+var words = strings.Fields(`the studio renders every line of the script with the voice of its character and
+	keeps each take within the slot of the picture so that the dub sounds natural while the
+	editors listen approve and move on to the next scene before the deadline arrives tonight`)
+
+// TextOf returns an English text whose natural reading takes about seconds (by
+// tts.PredictNaturalSeconds), in sentences of ten words.
+func TextOf(seconds float64) string {
+	var b strings.Builder
+	n := 0
+	for {
+		if n > 0 {
+			if n%10 == 0 {
+				b.WriteString(". ")
+			} else {
+				b.WriteByte(' ')
+			}
+		}
+		w := words[n%len(words)]
+		if n%10 == 0 {
+			w = strings.ToUpper(w[:1]) + w[1:]
+		}
+		b.WriteString(w)
+		n++
+		if tts.PredictNaturalSeconds(b.String()+".", "en") >= seconds {
+			break
+		}
+	}
+	b.WriteByte('.')
+	return b.String()
+}
+
+// runner holds the state of one calibration.
+type runner struct {
+	cfg   Config
+	log   *slog.Logger
+	res   *Result
+	ref   string
+	cond  string
+	work  string
+	hosts []Host
+	seq   int
+	mu    sync.Mutex
+}
+
+// Run calibrates: it starts hosts through cfg.Launch (and stops them all before it
+// returns), measures and analyses. A failure to start or use the first host is an
+// error; failures during the load test are results.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Launch == nil {
+		return nil, fmt.Errorf("calibration needs a launcher: %w", gpu.ErrInvalid)
+	}
+	if err := cfg.Profile.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Runs < 3 {
+		cfg.Runs = 3
+	}
+	if cfg.LinesPerStep <= 0 {
+		cfg.LinesPerStep = 8
+	}
+	if len(cfg.Buckets) == 0 {
+		cfg.Buckets = DefaultBuckets(cfg.Profile)
+	}
+	for i := range cfg.Buckets {
+		if cfg.Buckets[i].Text == "" {
+			cfg.Buckets[i].Text = TextOf(cfg.Buckets[i].Seconds)
+		}
+		if cfg.Buckets[i].Seconds > cfg.Profile.MaxGenSeconds {
+			return nil, fmt.Errorf("bucket %s (%.0f s) is longer than the profile allows: %w",
+				cfg.Buckets[i].Name, cfg.Buckets[i].Seconds, gpu.ErrInvalid)
+		}
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 100 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = func(string, ...any) {}
+	}
+	r := &runner{cfg: cfg, log: cfg.Logger, res: &Result{GPU: cfg.GPU, Profile: cfg.Profile, Buckets: cfg.Buckets,
+		StartedAt: time.Now()}}
+	work := cfg.WorkDir
+	if work == "" {
+		dir, err := os.MkdirTemp("", "dubstudio-calibrate-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		work = dir
+	}
+	r.work = work
+	defer r.stopAll()
+	if err := r.run(ctx); err != nil {
+		return r.res, err
+	}
+	r.res.FinishedAt = time.Now()
+	return r.res, nil
+}
+
+func (r *runner) run(ctx context.Context) error {
+	r.ref = r.cfg.Reference
+	if r.ref == "" {
+		r.ref = filepath.Join(r.work, "reference.wav")
+		if err := writeReference(r.ref); err != nil {
+			return err
+		}
+	}
+	if r.cfg.Device != nil {
+		if used, ok := r.cfg.Device.Used(); ok {
+			r.res.BaselineUsedBytes = used
+		}
+	}
+
+	// (1) Memory after load, then after a warm-up request and a cache release.
+	r.cfg.Progress("gpu.calibration.progress.load")
+	h, err := r.launch(ctx)
+	if err != nil {
+		return fmt.Errorf("starting the first model host: %w", err)
+	}
+	info, err := h.Engine().Info(ctx)
+	if err != nil {
+		return fmt.Errorf("asking the model host about its model: %w", err)
+	}
+	r.res.Engine, r.res.Model, r.res.ModelVersion = h.Engine().Name(), info.Model, info.Version
+	r.res.LoadedAllocatedBytes = info.ResidentBytes
+	if r.res.LoadedBytes, r.res.MemoryCounter, err = h.Memory(ctx); err != nil {
+		return fmt.Errorf("reading the model host's memory: %w", err)
+	}
+	if err := r.prepare(ctx, h); err != nil {
+		return err
+	}
+	if _, err := r.synthesize(ctx, h, r.cfg.Buckets[0]); err != nil {
+		return fmt.Errorf("warm-up request: %w", err)
+	}
+	if _, err := h.ReleaseCache(ctx); err != nil && !errors.Is(err, gpu.ErrNotSupported) {
+		return fmt.Errorf("releasing the model host's cache: %w", err)
+	}
+	if r.res.ResidentBytes, _, err = h.Memory(ctx); err != nil {
+		return err
+	}
+
+	// (2) and (3): peaks per bucket, fall-back after each run.
+	for _, b := range r.cfg.Buckets {
+		for i := range r.cfg.Runs {
+			r.cfg.Progress("gpu.calibration.progress.bucket", b.Name, b.Seconds, i+1, r.cfg.Runs)
+			run, err := r.measure(ctx, h, b)
+			if err != nil {
+				return fmt.Errorf("bucket %s, run %d: %w", b.Name, i+1, err)
+			}
+			r.res.Runs = append(r.res.Runs, run)
+		}
+	}
+	rep := gpu.AnalyzeCalibration(gpu.CalibrationInput{ResidentBytes: r.res.ResidentBytes, Runs: r.res.Runs,
+		MinRuns: r.cfg.Runs, MeasuredAt: time.Now()})
+	r.res.Analysis, r.res.Calibration, r.res.Leaks, r.res.Warnings = rep.Buckets, rep.Calibration, rep.Leaks, rep.Warnings
+
+	// The budget with what was measured.
+	total, foreign := r.cfg.GPU.TotalBytes, r.res.BaselineUsedBytes
+	if err := gpu.CheckFits(r.cfg.Profile, rep.Calibration, total, foreign); err != nil {
+		var ie *i18n.Error
+		if !errors.As(err, &ie) {
+			return err
+		}
+		r.res.DoesNotFit = &gpu.Warning{Key: ie.Key, Args: ie.Args}
+		r.res.Verdict = gpu.LoadVerdict{Why: "does_not_fit"}
+		r.res.RecommendedProfile = r.cfg.Profile
+		return nil
+	}
+	r.res.SlotsThatFit = gpu.SlotsThatFit(r.cfg.Profile, rep.Calibration, total, foreign)
+
+	// (4) The stepwise load test.
+	limit := r.cfg.MaxSlots
+	if limit <= 0 {
+		limit = min(max(r.res.SlotsThatFit, 1), 32)
+	}
+	var steps []gpu.LoadStep
+	for _, n := range gpu.LoadTestSteps(limit) {
+		r.cfg.Progress("gpu.calibration.progress.step", n)
+		step, err := r.loadStep(ctx, n)
+		if err != nil {
+			return err
+		}
+		steps = append(steps, step)
+		if !step.Healthy() {
+			break // the crash point: higher steps only crash harder
+		}
+	}
+	v, err := gpu.AnalyzeLoadTest(steps)
+	if err != nil {
+		return err
+	}
+	r.res.Verdict = v
+	r.res.Recommended = v.Recommended
+	p := r.cfg.Profile
+	if v.Recommended > 0 {
+		p.MaxSlots = v.Recommended
+		p.LongLaneLimit = min(p.LongLaneLimit, p.MaxSlots)
+	}
+	r.res.RecommendedProfile = p
+	return nil
+}
+
+func (r *runner) launch(ctx context.Context) (Host, error) {
+	r.mu.Lock()
+	i := len(r.hosts)
+	r.mu.Unlock()
+	h, err := r.cfg.Launch(ctx, i)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.hosts = append(r.hosts, h)
+	r.mu.Unlock()
+	return h, nil
+}
+
+func (r *runner) stopAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r.mu.Lock()
+	hosts := r.hosts
+	r.hosts = nil
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, h := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = h.Stop(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+// prepare computes the speaker's conditioning on h (its cache file is shared by
+// the hosts that follow).
+func (r *runner) prepare(ctx context.Context, h Host) error {
+	res, err := h.Engine().PrepareSpeaker(ctx, tts.PrepareRequest{ReferenceAudioPath: r.ref,
+		CacheDir: filepath.Join(r.work, "conditioning")})
+	if err != nil {
+		return fmt.Errorf("preparing the speaker: %w", err)
+	}
+	r.mu.Lock()
+	r.cond = res.CachePath
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *runner) synthesize(ctx context.Context, h Host, b Bucket) (tts.Result, error) {
+	r.mu.Lock()
+	r.seq++
+	out := filepath.Join(r.work, fmt.Sprintf("line-%d.wav", r.seq))
+	cond := r.cond
+	r.mu.Unlock()
+	defer os.Remove(out)
+	return h.Engine().Synthesize(ctx, tts.Request{Text: b.Text, Language: "en", TargetSeconds: b.Seconds,
+		MaxTextTokensPerSegment: r.cfg.Profile.SegmentTokens, Seed: 42, OutputPath: out,
+		Speaker: tts.Speaker{ReferenceAudioPath: r.ref, ConditioningPath: cond}})
+}
+
+// measure runs one line of bucket b on h: its peak over the model, its time, and
+// what the host's memory falls back to afterwards.
+func (r *runner) measure(ctx context.Context, h Host, b Bucket) (gpu.Run, error) {
+	before, _, err := h.Memory(ctx)
+	if err != nil {
+		return gpu.Run{}, err
+	}
+	start := r.cfg.Now()
+	res, err := r.synthesize(ctx, h, b)
+	elapsed := r.cfg.Now().Sub(start)
+	if err != nil {
+		return gpu.Run{}, err
+	}
+	after, counter, err := h.Memory(ctx)
+	if err != nil {
+		return gpu.Run{}, err
+	}
+	run := gpu.Run{Bucket: b.Name, Characters: len([]rune(b.Text)), AudioSeconds: res.AudioSeconds,
+		FallbackBytes: after, Counter: counter, Duration: elapsed}
+	if res.PeakAllocatedBytes > 0 && r.res.LoadedAllocatedBytes > 0 {
+		run.PeakBytes = max(res.PeakAllocatedBytes-r.res.LoadedAllocatedBytes, 0)
+		r.res.PeakCounter = gpu.CounterTorchPeak
+	} else {
+		// No allocator figures: the growth of the process is a lower bound.
+		run.PeakBytes = max(after-min(before, r.res.ResidentBytes), 0)
+		r.res.PeakCounter = counter
+	}
+	return run, nil
+}
+
+// task is one line of a load-test step.
+type task struct{ b Bucket }
+
+type outcome struct {
+	b       Bucket
+	err     error
+	killed  bool
+	latency time.Duration
+	audio   float64
+}
+
+// loadStep runs one step with n hosts from a bounded queue: n workers, each bound
+// to a host, take the step's lines until none is left.
+func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
+	step := gpu.LoadStep{Slots: n}
+	rounds := int(math.Ceil(float64(max(r.cfg.LinesPerStep, 2*n)) / float64(len(r.cfg.Buckets))))
+	step.Tasks = rounds * len(r.cfg.Buckets)
+	for len(r.hosts) < n {
+		h, err := r.launch(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return step, ctx.Err()
+			}
+			// A host that cannot even load is this step's crash.
+			kind := "start"
+			if errors.Is(err, tts.ErrOutOfMemory) {
+				step.OOMs++
+				kind = "oom"
+			} else {
+				step.Failures++
+			}
+			r.fail(Failure{Slots: n, Kind: kind, Error: err.Error()})
+			return step, nil
+		}
+		if err := r.prepare(ctx, h); err != nil {
+			step.Failures++
+			r.fail(Failure{Slots: n, Kind: "start", Error: err.Error()})
+			return step, nil
+		}
+	}
+	queue := make(chan task, step.Tasks)
+	for range rounds {
+		for _, b := range r.cfg.Buckets {
+			queue <- task{b}
+		}
+	}
+	close(queue)
+
+	var peak int64
+	pt, exact := r.cfg.Device.(peakTracker)
+	stopPoll := make(chan struct{})
+	var pollWG sync.WaitGroup
+	if exact {
+		pt.ResetPeak()
+	} else if r.cfg.Device != nil {
+		pollWG.Add(1)
+		go func() {
+			defer pollWG.Done()
+			t := time.NewTicker(r.cfg.PollInterval)
+			defer t.Stop()
+			for {
+				if used, ok := r.cfg.Device.Used(); ok {
+					r.mu.Lock()
+					peak = max(peak, used)
+					r.mu.Unlock()
+				}
+				select {
+				case <-stopPoll:
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
+
+	results := make(chan outcome, step.Tasks)
+	start := r.cfg.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := r.host(i)
+			for t := range queue {
+				if h == nil {
+					results <- outcome{b: t.b, err: errors.New("the killed model host could not be restarted")}
+					continue
+				}
+				t0 := r.cfg.Now()
+				res, err := r.synthesize(ctx, h, t.b)
+				o := outcome{b: t.b, err: err, latency: r.cfg.Now().Sub(t0), audio: res.AudioSeconds}
+				if errors.Is(err, tts.ErrUnavailable) && exited(h) {
+					o.killed = true
+					// The OS killed it: the rest of its lines wait for a new host.
+					if nh, lerr := r.replace(ctx, i); lerr == nil {
+						h = nh
+					} else {
+						h = nil
+					}
+				}
+				results <- o
+			}
+		}()
+	}
+	wg.Wait()
+	wall := r.cfg.Now().Sub(start)
+	close(stopPoll)
+	pollWG.Wait()
+	close(results)
+	if ctx.Err() != nil {
+		return step, ctx.Err()
+	}
+
+	var lat []time.Duration
+	var audio float64
+	for o := range results {
+		switch {
+		case o.err == nil:
+			step.Successes++
+			lat = append(lat, o.latency)
+			audio += o.audio
+		case o.killed:
+			step.Killed++
+			r.fail(Failure{Slots: n, Bucket: o.b.Name, Kind: "killed", Error: o.err.Error()})
+		case errors.Is(o.err, tts.ErrOutOfMemory):
+			step.OOMs++
+			r.fail(Failure{Slots: n, Bucket: o.b.Name, Kind: "oom", Error: o.err.Error()})
+		default:
+			step.Failures++
+			r.fail(Failure{Slots: n, Bucket: o.b.Name, Kind: "failed", Error: o.err.Error()})
+		}
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		var sum time.Duration
+		for _, l := range lat {
+			sum += l
+		}
+		step.AvgLatency = sum / time.Duration(len(lat))
+		step.P95Latency = lat[int(math.Ceil(0.95*float64(len(lat))))-1]
+	}
+	if wall > 0 {
+		step.Throughput = audio / wall.Seconds()
+	}
+	switch {
+	case exact:
+		step.PeakVRAMBytes = pt.PeakUsed()
+	case r.cfg.Device != nil:
+		step.PeakVRAMBytes = peak
+	default:
+		for i := range n {
+			if h := r.host(i); h != nil {
+				if b, _, err := h.Memory(ctx); err == nil {
+					step.PeakVRAMBytes += b
+				}
+			}
+		}
+	}
+	r.log.InfoContext(ctx, "load test step", "slots", n, "tasks", step.Tasks, "ok", step.Successes,
+		"failures", step.Failures, "ooms", step.OOMs, "killed", step.Killed, "avg", step.AvgLatency,
+		"p95", step.P95Latency, "peak_bytes", step.PeakVRAMBytes, "throughput", step.Throughput)
+	return step, nil
+}
+
+func (r *runner) host(i int) Host {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i < len(r.hosts) {
+		return r.hosts[i]
+	}
+	return nil
+}
+
+// replace starts a new i-th host after the old one died.
+func (r *runner) replace(ctx context.Context, i int) (Host, error) {
+	h, err := r.cfg.Launch(ctx, i)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.prepare(ctx, h); err != nil {
+		_ = h.Stop(ctx)
+		return nil, err
+	}
+	r.mu.Lock()
+	old := r.hosts[i]
+	r.hosts[i] = h
+	r.mu.Unlock()
+	_ = old.Stop(ctx)
+	return h, nil
+}
+
+func (r *runner) fail(f Failure) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.res.Failures) < maxFailures {
+		r.res.Failures = append(r.res.Failures, f)
+	}
+}
+
+// exited reports whether h's process has exited, giving it a moment: the request
+// fails as the connection drops, a little before the process is reaped.
+func exited(h Host) bool {
+	select {
+	case <-h.Exited():
+		return true
+	case <-time.After(2 * time.Second):
+		return false
+	}
+}
+
+// writeReference writes an 8 s, 16 kHz synthetic voice-like recording.
+func writeReference(path string) error {
+	const rate = 16000
+	s := make([]int16, 8*rate)
+	for i := range s {
+		t := float64(i) / rate
+		env := 0.5 + 0.5*math.Sin(2*math.Pi*3*t)
+		s[i] = int16(6000 * env * (math.Sin(2*math.Pi*140*t) + 0.4*math.Sin(2*math.Pi*280*t)))
+	}
+	return tts.WriteWAV(path, rate, s)
+}

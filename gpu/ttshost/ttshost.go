@@ -1,0 +1,229 @@
+// Package ttshost adapts the speech engines of package tts to the GPU machinery of
+// package gpu: a Launcher starts model-host processes (tts.StartHost, speaking the
+// documented protocol) for a gpu.Pool and for calibration, and a SimLauncher starts
+// in-process simulator hosts on a simulated device (gpu/simdev) for tests and for
+// machines without a GPU. Both kinds of host implement gpu.Host, expose their engine
+// (Engine) and report the memory their process holds (Memory).
+package ttshost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"dubstudio/gpu"
+	"dubstudio/tts"
+)
+
+// LauncherConfig configures a Launcher.
+type LauncherConfig struct {
+	// Name is the engine name the hosts' clients report ("indextts", "bench").
+	Name string
+	// Command returns the host's argv without the listen flag for a launch (the
+	// profile's flags, such as --fp16, are the caller's business).
+	Command func(opts gpu.LaunchOpts) ([]string, error)
+	// Env is added to the worker's environment, before LaunchOpts.Env (which pins the
+	// GPU).
+	Env []string
+	// Dir is the hosts' working directory; empty: the worker's.
+	Dir string
+	// SocketDir holds the hosts' unix sockets; empty: a new directory under the
+	// system's temporary directory (socket paths must stay under about 100 bytes).
+	SocketDir string
+	// Stderr returns where a host's log goes; nil: the worker's stderr.
+	Stderr func(opts gpu.LaunchOpts) io.Writer
+	// ReadyInterval is how often /health is polled while the model loads; default
+	// 250 ms. The launch context bounds the wait.
+	ReadyInterval time.Duration
+	// ProcessBytes returns NVML's reading of a process on the host's GPU (the
+	// monitor's); nil or not listed: the host's own report of its allocator's reserve.
+	ProcessBytes func(gpuUUID string, pid int) (int64, bool)
+}
+
+// Launcher starts model hosts as child processes; it implements gpu.HostLauncher.
+type Launcher struct {
+	cfg  LauncherConfig
+	seq  atomic.Int64
+	once sync.Once
+	dir  string
+	err  error
+}
+
+var _ gpu.HostLauncher = (*Launcher)(nil)
+
+// NewLauncher returns a launcher.
+func NewLauncher(cfg LauncherConfig) *Launcher {
+	if cfg.ReadyInterval <= 0 {
+		cfg.ReadyInterval = 250 * time.Millisecond
+	}
+	return &Launcher{cfg: cfg}
+}
+
+func (l *Launcher) socketDir() (string, error) {
+	l.once.Do(func() {
+		if l.cfg.SocketDir != "" {
+			l.dir, l.err = l.cfg.SocketDir, os.MkdirAll(l.cfg.SocketDir, 0o700)
+			return
+		}
+		l.dir, l.err = os.MkdirTemp("", "dsh")
+	})
+	return l.dir, l.err
+}
+
+// Launch starts a host pinned to opts.GPU and waits until it answers /health. If
+// that fails or ctx ends first, the process is killed.
+func (l *Launcher) Launch(ctx context.Context, opts gpu.LaunchOpts) (gpu.Host, error) {
+	return l.LaunchHost(ctx, opts)
+}
+
+// LaunchHost is Launch with the concrete type.
+func (l *Launcher) LaunchHost(ctx context.Context, opts gpu.LaunchOpts) (*Host, error) {
+	if l.cfg.Command == nil {
+		return nil, fmt.Errorf("launching host %s: no command: %w", opts.ID, gpu.ErrInvalid)
+	}
+	argv, err := l.cfg.Command(opts)
+	if err != nil {
+		return nil, fmt.Errorf("building the command of host %s: %w", opts.ID, err)
+	}
+	dir, err := l.socketDir()
+	if err != nil {
+		return nil, fmt.Errorf("socket directory for host %s: %w", opts.ID, err)
+	}
+	sock := filepath.Join(dir, fmt.Sprintf("g%d-%d.sock", opts.GPUIndex, l.seq.Add(1)))
+	var stderr io.Writer = os.Stderr
+	if l.cfg.Stderr != nil {
+		stderr = l.cfg.Stderr(opts)
+	}
+	env := append(append([]string{}, l.cfg.Env...), opts.Env...)
+	p, err := tts.StartHost(ctx, tts.HostProcessConfig{Name: l.cfg.Name, Command: argv, Env: env, Dir: l.cfg.Dir,
+		Socket: sock, Stderr: stderr})
+	if err != nil {
+		return nil, fmt.Errorf("starting host %s: %w", opts.ID, err)
+	}
+	h := &Host{opts: opts, proc: p, cfg: &l.cfg}
+	health, err := waitHealthy(ctx, p, l.cfg.ReadyInterval)
+	if err != nil {
+		h.Kill()
+		<-p.Done()
+		return nil, fmt.Errorf("host %s did not become ready: %w", opts.ID, err)
+	}
+	h.info = health.HostInfo
+	return h, nil
+}
+
+// waitHealthy polls /health until the host answers, ctx ends or the process exits.
+func waitHealthy(ctx context.Context, p *tts.HostProcess, interval time.Duration) (tts.HealthResponse, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.Done():
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	h, err := p.Client().WaitHealthy(wctx, interval)
+	if err != nil {
+		select {
+		case <-p.Done():
+			return h, fmt.Errorf("the process exited (%v) while loading: %w", p.Err(), err)
+		default:
+		}
+	}
+	return h, err
+}
+
+// Host is a model-host process started by a Launcher. It implements gpu.Host.
+type Host struct {
+	opts gpu.LaunchOpts
+	proc *tts.HostProcess
+	cfg  *LauncherConfig
+	info tts.HostInfo
+}
+
+var _ gpu.Host = (*Host)(nil)
+
+// Engine returns the client of the host.
+func (h *Host) Engine() tts.Engine { return h.proc.Client() }
+
+// Client returns the client of the host.
+func (h *Host) Client() *tts.HostClient { return h.proc.Client() }
+
+// Info returns what the host reported when it became ready.
+func (h *Host) Info() tts.HostInfo { return h.info }
+
+// GPU returns the UUID of the host's GPU.
+func (h *Host) GPU() string { return h.opts.GPU }
+
+// PID returns the process id.
+func (h *Host) PID() int { return h.proc.PID() }
+
+// Concurrency is what the host declared (at least 1).
+func (h *Host) Concurrency() int { return max(h.info.Concurrency, 1) }
+
+// Health returns nil while the host answers /health.
+func (h *Host) Health(ctx context.Context) error {
+	select {
+	case <-h.proc.Done():
+		return fmt.Errorf("host %s has exited: %v", h.opts.ID, h.proc.Err())
+	default:
+	}
+	_, err := h.proc.Client().Health(ctx)
+	return err
+}
+
+// ReleaseCache asks the host to give its allocator's unused reserve back and
+// returns the reserve left beyond the model.
+func (h *Host) ReleaseCache(ctx context.Context) (int64, error) {
+	r, err := h.proc.Client().ReleaseCache(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return max(r.ReservedAfter-r.Allocated, 0), nil
+}
+
+// Memory returns what the host's process holds on its GPU now: NVML's figure when
+// the launcher can read it, else the allocator's reserve the host reports (which
+// misses the CUDA context).
+func (h *Host) Memory(ctx context.Context) (int64, gpu.MemoryCounter, error) {
+	if f := h.cfg.ProcessBytes; f != nil {
+		if b, ok := f(h.opts.GPU, h.PID()); ok && b > 0 {
+			return b, gpu.CounterNVML, nil
+		}
+	}
+	r, err := h.proc.Client().Health(ctx)
+	if err != nil {
+		return 0, "", err
+	}
+	return r.ReservedBytes, gpu.CounterTorchReserved, nil
+}
+
+// Exited is closed when the process has exited.
+func (h *Host) Exited() <-chan struct{} { return h.proc.Done() }
+
+// ExitErr says how the process ended.
+func (h *Host) ExitErr() error { return h.proc.Err() }
+
+// Stop asks the host to exit (SIGTERM) and kills it when ctx ends first.
+func (h *Host) Stop(ctx context.Context) error { return h.proc.Stop(ctx) }
+
+// Kill ends the host's process group at once (tts.StartHost gives the host its
+// own group, so workers it forked go too).
+func (h *Host) Kill() error {
+	select {
+	case <-h.proc.Done():
+		return nil
+	default:
+	}
+	if err := syscall.Kill(-h.PID(), syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("killing host %s: %w", h.opts.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,164 @@
+package ttshost_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"dubstudio/gpu"
+	"dubstudio/gpu/simdev"
+	"dubstudio/gpu/ttshost"
+	"dubstudio/tts"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// standInLauncher launches tts/hosts/indextts_host.py against the stand-in IndexTTS
+// (no torch, no GPU).
+func standInLauncher(t *testing.T, nvml func(string, int) (int64, bool)) *ttshost.Launcher {
+	t.Helper()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed")
+	}
+	hosts, err := filepath.Abs("../../tts/hosts")
+	require.NoError(t, err)
+	models := t.TempDir()
+	logs := &syncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("host log:\n%s", logs.b.String())
+		}
+	})
+	return ttshost.NewLauncher(ttshost.LauncherConfig{
+		Name: "indextts",
+		Command: func(gpu.LaunchOpts) ([]string, error) {
+			return []string{python, filepath.Join(hosts, "indextts_host.py"), "--model-dir", models}, nil
+		},
+		Env:           []string{"PYTHONPATH=" + filepath.Join(hosts, "testdata", "standin"), "PYTHONDONTWRITEBYTECODE=1"},
+		Stderr:        func(gpu.LaunchOpts) io.Writer { return logs },
+		ReadyInterval: 20 * time.Millisecond,
+		ProcessBytes:  nvml,
+	})
+}
+
+func TestLauncherRunsAProtocolHost(t *testing.T) {
+	t.Parallel()
+	l := standInLauncher(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := l.LaunchHost(ctx, gpu.LaunchOpts{GPU: "GPU-x", ID: "GPU-x/0", Env: []string{"CUDA_VISIBLE_DEVICES=GPU-x"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Kill() })
+
+	require.Positive(t, h.PID())
+	require.Equal(t, 1, h.Concurrency())
+	require.Equal(t, "GPU-x", h.GPU())
+	require.NoError(t, h.Health(ctx))
+	require.EqualValues(t, 4_300_000_000, h.Info().ResidentBytes)
+	mem, counter, err := h.Memory(ctx)
+	require.NoError(t, err)
+	require.Equal(t, gpu.CounterTorchReserved, counter, "no NVML here: the host's own figure")
+	require.Positive(t, mem)
+
+	ref := filepath.Join(t.TempDir(), "ref.wav")
+	require.NoError(t, tts.WriteWAV(ref, 16000, make([]int16, 16000)))
+	res, err := h.Engine().Synthesize(ctx, tts.Request{Text: "A short line to say.", OutputPath: filepath.Join(t.TempDir(), "o.wav"),
+		Speaker: tts.Speaker{ReferenceAudioPath: ref}})
+	require.NoError(t, err)
+	require.Positive(t, res.AudioSeconds)
+	cached, err := h.ReleaseCache(ctx)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, cached, int64(0))
+
+	// Killed: the process is gone and says so.
+	require.NoError(t, h.Kill())
+	select {
+	case <-h.Exited():
+	case <-ctx.Done():
+		t.Fatal("the host did not exit")
+	}
+	require.Error(t, h.Health(ctx))
+}
+
+func TestLauncherPrefersNVML(t *testing.T) {
+	t.Parallel()
+	l := standInLauncher(t, func(uuid string, pid int) (int64, bool) { return 6 << 30, uuid == "GPU-y" })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h, err := l.LaunchHost(ctx, gpu.LaunchOpts{GPU: "GPU-y", ID: "GPU-y/0"})
+	require.NoError(t, err)
+	defer h.Stop(ctx)
+	mem, counter, err := h.Memory(ctx)
+	require.NoError(t, err)
+	require.Equal(t, gpu.CounterNVML, counter)
+	require.EqualValues(t, 6<<30, mem)
+}
+
+func TestLauncherReportsAHostThatDiesLoading(t *testing.T) {
+	t.Parallel()
+	l := ttshost.NewLauncher(ttshost.LauncherConfig{Name: "x",
+		Command: func(gpu.LaunchOpts) ([]string, error) {
+			return []string{"sh", "-c", "echo LISTENING unix:/nonexistent/x.sock; sleep 0.3; exit 1"}, nil
+		}, Stderr: func(gpu.LaunchOpts) io.Writer { return os.Stderr }})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := l.Launch(ctx, gpu.LaunchOpts{GPU: "G", ID: "G/0"})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "exited")
+}
+
+func TestSimHost(t *testing.T) {
+	t.Parallel()
+	dev := simdev.New(24 * gpu.GiB)
+	l := &ttshost.SimLauncher{Devices: map[string]*simdev.Device{"GPU-s": dev}, Config: tts.SimulatorConfig{FollowTarget: true}}
+	ctx := context.Background()
+	_, err := l.Launch(ctx, gpu.LaunchOpts{GPU: "GPU-other"})
+	require.ErrorIs(t, err, gpu.ErrInvalid)
+	h, err := l.LaunchHost(ctx, gpu.LaunchOpts{GPU: "GPU-s", ID: "0"})
+	require.NoError(t, err)
+	require.Equal(t, []simdev.ProcessInfo{{PID: h.PID(), UsedBytes: tts.SimResidentBytes}}, dev.Processes())
+	require.NoError(t, h.Health(ctx))
+	require.Equal(t, 1, h.Concurrency())
+
+	out := filepath.Join(t.TempDir(), "o.wav")
+	_, err = h.Engine().Synthesize(ctx, tts.Request{Text: "Hello there.", TargetSeconds: 10, OutputPath: out})
+	require.NoError(t, err)
+	mem, counter, err := h.Memory(ctx)
+	require.NoError(t, err)
+	require.Equal(t, gpu.CounterNVML, counter)
+	require.Greater(t, mem, int64(tts.SimResidentBytes), "the cache kept the peak")
+	cached, err := h.ReleaseCache(ctx)
+	require.NoError(t, err)
+	require.Zero(t, cached)
+
+	// A crash mid-request is the process exiting.
+	h.Simulator().Inject(tts.FaultCrash)
+	_, err = h.Engine().Synthesize(ctx, tts.Request{Text: "Hello there.", OutputPath: out})
+	require.ErrorIs(t, err, tts.ErrUnavailable)
+	select {
+	case <-h.Exited():
+	default:
+		t.Fatal("a crashed simulated host is not exited")
+	}
+	require.Error(t, h.ExitErr())
+	require.Error(t, h.Health(ctx))
+	require.Empty(t, dev.Processes(), "its memory is free")
+}
