@@ -39,6 +39,16 @@ type Config struct {
 	OOMRetries      int
 	LoginMaxFails   int
 	LoginFailWindow time.Duration
+
+	// GPU engines (ENGINE=indextts, bench, or auto on a machine with a GPU).
+	HostsDir             string   // directory of the Python model hosts
+	HostPython           string   // interpreter that runs them
+	IndexTTSDir          string   // index-tts checkout, added to the hosts' PYTHONPATH
+	IndexTTSModelDir     string   // checkpoints; auto picks IndexTTS only when set
+	IndexTTSVariant      string   // "2" or "2.5"
+	IndexTTSModelVersion string   // cache key of the weights
+	GPUs                 []string // GPU indices or UUIDs to use; empty: all
+	MetricsToken         string   // bearer token for /metrics; empty: admins only
 }
 
 type option struct {
@@ -95,14 +105,65 @@ var options = []option{
 		setFunc: func(c *Config, v string) error { return setBool(&c.Worker, v) }},
 	{name: "WORKER_NAME", def: "", help: "name this worker registers under (default: host name and process id)",
 		setFunc: func(c *Config, v string) error { c.WorkerName = v; return nil }},
-	{name: "ENGINE", def: "auto", help: "speech engine of the worker: auto (the CPU preview engine without a GPU), espeak, simulator, http",
+	{name: "ENGINE", def: "auto", help: "speech engine of the worker: auto (IndexTTS on a machine with an NVIDIA GPU when INDEXTTS_MODEL_DIR is set, else the CPU preview engine), indextts, bench (random weights, for GPU benchmarks), espeak, simulator (a simulated GPU), http",
 		setFunc: func(c *Config, v string) error {
 			switch v {
-			case "auto", "espeak", "simulator", "http":
+			case "auto", "espeak", "simulator", "http", "indextts", "bench":
 				c.Engine = v
 				return nil
 			}
-			return errors.New("must be one of auto, espeak, simulator, http")
+			return errors.New("must be one of auto, indextts, bench, espeak, simulator, http")
+		}},
+	{name: "DUBSTUDIO_HOSTS_DIR", def: "tts/hosts", help: "directory of the Python model hosts (indextts_host.py, bench_host.py)",
+		setFunc: func(c *Config, v string) error {
+			if v == "" {
+				return errors.New("must not be empty")
+			}
+			c.HostsDir = v
+			return nil
+		}},
+	{name: "HOST_PYTHON", def: "python3", help: "Python interpreter that runs the GPU model hosts (for IndexTTS, its virtual environment's python)",
+		setFunc: func(c *Config, v string) error {
+			if v == "" {
+				return errors.New("must not be empty")
+			}
+			c.HostPython = v
+			return nil
+		}},
+	{name: "INDEXTTS_DIR", def: "", help: "index-tts checkout, put on the model hosts' PYTHONPATH (empty: installed in HOST_PYTHON)",
+		setFunc: func(c *Config, v string) error { c.IndexTTSDir = v; return nil }},
+	{name: "INDEXTTS_MODEL_DIR", def: "", help: "IndexTTS checkpoint directory (ENGINE=indextts; ENGINE=auto uses IndexTTS on a GPU only when it is set)",
+		setFunc: func(c *Config, v string) error { c.IndexTTSModelDir = v; return nil }},
+	{name: "INDEXTTS_VARIANT", def: "2", help: "IndexTTS release: 2 or 2.5",
+		setFunc: func(c *Config, v string) error {
+			if v != "2" && v != "2.5" {
+				return errors.New("must be 2 or 2.5")
+			}
+			c.IndexTTSVariant = v
+			return nil
+		}},
+	{name: "INDEXTTS_MODEL_VERSION", def: "", help: "version string of the weights, used in speaker cache keys: change it when the weights change (default IndexTTS-<variant>)",
+		setFunc: func(c *Config, v string) error { c.IndexTTSModelVersion = v; return nil }},
+	{name: "GPUS", def: "all", help: "GPUs a worker uses: all, or indices and UUIDs separated by commas",
+		setFunc: func(c *Config, v string) error {
+			c.GPUs = nil
+			if v == "all" || v == "" {
+				return nil
+			}
+			for _, g := range strings.Split(v, ",") {
+				if g = strings.TrimSpace(g); g != "" {
+					c.GPUs = append(c.GPUs, g)
+				}
+			}
+			return nil
+		}},
+	{name: "METRICS_TOKEN", def: "", secret: true, help: "bearer token Prometheus sends to read /metrics (empty: only an admin's session can read it)",
+		setFunc: func(c *Config, v string) error {
+			if v != "" && len(v) < 16 {
+				return errors.New("must be at least 16 characters")
+			}
+			c.MetricsToken = v
+			return nil
 		}},
 	{name: "ENGINE_URL", def: "", help: "URL of an external index-tts-vllm server (ENGINE=http)",
 		setFunc: func(c *Config, v string) error {
@@ -202,6 +263,12 @@ func LoadFrom(lookup func(string) (string, bool)) (*Config, error) {
 	}
 	if c.Engine == "http" && c.EngineURL == "" {
 		return nil, errors.New("invalid configuration:\n  ENGINE=http needs ENGINE_URL")
+	}
+	if c.Engine == "indextts" && c.IndexTTSModelDir == "" {
+		return nil, errors.New("invalid configuration:\n  ENGINE=indextts needs INDEXTTS_MODEL_DIR")
+	}
+	if c.IndexTTSModelVersion == "" {
+		c.IndexTTSModelVersion = "IndexTTS-" + c.IndexTTSVariant
 	}
 	if c.BaseURL == "" {
 		c.BaseURL = "http://" + c.HTTPAddr

@@ -74,6 +74,10 @@ func init() {
 			EN: "Load test with %d slots",
 			ZH: "正在进行 %d 个槽位的负载测试",
 		},
+		"gpu.calibration.progress.warmup": {
+			EN: "Warming up %d new model hosts",
+			ZH: "正在预热 %d 个新模型进程",
+		},
 		"gpu.calibration.progress.waiting": {
 			EN: "Waiting for the GPU's running lines to finish",
 			ZH: "正在等待该 GPU 上正在合成的台词完成",

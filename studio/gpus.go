@@ -11,6 +11,14 @@ import (
 	"gorm.io/gorm/clause"
 )
 
+// userRef is a user id for an updated_by column: NULL for 0 (the command line).
+func userRef(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}
+
 // GPUProfile is an admin's concurrency profile for GPUs, as stored. Package gpu
 // validates it (gpu.Profile); the columns' CHECK constraints are the backstop.
 type GPUProfile struct {
@@ -49,7 +57,10 @@ func (s *Store) GPUProfileByID(ctx context.Context, id int64) (*GPUProfile, erro
 // SaveGPUProfile creates the profile (ID 0) or replaces the one with p.ID. A name
 // another profile has is ErrConflict.
 func (s *Store) SaveGPUProfile(ctx context.Context, userID int64, p *GPUProfile) error {
-	p.UpdatedBy = &userID
+	p.UpdatedBy = nil
+	if userID != 0 {
+		p.UpdatedBy = &userID
+	}
 	var err error
 	if p.ID == 0 {
 		err = s.db.WithContext(ctx).Omit("CreatedAt", "UpdatedAt").Create(p).Error
@@ -58,7 +69,7 @@ func (s *Store) SaveGPUProfile(ctx context.Context, userID int64, p *GPUProfile)
 			"name": p.Name, "max_slots": p.MaxSlots, "reserve_pct": p.ReservePct,
 			"long_text_threshold_sec": p.LongTextThresholdSec, "long_lane_limit": p.LongLaneLimit,
 			"max_gen_seconds": p.MaxGenSeconds, "segment_tokens": p.SegmentTokens, "fp16": p.FP16,
-			"emotion_text_model": p.EmotionTextModel, "updated_by": userID, "updated_at": gorm.Expr("now()"),
+			"emotion_text_model": p.EmotionTextModel, "updated_by": userRef(userID), "updated_at": gorm.Expr("now()"),
 		})
 		err = res.Error
 		if err == nil && res.RowsAffected == 0 {
@@ -120,7 +131,7 @@ func (s *Store) AssignGPUProfile(ctx context.Context, userID int64, uuid string,
 	}
 	return db.Exec(`INSERT INTO gpu_assignments (gpu_uuid, profile_id, updated_by) VALUES (?, ?, ?)
 		ON CONFLICT (gpu_uuid) DO UPDATE SET profile_id = excluded.profile_id, updated_by = excluded.updated_by,
-		updated_at = now()`, uuid, profileID, userID).Error
+		updated_at = now()`, uuid, profileID, userRef(userID)).Error
 }
 
 // GPUSetting is what a worker needs to run one GPU: its profile (nil: the default)
@@ -223,7 +234,10 @@ func (s *Store) RequestGPUCalibration(ctx context.Context, userID int64, uuid, g
 	if err != nil {
 		return nil, err
 	}
-	c := &GPUCalibration{GPUUUID: uuid, GPUName: gpuName, Profile: pj, Status: CalibrationRequested, RequestedBy: &userID}
+	c := &GPUCalibration{GPUUUID: uuid, GPUName: gpuName, Profile: pj, Status: CalibrationRequested}
+	if userID != 0 {
+		c.RequestedBy = &userID
+	}
 	if profile.ID != 0 {
 		c.ProfileID = &profile.ID
 	}
@@ -333,7 +347,7 @@ func (s *Store) ApplyGPUCalibration(ctx context.Context, userID, id int64, slots
 		if c.ProfileID != nil {
 			profileID = *c.ProfileID
 			res := tx.Exec(`UPDATE gpu_profiles SET max_slots = ?, long_lane_limit = ?, updated_by = ?, updated_at = now()
-				WHERE id = ?`, slots, laneLimit, userID, profileID)
+				WHERE id = ?`, slots, laneLimit, userRef(userID), profileID)
 			if res.Error != nil {
 				return res.Error
 			}
@@ -355,7 +369,7 @@ func (s *Store) ApplyGPUCalibration(ctx context.Context, userID, id int64, slots
 				ON CONFLICT (name) DO UPDATE SET max_slots = excluded.max_slots, long_lane_limit = excluded.long_lane_limit,
 				updated_by = excluded.updated_by, updated_at = now() RETURNING id`,
 				p.Name, slots, p.ReservePct, p.LongTextThresholdSec, laneLimit, p.MaxGenSeconds, p.SegmentTokens,
-				p.FP16, p.EmotionTextModel, userID).Scan(&profileID).Error; err != nil {
+				p.FP16, p.EmotionTextModel, userRef(userID)).Scan(&profileID).Error; err != nil {
 				return err
 			}
 			if err := tx.Exec(`UPDATE gpu_calibrations SET profile_id = ? WHERE id = ?`, profileID, id).Error; err != nil {
@@ -365,10 +379,10 @@ func (s *Store) ApplyGPUCalibration(ctx context.Context, userID, id int64, slots
 		if err := tx.Exec(`INSERT INTO gpu_assignments (gpu_uuid, profile_id, calibration_id, updated_by)
 			VALUES (?, ?, ?, ?) ON CONFLICT (gpu_uuid) DO UPDATE SET profile_id = excluded.profile_id,
 			calibration_id = excluded.calibration_id, updated_by = excluded.updated_by, updated_at = now()`,
-			c.GPUUUID, profileID, id, userID).Error; err != nil {
+			c.GPUUUID, profileID, id, userRef(userID)).Error; err != nil {
 			return err
 		}
-		return tx.Exec(`UPDATE gpu_calibrations SET applied_at = now(), applied_by = ? WHERE id = ?`, userID, id).Error
+		return tx.Exec(`UPDATE gpu_calibrations SET applied_at = now(), applied_by = ? WHERE id = ?`, userRef(userID), id).Error
 	})
 }
 

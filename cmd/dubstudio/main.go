@@ -29,6 +29,8 @@ const usage = `dubstudio — AI dubbing studio
 Usage:
   dubstudio serve                     run the web app (and an embedded worker unless WORKER=false)
   dubstudio worker                    run a worker host alone (renders lines with ENGINE)
+  dubstudio calibrate [flags]         measure a GPU for a concurrency profile (calibrate -h for the flags)
+  dubstudio gpus                      print what NVML sees: each GPU with one sample, as JSON
   dubstudio migrate                   apply database migrations and exit
   dubstudio user add NAME ROLE        add a user (role: admin, manager, editor); prints a password
   dubstudio user list                 list users
@@ -74,6 +76,10 @@ func run(ctx context.Context, args []string) error {
 		return userCmd(ctx, cfg, logger, args[1:])
 	case "worker":
 		return workerCmd(ctx, cfg, logger)
+	case "calibrate":
+		return calibrateCmd(ctx, cfg, logger, args[1:])
+	case "gpus":
+		return gpusCmd(ctx, logger)
 	}
 	return fmt.Errorf("unknown command %q (try `dubstudio help`)", args[0])
 }

@@ -95,6 +95,9 @@ type Config struct {
 	WorkDir string
 	// Progress is told what the run is doing, as a catalog message.
 	Progress func(key string, args ...any)
+	// NoWarmUp skips warming new hosts up (one line of each bucket, untimed) before
+	// a load-test step.
+	NoWarmUp bool
 	// PollInterval is how often Device is read during a load-test step; default
 	// 100 ms.
 	PollInterval time.Duration
@@ -486,6 +489,7 @@ func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
 	step := gpu.LoadStep{Slots: n}
 	rounds := int(math.Ceil(float64(max(r.cfg.LinesPerStep, 2*n)) / float64(len(r.cfg.Buckets))))
 	step.Tasks = rounds * len(r.cfg.Buckets)
+	first := len(r.hosts)
 	for len(r.hosts) < n {
 		h, err := r.launch(ctx)
 		if err != nil {
@@ -506,6 +510,47 @@ func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
 		if err := r.prepare(ctx, h); err != nil {
 			step.Failures++
 			r.fail(Failure{Slots: n, Kind: "start", Error: err.Error()})
+			return step, nil
+		}
+	}
+	if !r.cfg.NoWarmUp && first < n {
+		// The first request of each length on a new host is several times slower
+		// (the allocator grows, kernels are picked): warm the new hosts up, together,
+		// before the step is timed. Failures here are the step's.
+		r.cfg.Progress("gpu.calibration.progress.warmup", n-first)
+		var wg sync.WaitGroup
+		outs := make(chan outcome, (n-first)*len(r.cfg.Buckets))
+		for i := first; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h := r.host(i)
+				for _, b := range r.cfg.Buckets {
+					_, err := r.synthesize(ctx, h, b)
+					if err == nil {
+						continue
+					}
+					o := outcome{b: b, err: err}
+					if errors.Is(err, tts.ErrUnavailable) && exited(h) {
+						o.killed = true
+						if nh, lerr := r.replace(ctx, i); lerr == nil {
+							h = nh
+						}
+					}
+					outs <- o
+					return
+				}
+			}()
+		}
+		wg.Wait()
+		close(outs)
+		for o := range outs {
+			r.count(&step, n, o)
+		}
+		if ctx.Err() != nil {
+			return step, ctx.Err()
+		}
+		if step.Failures+step.OOMs+step.Killed > 0 {
 			return step, nil
 		}
 	}
@@ -585,21 +630,13 @@ func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
 	var lat []time.Duration
 	var audio float64
 	for o := range results {
-		switch {
-		case o.err == nil:
+		if o.err == nil {
 			step.Successes++
 			lat = append(lat, o.latency)
 			audio += o.audio
-		case o.killed:
-			step.Killed++
-			r.fail(Failure{Slots: n, Bucket: o.b.Name, Kind: "killed", Error: o.err.Error()})
-		case errors.Is(o.err, tts.ErrOutOfMemory):
-			step.OOMs++
-			r.fail(Failure{Slots: n, Bucket: o.b.Name, Kind: "oom", Error: o.err.Error()})
-		default:
-			step.Failures++
-			r.fail(Failure{Slots: n, Bucket: o.b.Name, Kind: "failed", Error: o.err.Error()})
+			continue
 		}
+		r.count(&step, n, o)
 	}
 	if len(lat) > 0 {
 		slices.Sort(lat)
@@ -631,6 +668,21 @@ func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
 		"failures", step.Failures, "ooms", step.OOMs, "killed", step.Killed, "avg", step.AvgLatency,
 		"p95", step.P95Latency, "peak_bytes", step.PeakVRAMBytes, "throughput", step.Throughput)
 	return step, nil
+}
+
+// count records a failed line in step.
+func (r *runner) count(step *gpu.LoadStep, n int, o outcome) {
+	switch {
+	case o.killed:
+		step.Killed++
+		r.fail(Failure{Slots: n, Bucket: o.b.Name, Kind: "killed", Error: o.err.Error()})
+	case errors.Is(o.err, tts.ErrOutOfMemory):
+		step.OOMs++
+		r.fail(Failure{Slots: n, Bucket: o.b.Name, Kind: "oom", Error: o.err.Error()})
+	default:
+		step.Failures++
+		r.fail(Failure{Slots: n, Bucket: o.b.Name, Kind: "failed", Error: o.err.Error()})
+	}
 }
 
 func (r *runner) host(i int) Host {

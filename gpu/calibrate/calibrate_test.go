@@ -170,8 +170,10 @@ func TestCalibrationCountsKilledHosts(t *testing.T) {
 	b.cfg.Launch = func(ctx context.Context, i int) (calibrate.Host, error) {
 		h, err := launch(ctx, i)
 		if err == nil && i == 1 && crashed.CompareAndSwap(false, true) {
-			// The second host is killed by the OS in its first request.
-			h.(*ttshost.SimHost).Simulator().Inject(tts.FaultNone, tts.FaultCrash)
+			// The second host is killed by the OS in its second timed request, after
+			// its warm-up (one line per bucket) and a first line.
+			faults := make([]tts.Fault, len(calibrate.DefaultBuckets(b.cfg.Profile))+1)
+			h.(*ttshost.SimHost).Simulator().Inject(append(faults, tts.FaultCrash)...)
 		}
 		return h, err
 	}
@@ -180,7 +182,7 @@ func TestCalibrationCountsKilledHosts(t *testing.T) {
 	steps := res.Verdict.Steps
 	require.Len(t, steps, 2, "the test stops at the crash")
 	require.Equal(t, 1, steps[1].Killed)
-	require.Equal(t, steps[1].Tasks-1, steps[1].Successes, "the killed host was replaced for the rest")
+	require.Equal(t, steps[1].Tasks-1, steps[1].Successes, "the killed host was replaced for the rest: %+v %+v", steps, res.Failures)
 	require.Equal(t, 2, res.Verdict.CrashAt)
 	require.Equal(t, 1, res.Recommended)
 	require.EqualValues(t, 3, b.launches.Load(), "two hosts and one replacement")

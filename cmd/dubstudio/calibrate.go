@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"dubstudio/config"
+	"dubstudio/gpu"
+	"dubstudio/gpu/calibrate"
+	"dubstudio/gpu/simdev"
+	"dubstudio/i18n"
+	"dubstudio/studio"
+)
+
+const calibrateUsage = `Usage: dubstudio calibrate [flags]
+
+Measures one GPU for a concurrency profile: memory after load, the worst peak of
+several runs per line length, the fall-back after each run (leaks), and a stepwise
+load test (1, 2, 3, 4, 6, ... slots); names the crash and slowdown points and
+recommends one step below the lower. The GPU should be idle: stop the worker that
+owns it, or calibrate from the admin GPU page, which pauses the GPU's slots.
+
+Flags:
+`
+
+// calibrateCmd runs `dubstudio calibrate`.
+func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, args []string) error {
+	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), calibrateUsage); fs.PrintDefaults() }
+	def := gpu.DefaultProfile()
+	var (
+		gpuSel    = fs.String("gpu", "", "GPU index or UUID (default: the first)")
+		engine    = fs.String("engine", "", "indextts, bench or simulator (default: ENGINE when it is one of them, else indextts when INDEXTTS_MODEL_DIR is set, else bench)")
+		profName  = fs.String("profile", "", "calibrate a stored profile by name (needs the database); the flags below are ignored then")
+		slots     = fs.Int("slots", def.MaxSlots, "profile: most syntheses at once")
+		reserve   = fs.Float64("reserve", def.ReservePct, "profile: percent of the card's memory never budgeted (0-90)")
+		threshold = fs.Float64("long-threshold", def.LongTextThresholdSec, "profile: seconds from which a line takes the long lane")
+		lane      = fs.Int("lane", def.LongLaneLimit, "profile: long-lane requests at once")
+		maxGen    = fs.Float64("max-gen", def.MaxGenSeconds, "profile: longest line in seconds")
+		segment   = fs.Int("segment", def.SegmentTokens, "profile: text tokens per segment")
+		fp16      = fs.Bool("fp16", def.FP16, "profile: half-precision GPT")
+		emoText   = fs.Bool("emotion-text", def.EmotionTextModel, "profile: load the Qwen emotion-from-text model")
+		runs      = fs.Int("runs", 3, "runs per length bucket (at least 3)")
+		buckets   = fs.String("buckets", "", "bucket lengths in seconds, e.g. 2,6,12 (default: 2, 6, 12 and the profile's longest)")
+		perStep   = fs.Int("lines-per-step", 8, "lines per load-test step (at least two per slot)")
+		maxSlots  = fs.Int("max-slots", 0, "highest load-test step (default: the slots the budget fits)")
+		useDB     = fs.Bool("db", true, "store the result in the database (false: no database needed)")
+		apply     = fs.Bool("apply", false, "apply the recommendation to the GPU (needs the database)")
+		out       = fs.String("out", "", "write the result as JSON to this file")
+		samples   = fs.String("samples-out", "", "write the NVML samples taken during the run (every second) as JSON to this file")
+		timeout   = fs.Duration("timeout", 0, "give up after this long (0: never)")
+	)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if *apply && !*useDB {
+		return errors.New("-apply needs the database (-db=true)")
+	}
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	eng := *engine
+	if eng == "" {
+		switch {
+		case cfg.Engine == engineIndexTTS || cfg.Engine == engineBench || cfg.Engine == engineSimulator:
+			eng = cfg.Engine
+		case cfg.IndexTTSModelDir != "":
+			eng = engineIndexTTS
+		default:
+			eng = engineBench
+		}
+	}
+	if eng != engineIndexTTS && eng != engineBench && eng != engineSimulator {
+		return fmt.Errorf("-engine %q: want indextts, bench or simulator", eng)
+	}
+	if eng == engineIndexTTS && cfg.IndexTTSModelDir == "" {
+		return errors.New("the indextts engine needs INDEXTTS_MODEL_DIR")
+	}
+
+	var store *studio.Store
+	if *useDB {
+		s, err := open(ctx, cfg, logger)
+		if err != nil {
+			return fmt.Errorf("%w (run with -db=false to calibrate without a database)", err)
+		}
+		defer s.Pool().Close()
+		store = s
+	}
+	profile := gpu.Profile{Name: "calibration", MaxSlots: *slots, ReservePct: *reserve, LongTextThresholdSec: *threshold,
+		LongLaneLimit: *lane, MaxGenSeconds: *maxGen, SegmentTokens: *segment, FP16: *fp16, EmotionTextModel: *emoText}
+	var stored *studio.GPUProfile
+	if *profName != "" {
+		if store == nil {
+			return errors.New("-profile needs the database")
+		}
+		ps, err := store.GPUProfiles(ctx)
+		if err != nil {
+			return err
+		}
+		for i := range ps {
+			if ps[i].Name == *profName {
+				stored = &ps[i]
+			}
+		}
+		if stored == nil {
+			return fmt.Errorf("no GPU profile is named %q", *profName)
+		}
+		profile = profileOf(*stored)
+	}
+	if err := profile.Validate(); err != nil {
+		return err
+	}
+
+	setup := openGPUs(ctx, eng, logger)
+	m := setup.monitor
+	defer m.Close()
+	if !m.Available() {
+		return fmt.Errorf("no GPU to calibrate: %w", m.Err())
+	}
+	devs := m.Devices()
+	dev := devs[0]
+	if *gpuSel != "" {
+		sel := selectGPUs(devs, []string{*gpuSel})
+		if len(sel) == 0 {
+			return fmt.Errorf("no GPU %q (found %d)", *gpuSel, len(devs))
+		}
+		dev = sel[0]
+	}
+	for _, s := range m.SampleNow(ctx) {
+		if s.UUID == dev.UUID {
+			fmt.Fprintf(os.Stderr, "GPU %d %s (%s): %.1f GB of %.1f GB used, %d%%, %d°C, %.0f W, %d processes\n",
+				dev.Index, dev.Name, dev.UUID, float64(s.UsedBytes)/1e9, float64(s.TotalBytes)/1e9, s.GPUPercent,
+				s.TemperatureC, s.PowerWatts, len(s.Processes))
+		}
+	}
+
+	// The NVML samples of the whole run, for the record.
+	var rec *sampleRecorder
+	if *samples != "" {
+		rec = &sampleRecorder{}
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); rec.run(rctx, m, dev.UUID) }()
+		defer func() { stop(); <-done }()
+	}
+
+	l := setup.launcher(cfg, eng, func(string) gpu.Profile { return profile }, logger)
+	ccfg := calibrate.Config{
+		GPU: dev, Profile: profile, Runs: *runs, LinesPerStep: *perStep, MaxSlots: *maxSlots, Logger: logger,
+		Launch: func(ctx context.Context, i int) (calibrate.Host, error) {
+			h, err := l.Launch(ctx, gpu.LaunchOpts{GPU: dev.UUID, GPUIndex: dev.Index, ID: fmt.Sprintf("%s/cal%d", dev.UUID, i),
+				Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + dev.UUID}})
+			if err != nil {
+				return nil, err
+			}
+			return h.(calibrate.Host), nil
+		},
+		Progress: func(key string, a ...any) {
+			fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), i18n.T(i18n.EN, key, a...))
+		},
+	}
+	if sd := setup.simulated[dev.UUID]; sd != nil {
+		ccfg.Device = simulatedMemory{sd}
+	} else {
+		ccfg.Device = monitorMemory{m: m, uuid: dev.UUID}
+	}
+	if *buckets != "" {
+		for i, f := range strings.Split(*buckets, ",") {
+			sec, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || sec <= 0 {
+				return fmt.Errorf("-buckets: %q is not a length in seconds", f)
+			}
+			ccfg.Buckets = append(ccfg.Buckets, calibrate.Bucket{Name: bucketName(i, sec), Seconds: sec})
+		}
+	}
+
+	res, runErr := calibrate.Run(ctx, ccfg)
+	if res != nil {
+		printCalibration(os.Stdout, res)
+		if *out != "" {
+			if err := writeJSON(*out, res); err != nil {
+				return err
+			}
+		}
+	}
+	if rec != nil {
+		if err := writeJSON(*samples, rec.points()); err != nil {
+			return err
+		}
+	}
+	if store != nil && res != nil {
+		data, err := json.Marshal(res)
+		if err != nil {
+			return err
+		}
+		sp := studio.GPUProfile{Name: profile.Name, MaxSlots: profile.MaxSlots, ReservePct: profile.ReservePct,
+			LongTextThresholdSec: profile.LongTextThresholdSec, LongLaneLimit: profile.LongLaneLimit,
+			MaxGenSeconds: profile.MaxGenSeconds, SegmentTokens: profile.SegmentTokens, FP16: profile.FP16,
+			EmotionTextModel: profile.EmotionTextModel}
+		if stored != nil {
+			sp = *stored
+		}
+		pj, _ := json.Marshal(sp)
+		host, _ := os.Hostname()
+		c := &studio.GPUCalibration{GPUUUID: dev.UUID, GPUName: dev.Name, Worker: "calibrate@" + host, Profile: pj,
+			Result: data}
+		if stored != nil {
+			c.ProfileID = &stored.ID
+		}
+		if runErr != nil {
+			c.Error = runErr.Error()
+		}
+		if err := store.SaveGPUCalibration(context.WithoutCancel(ctx), c); err != nil {
+			return fmt.Errorf("storing the result: %w", err)
+		}
+		fmt.Printf("stored as calibration %d\n", c.ID)
+		if *apply && runErr == nil && res.Recommended > 0 {
+			if err := store.ApplyGPUCalibration(ctx, 0, c.ID, res.Recommended, res.RecommendedProfile.LongLaneLimit); err != nil {
+				return fmt.Errorf("applying the result: %w", err)
+			}
+			fmt.Printf("applied: GPU %s runs %d slots\n", dev.UUID, res.Recommended)
+		}
+	}
+	return runErr
+}
+
+func bucketName(i int, sec float64) string {
+	if i < 4 {
+		return []string{"short", "medium", "long", "longest"}[i]
+	}
+	return fmt.Sprintf("%.0fs", sec)
+}
+
+// profileOf converts a stored profile.
+func profileOf(p studio.GPUProfile) gpu.Profile {
+	return gpu.Profile{Name: p.Name, MaxSlots: p.MaxSlots, ReservePct: p.ReservePct,
+		LongTextThresholdSec: p.LongTextThresholdSec, LongLaneLimit: p.LongLaneLimit, MaxGenSeconds: p.MaxGenSeconds,
+		SegmentTokens: p.SegmentTokens, FP16: p.FP16, EmotionTextModel: p.EmotionTextModel}
+}
+
+// monitorMemory reads a GPU's used memory from NVML.
+type monitorMemory struct {
+	m    *gpu.Monitor
+	uuid string
+}
+
+func (d monitorMemory) Used() (int64, bool) {
+	for _, s := range d.m.SampleNow(context.Background()) {
+		if s.UUID == d.uuid && s.Has(gpu.MetricMemory) {
+			return s.UsedBytes, true
+		}
+	}
+	return 0, false
+}
+
+// simulatedMemory reads a simulated card, with exact peaks.
+type simulatedMemory struct{ *simdev.Device }
+
+func (s simulatedMemory) Used() (int64, bool) { return s.Device.Used(), true }
+
+// sampleRecorder keeps one sample a second of a GPU.
+type sampleRecorder struct {
+	mu  sync.Mutex
+	pts []recordedSample
+}
+
+type recordedSample struct {
+	gpu.Point
+	Processes []gpu.ProcessMemory `json:"processes,omitempty"`
+}
+
+func (r *sampleRecorder) run(ctx context.Context, m *gpu.Monitor, uuid string) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		for _, s := range m.SampleNow(ctx) {
+			if s.UUID == uuid {
+				r.mu.Lock()
+				r.pts = append(r.pts, recordedSample{Point: gpu.PointOf(s), Processes: s.Processes})
+				r.mu.Unlock()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (r *sampleRecorder) points() []recordedSample {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]recordedSample(nil), r.pts...)
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// printCalibration writes a calibration's tables for a person.
+func printCalibration(w io.Writer, r *calibrate.Result) {
+	gb := func(b int64) string { return fmt.Sprintf("%.2f GB", float64(b)/1e9) }
+	fmt.Fprintf(w, "\nGPU %d %s (%s), %s total; engine %s, model %s %s\n", r.GPU.Index, r.GPU.Name, r.GPU.UUID,
+		gb(r.GPU.TotalBytes), r.Engine, r.Model, r.ModelVersion)
+	fmt.Fprintf(w, "profile %q: %d slots, %.0f%% reserve, long lane from %.0f s (%d at once), at most %.0f s, %d tokens a segment, fp16 %v\n",
+		r.Profile.Name, r.Profile.MaxSlots, r.Profile.ReservePct, r.Profile.LongTextThresholdSec, r.Profile.LongLaneLimit,
+		r.Profile.MaxGenSeconds, r.Profile.SegmentTokens, r.Profile.FP16)
+	fmt.Fprintf(w, "\n(1) memory after load: allocator %s; process %s (%s); after warm-up and cache release %s; others held %s before\n",
+		gb(r.LoadedAllocatedBytes), gb(r.LoadedBytes), r.MemoryCounter, gb(r.ResidentBytes), gb(r.BaselineUsedBytes))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "\n(2) peaks per bucket (%s, worst of the runs) and (3) fall-back after the runs\n", r.PeakCounter)
+	fmt.Fprintln(tw, "bucket\truns\taudio s\tchars\tpeak\tmean time\tmax time\t")
+	for _, b := range r.Analysis {
+		fmt.Fprintf(tw, "%s\t%d\t%.1f-%.1f\t%d\t%s\t%.2f s\t%.2f s\t\n", b.Bucket, b.Runs, b.MinAudioSeconds, b.MaxAudioSeconds,
+			b.MaxCharacters, gb(b.PeakBytes), b.MeanDuration.Seconds(), b.MaxDuration.Seconds())
+	}
+	tw.Flush()
+	var falls []string
+	for _, run := range r.Runs {
+		falls = append(falls, fmt.Sprintf("%.2f", float64(run.FallbackBytes)/1e9))
+	}
+	fmt.Fprintf(w, "fall-back after each run (GB): %s\n", strings.Join(falls, " "))
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn.In(i18n.EN))
+	}
+	if r.DoesNotFit != nil {
+		fmt.Fprintf(w, "\n%s\n", r.DoesNotFit.In(i18n.EN))
+		return
+	}
+	fmt.Fprintf(w, "\n(4) load test (the budget fits %d slots in the worst case)\n", r.SlotsThatFit)
+	fmt.Fprintln(tw, "slots\tlines\tok\tfailed\tOOM\tkilled\tavg\tp95\tpeak VRAM\taudio s/s\t")
+	for _, s := range r.Verdict.Steps {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f s\t%.2f s\t%s\t%.2f\t\n", s.Slots, s.Tasks, s.Successes, s.Failures,
+			s.OOMs, s.Killed, s.AvgLatency.Seconds(), s.P95Latency.Seconds(), gb(s.PeakVRAMBytes), s.Throughput)
+	}
+	tw.Flush()
+	for _, f := range r.Failures {
+		fmt.Fprintf(w, "failure at %d slots (%s, %s): %s\n", f.Slots, f.Bucket, f.Kind, f.Error)
+	}
+	fmt.Fprintf(w, "crash point: %s; slowdown point: %s; recommended: %d slots (%s)\n", point(r.Verdict.CrashAt),
+		point(r.Verdict.SlowdownAt), r.Recommended, r.Verdict.Why)
+}
+
+func point(n int) string {
+	if n == 0 {
+		return "not reached"
+	}
+	return fmt.Sprintf("%d slots", n)
+}
