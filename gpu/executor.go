@@ -650,7 +650,9 @@ func (e *Executor) RemoveHost(uuid, id string, cause error) {
 		}
 	}
 	if cause != nil {
-		g.c.HostDeaths++
+		if !h.dead { // a lease that saw it die has counted it
+			g.c.HostDeaths++
+		}
 		e.log.Warn("model host died", "gpu", uuid, "host", id, "pid", h.pid, "error", cause)
 	}
 	if h.drained != nil {

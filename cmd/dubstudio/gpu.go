@@ -13,9 +13,12 @@ import (
 
 	"dubstudio/config"
 	"dubstudio/gpu"
+	"dubstudio/gpu/calibrate"
 	"dubstudio/gpu/simdev"
 	"dubstudio/gpu/ttshost"
+	"dubstudio/studio"
 	"dubstudio/tts"
+	"dubstudio/workflow"
 )
 
 // GPU engines: the model hosts run on GPUs under the VRAM-budgeted executor.
@@ -182,4 +185,97 @@ func gpusCmd(ctx context.Context, logger *slog.Logger) error {
 		return fmt.Errorf("writing the readings: %w", err)
 	}
 	return nil
+}
+
+// gpuWorker is the GPU side of a worker: its slots and the agent that connects them
+// to the database (registry, live state, history, profiles, calibrations).
+type gpuWorker struct {
+	slots     *workflow.GPUSlots
+	agent     *workflow.GPUAgent
+	logger    *slog.Logger
+	stopAgent context.CancelFunc
+	agentDone chan struct{}
+}
+
+// gpuEngine picks the GPU engine cfg asks for: "" for a CPU engine, or when
+// ENGINE=auto finds no GPU (or no IndexTTS model to run on one).
+func gpuEngine(ctx context.Context, cfg *config.Config, logger *slog.Logger) (string, gpuSetup, error) {
+	switch cfg.Engine {
+	case engineIndexTTS, engineBench:
+		g := openGPUs(ctx, cfg.Engine, logger)
+		if !g.monitor.Available() {
+			return "", g, fmt.Errorf("ENGINE=%s needs an NVIDIA GPU: %w", cfg.Engine, g.monitor.Err())
+		}
+		return cfg.Engine, g, nil
+	case engineSimulator:
+		return engineSimulator, openGPUs(ctx, engineSimulator, logger), nil
+	case "auto":
+		if cfg.IndexTTSModelDir == "" {
+			return "", gpuSetup{}, nil
+		}
+		g := openGPUs(ctx, engineIndexTTS, logger)
+		if !g.monitor.Available() {
+			logger.InfoContext(ctx, "no GPU: the CPU preview engine renders", "reason", g.monitor.Err())
+			_ = g.monitor.Close()
+			return "", gpuSetup{}, nil
+		}
+		return engineIndexTTS, g, nil
+	}
+	return "", gpuSetup{}, nil
+}
+
+// newGPUWorker builds the GPU slots of cfg's engine, with the stored profiles and
+// calibrations in force, and starts the hosts; nil when the worker runs a CPU engine.
+func newGPUWorker(ctx context.Context, cfg *config.Config, store *studio.Store, logger *slog.Logger) (*gpuWorker, error) {
+	engine, setup, err := gpuEngine(ctx, cfg, logger)
+	if err != nil || engine == "" {
+		return nil, err
+	}
+	devs := selectGPUs(setup.monitor.Devices(), cfg.GPUs)
+	if len(devs) == 0 {
+		_ = setup.monitor.Close()
+		return nil, fmt.Errorf("GPUS=%v names none of the GPUs found", cfg.GPUs)
+	}
+	var slots *workflow.GPUSlots
+	scfg := workflow.GPUSlotsConfig{Engine: engine, Monitor: setup.monitor, GPUs: devs, Simulated: setup.simulated != nil,
+		TokensPerSecond: tokensPerSecond(cfg, engine), Logger: logger,
+		Launcher: setup.launcher(cfg, engine, func(uuid string) gpu.Profile { return slots.LaunchProfile(uuid) }, logger)}
+	if setup.simulated != nil {
+		scfg.Memory = func(uuid string) calibrate.DeviceMemory { return simulatedMemory{setup.simulated[uuid]} }
+	}
+	slots, err = workflow.NewGPUSlots(scfg)
+	if err != nil {
+		_ = setup.monitor.Close()
+		return nil, err
+	}
+	agent := workflow.NewGPUAgent(store, slots, workflow.GPUAgentConfig{Worker: cfg.WorkerName, Logger: logger})
+	if err := agent.ApplySettings(ctx); err != nil {
+		logger.WarnContext(ctx, "reading the GPUs' profiles", "err", err)
+	}
+	// The hosts live until the worker has stopped (not until the signal): running
+	// lines finish on them.
+	slots.Start(context.WithoutCancel(ctx))
+	for _, d := range devs {
+		logger.InfoContext(ctx, "GPU slots", "engine", engine, "gpu", d.Index, "uuid", d.UUID, "name", d.Name,
+			"profile", slots.LaunchProfile(d.UUID).Name, "slots", slots.LaunchProfile(d.UUID).MaxSlots)
+	}
+	return &gpuWorker{slots: slots, agent: agent, logger: logger}, nil
+}
+
+// run starts the agent (once the worker is registered).
+func (g *gpuWorker) run(ctx context.Context) {
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	g.stopAgent, g.agentDone = cancel, make(chan struct{})
+	go func() { defer close(g.agentDone); g.agent.Run(actx) }()
+}
+
+// stop ends the agent, then drains and stops the hosts.
+func (g *gpuWorker) stop(ctx context.Context) {
+	if g.stopAgent != nil {
+		g.stopAgent()
+		<-g.agentDone
+	}
+	if err := g.slots.Stop(ctx); err != nil {
+		g.logger.Error("stopping the model hosts", "err", err)
+	}
 }

@@ -149,7 +149,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 		return err
 	}
 	if cfg.Worker {
-		_, stopWorker, err := startWorker(ctx, cfg, pipeline, logger)
+		_, stopWorker, err := startWorker(ctx, cfg, store, pipeline, logger)
 		if err != nil {
 			return err
 		}

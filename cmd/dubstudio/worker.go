@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"dubstudio/config"
-	"dubstudio/gpu/simdev"
+	"dubstudio/studio"
 	"dubstudio/tts"
 	"dubstudio/workflow"
 )
 
-// newSlots builds the worker's engine slots from the configuration.
+// newSlots builds the worker's CPU or HTTP engine slots from the configuration; the
+// GPU engines (indextts, bench, simulator, and auto on a GPU) are newGPUWorker's.
 func newSlots(cfg *config.Config) (workflow.Slots, error) {
 	n := cfg.WorkerSlots
 	switch cfg.Engine {
@@ -23,14 +24,6 @@ func newSlots(cfg *config.Config) (workflow.Slots, error) {
 			n = runtime.NumCPU()
 		}
 		return workflow.NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{Concurrency: n}), n), nil
-	case "simulator":
-		// A simulated 24 GiB card with IndexTTS-2's measured memory and speed.
-		sim, err := tts.NewSimulator(tts.SimulatorConfig{Device: simdev.New(24 << 30), TokensPerSecond: 110,
-			FollowTarget: true, Tone: true})
-		if err != nil {
-			return nil, err
-		}
-		return workflow.NewLocalSlots(sim, max(n, 1)), nil
 	case "http":
 		if n == 0 {
 			n = 8
@@ -45,18 +38,34 @@ func newSlots(cfg *config.Config) (workflow.Slots, error) {
 }
 
 // startWorker starts a worker on the pipeline and returns the function that stops it.
-func startWorker(ctx context.Context, cfg *config.Config, p *workflow.Pipeline, logger *slog.Logger) (*workflow.Worker, func(), error) {
-	slots, err := newSlots(cfg)
+func startWorker(ctx context.Context, cfg *config.Config, store *studio.Store, p *workflow.Pipeline, logger *slog.Logger) (*workflow.Worker, func(), error) {
+	gw, err := newGPUWorker(ctx, cfg, store, logger)
 	if err != nil {
 		return nil, nil, err
+	}
+	var slots workflow.Slots
+	if gw != nil {
+		slots = gw.slots
+	} else if slots, err = newSlots(cfg); err != nil {
+		return nil, nil, err
+	}
+	stopGPU := func(ctx context.Context) {
+		if gw != nil {
+			gw.stop(ctx)
+		}
 	}
 	w, err := workflow.NewWorker(p, slots, workflow.WorkerConfig{Name: cfg.WorkerName, DataDir: cfg.DataDir,
 		OOMRetries: cfg.OOMRetries}, logger)
 	if err != nil {
+		stopGPU(context.WithoutCancel(ctx))
 		return nil, nil, err
 	}
 	if err := w.Start(ctx); err != nil {
+		stopGPU(context.WithoutCancel(ctx))
 		return nil, nil, err
+	}
+	if gw != nil {
+		gw.run(ctx) // registered: it can publish the GPUs now
 	}
 	logger.InfoContext(ctx, "worker started", "name", cfg.WorkerName, "engines", slots.Engines(), "slots", slots.Capacity())
 	stop := func() {
@@ -66,6 +75,7 @@ func startWorker(ctx context.Context, cfg *config.Config, p *workflow.Pipeline, 
 		if err := w.Stop(stopCtx); err != nil {
 			logger.Error("stopping the worker", "err", err)
 		}
+		stopGPU(stopCtx) // after the jobs: their lines finish on the hosts
 	}
 	return w, stop, nil
 }
@@ -84,7 +94,7 @@ func workerCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	_, stop, err := startWorker(ctx, cfg, p, logger)
+	_, stop, err := startWorker(ctx, cfg, store, p, logger)
 	if err != nil {
 		return err
 	}

@@ -80,6 +80,15 @@ func (h *SimHost) Simulator() *tts.Simulator { return h.sim }
 // marks the host exited, as a crashed process would be noticed.
 func (h *SimHost) Engine() tts.Engine { return h.engine }
 
+// ResidentBytes is the simulated model's memory after load.
+func (h *SimHost) ResidentBytes() int64 {
+	info, err := h.sim.Info(context.Background())
+	if err != nil {
+		return 0
+	}
+	return info.ResidentBytes
+}
+
 // PID returns the simulated process id.
 func (h *SimHost) PID() int { return h.pid }
 

@@ -159,6 +159,10 @@ func (h *Host) Client() *tts.HostClient { return h.proc.Client() }
 // Info returns what the host reported when it became ready.
 func (h *Host) Info() tts.HostInfo { return h.info }
 
+// ResidentBytes is the allocator's figure for the model after load, as the host
+// reported it (torch.cuda.memory_allocated).
+func (h *Host) ResidentBytes() int64 { return h.info.ResidentBytes }
+
 // GPU returns the UUID of the host's GPU.
 func (h *Host) GPU() string { return h.opts.GPU }
 
