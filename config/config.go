@@ -49,6 +49,10 @@ type Config struct {
 	IndexTTSModelVersion string   // cache key of the weights
 	GPUs                 []string // GPU indices or UUIDs to use; empty: all
 	MetricsToken         string   // bearer token for /metrics; empty: admins only
+
+	// SourceMaxUploadBytes bounds a project's source upload (a video of the whole
+	// programme is much larger than a voice reference).
+	SourceMaxUploadBytes int64
 }
 
 type option struct {
@@ -192,6 +196,15 @@ var options = []option{
 				return errors.New("must be a whole number of MiB between 1 and 4096")
 			}
 			c.MaxUploadBytes = int64(n) << 20
+			return nil
+		}},
+	{name: "SOURCE_MAX_UPLOAD_MB", def: "2048", help: "largest accepted source audio or video of a project in MiB (only its sound track is kept)",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 65536 {
+				return errors.New("must be a whole number of MiB between 1 and 65536")
+			}
+			c.SourceMaxUploadBytes = int64(n) << 20
 			return nil
 		}},
 	{name: "LOG_LEVEL", def: "info", help: "debug, info, warn or error",

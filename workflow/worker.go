@@ -280,7 +280,7 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	if in.Line.RenderSeq != a.RenderSeq || in.Line.State == studio.StateCancelled {
 		return nil // stale: edited, re-queued or cancelled since
 	}
-	req, err := w.request(in)
+	req, err := w.request(ctx, in)
 	if err != nil {
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, err)
 	}
@@ -365,7 +365,7 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 
 // request builds the engine request for a line: glossary applied, emotion and voice
 // from the line or its character, the slot as target length.
-func (w *Worker) request(in *studio.RenderInput) (tts.Request, error) {
+func (w *Worker) request(ctx context.Context, in *studio.RenderInput) (tts.Request, error) {
 	gloss := make([]tts.GlossaryEntry, len(in.Glossary))
 	for i, g := range in.Glossary {
 		gloss[i] = tts.GlossaryEntry{Term: g.Term, Spoken: g.Spoken}
@@ -396,7 +396,7 @@ func (w *Worker) request(in *studio.RenderInput) (tts.Request, error) {
 	if in.Line.Emotion != nil {
 		emo = *in.Line.Emotion
 	}
-	e, err := w.emotion(emo)
+	e, err := w.emotion(ctx, in.Project.ID, emo)
 	if err != nil {
 		return tts.Request{}, err
 	}
@@ -404,12 +404,20 @@ func (w *Worker) request(in *studio.RenderInput) (tts.Request, error) {
 	return req, nil
 }
 
-func (w *Worker) emotion(e studio.Emotion) (tts.Emotion, error) {
+func (w *Worker) emotion(ctx context.Context, projectID int64, e studio.Emotion) (tts.Emotion, error) {
 	out := tts.Emotion{Mode: tts.EmotionMode(e.Mode), Weight: e.Weight, Text: e.Text}
 	switch e.Mode {
 	case studio.EmotionVector:
 		copy(out.Vector[:], e.Vector)
 	case studio.EmotionAudio:
+		if e.FromSource() {
+			p, err := w.sourceSegment(ctx, projectID, e.SourceStartMs, e.SourceEndMs)
+			if err != nil {
+				return out, err
+			}
+			out.AudioPath = p
+			return out, nil
+		}
 		if e.AudioSHA256 == "" {
 			return out, userKey("emotion.audio_missing")
 		}
@@ -422,6 +430,35 @@ func (w *Worker) emotion(e studio.Emotion) (tts.Emotion, error) {
 		out.Mode = tts.EmotionSpeaker
 	}
 	return out, nil
+}
+
+// sourceSegment returns the path of the project's source audio between startMs and
+// endMs (the original actor's delivery, as an emotion reference), cutting it once and
+// keeping it as a blob shared with the review page.
+func (w *Worker) sourceSegment(ctx context.Context, projectID int64, startMs, endMs int) (string, error) {
+	src, err := w.store.ProjectSource(ctx, projectID)
+	if errors.Is(err, studio.ErrNotFound) {
+		return "", userKey("source.missing")
+	}
+	if err != nil {
+		return "", err
+	}
+	in, err := w.blobs.Path(src.AudioSHA256)
+	if err != nil {
+		return "", err
+	}
+	if startMs >= src.DurationMs {
+		return "", userKey("source.after_end")
+	}
+	blob, err := w.store.DerivedAudio(ctx, w.blobs, studio.SourceSegmentKey(src.AudioSHA256, startMs, endMs),
+		func(ctx context.Context, out string) (studio.Blob, error) {
+			err := audio.Segment(ctx, in, time.Duration(startMs)*time.Millisecond, time.Duration(endMs)*time.Millisecond, out)
+			return studio.Blob{Format: audio.FormatWAV, DurationMs: endMs - startMs, SampleRate: audio.DefaultSampleRate, Channels: src.Channels}, err
+		})
+	if err != nil {
+		return "", fmt.Errorf("error cutting the source segment %d-%d ms: %w", startMs, endMs, err)
+	}
+	return w.blobs.Path(blob.SHA256)
 }
 
 // conditioning reports whether the speaker conditioning of a reference exists for the
