@@ -66,7 +66,8 @@ func (s *Server) characterParams(c echo.Context, f *views.CharacterForm, current
 		}
 		// The emotion reference is the character's current one; uploading it is a
 		// separate step.
-		p.Emotion = studio.Emotion{Mode: studio.EmotionAudio, Weight: w, AudioSHA256: current.AudioSHA256}
+		p.Emotion = studio.Emotion{Mode: studio.EmotionAudio, Weight: w, AudioSHA256: current.AudioSHA256,
+			SourceStartMs: current.SourceStartMs, SourceEndMs: current.SourceEndMs}
 	default:
 		e, err := parseEmotion(f.EmotionMode, f.EmotionValue)
 		if err != nil {

@@ -202,6 +202,9 @@ func (s *Server) saveLine(c echo.Context) error {
 }
 
 func parseEmotion(mode, value string) (*studio.Emotion, error) {
+	if strings.HasPrefix(mode, "source:") {
+		return parseSourceEmotion(mode)
+	}
 	switch mode {
 	case "":
 		return nil, nil

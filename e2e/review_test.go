@@ -1,0 +1,317 @@
+package e2e
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	"github.com/stretchr/testify/require"
+
+	"dubstudio/config"
+	"dubstudio/studio"
+	"dubstudio/studio/studiotest"
+	"dubstudio/tts"
+	"dubstudio/web"
+	"dubstudio/workflow"
+)
+
+// reviewBundle is the app with a real worker (espeak-ng) behind it: renders and
+// exports run as in production.
+type reviewBundle struct {
+	*testBundle
+	pipeline *workflow.Pipeline
+	project  *studio.Project
+	lines    []studio.Line
+}
+
+func setupReview(t *testing.T) *reviewBundle {
+	t.Helper()
+	for _, tool := range []string{"espeak-ng", "ffmpeg"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+	ctx := context.Background()
+	store := studiotest.Store(t)
+	dataDir := t.TempDir()
+	cfg, err := config.LoadFrom(func(k string) (string, bool) {
+		if k == "DATA_DIR" {
+			return dataDir, true
+		}
+		return "", false
+	})
+	require.NoError(t, err)
+	cfg.SessionSecret = strings.Repeat("r", 32)
+	logger := slog.New(slog.DiscardHandler)
+	pipeline, err := workflow.NewPipeline(store, logger)
+	require.NoError(t, err)
+	w, err := workflow.NewWorker(pipeline, workflow.NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 2), workflow.WorkerConfig{
+		Name: fmt.Sprintf("e2e-%d", time.Now().UnixNano()), DataDir: dataDir, FetchPollInterval: 100 * time.Millisecond,
+		JobTimeout: 30 * time.Second, RescueAfter: time.Minute,
+	}, logger)
+	require.NoError(t, err)
+	require.NoError(t, w.Start(ctx))
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		w.Stop(c)
+	})
+	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: logger, Renderer: pipeline, Exporter: pipeline})
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	t.Cleanup(srv.StopStreams)
+
+	editor := studiotest.User(t, store, studio.RoleEditor)
+	project := studiotest.Project(t, store, editor, 3)
+	_, err = pipeline.RenderPending(ctx, project.ID)
+	require.NoError(t, err)
+	b := &reviewBundle{testBundle: &testBundle{store: store, server: ts, editor: editor}, pipeline: pipeline, project: project}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		b.lines, err = store.AllLines(ctx, project.ID)
+		require.NoError(t, err)
+		done := 0
+		for _, l := range b.lines {
+			if l.CurrentTakeID != nil && !l.State.Active() {
+				done++
+			}
+		}
+		if done == len(b.lines) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "lines still rendering")
+		time.Sleep(100 * time.Millisecond)
+	}
+	return b
+}
+
+// audioBrowser is browser with autoplay allowed: headless Chromium otherwise refuses
+// to play without a user gesture, and key events sent over DevTools count as none.
+func audioBrowser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browserPath(t)),
+		chromedp.NoSandbox,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("autoplay-policy", "no-user-gesture-required"),
+		chromedp.WindowSize(1400, 1000),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	base, cancel := chromedp.NewContext(allocCtx)
+	if err := chromedp.Do(base); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	ctx, cancelTimeout := context.WithTimeout(base, 3*time.Minute)
+	t.Cleanup(func() {
+		if t.Failed() {
+			shotCtx, c := context.WithTimeout(base, 5*time.Second)
+			if png, err := chromedp.Run(shotCtx, chromedp.FullScreenshot(100)); err == nil {
+				os.MkdirAll("artifacts", 0o755)
+				os.WriteFile(filepath.Join("artifacts", t.Name()+"-failure.png"), png, 0o644)
+			}
+			c()
+		}
+		cancelTimeout()
+		cancel()
+		cancelAlloc()
+	})
+	return ctx
+}
+
+// sourceVideo makes a short video with a sound track, as an editor would upload the
+// programme being dubbed.
+func sourceVideo(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "episode 7 (final).mp4")
+	cmd := exec.Command("ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc=size=160x90:rate=10:duration=8",
+		"-f", "lavfi", "-i", "sine=frequency=330:sample_rate=44100:duration=8", "-shortest",
+		"-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac", "-y", out)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Skipf("ffmpeg cannot make a test video: %v: %s", err, b)
+	}
+	return out
+}
+
+func (b *reviewBundle) line(t *testing.T, id int64) *studio.Line {
+	t.Helper()
+	l, err := b.store.Line(context.Background(), b.project.ID, id)
+	require.NoError(t, err)
+	return l
+}
+
+// TestReviewWithTheKeyboard renders a project with the espeak-ng worker, then works
+// as an editor does, mostly from the keyboard: the help overlay, approving in the
+// script table, the review view with its waveforms, the source video's original
+// segment, approving and playing with A/B at the same position, a comment; then an
+// export with its progress, and the download, which is a zip with a manifest.
+func TestReviewWithTheKeyboard(t *testing.T) {
+	b := setupReview(t)
+	ctx := audioBrowser(t)
+	video := sourceVideo(t)
+	first, second := b.lines[0], b.lines[1]
+	base := fmt.Sprintf("%s/projects/%d", b.server.URL, b.project.ID)
+
+	require.NoError(t, chromedp.Do(ctx, login(b.testBundle, b.editor)...))
+
+	// The script table: ? shows the shortcuts, Esc hides them; j moves to a line, a
+	// approves its take.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base),
+		chromedp.WaitVisible(css(`[data-testid=lines]`)),
+		chromedp.KeyEvent("?"),
+		chromedp.WaitVisible(css(`[data-testid=kb-help]`)),
+	))
+	screenshot(t, ctx, "shortcuts.png")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.KeyEvent(kb.Escape),
+		chromedp.WaitNotVisible(css(`[data-testid=kb-help]`)),
+		chromedp.KeyEvent("jj"),
+		chromedp.WaitVisible(css(fmt.Sprintf(`#line-%d.kb-focus`, second.ID))),
+		chromedp.KeyEvent("a"),
+		chromedp.WaitVisible(css(fmt.Sprintf(`#line-%d.kb-focus .approved`, second.ID))),
+	))
+	require.Equal(t, *second.CurrentTakeID, *b.line(t, second.ID).ApprovedTakeID, "a approved the focused line's take")
+
+	// A key typed into a field is text, not a shortcut.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(css(`input[name=q]`)),
+		chromedp.KeyEvent("ja"),
+	))
+	typed, err := chromedp.Run(ctx, chromedp.Value(css(`input[name=q]`)))
+	require.NoError(t, err)
+	require.Equal(t, "ja", typed)
+	focusedRows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('tr.kb-focus').length`))
+	require.NoError(t, err)
+	require.LessOrEqual(t, focusedRows, 1)
+
+	// The review view: a waveform per take, the slot and the timecodes.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(fmt.Sprintf("%s/review?line=%d", base, first.ID)),
+		chromedp.WaitVisible(css(`#review-panel article.take[data-take-id][data-ready=true]`)),
+	))
+	tc, err := chromedp.Run(ctx, chromedp.Text(css(`[data-testid=review-timecodes]`)))
+	require.NoError(t, err)
+	require.Contains(t, tc, "00:00:00.000 → 00:00:01.500")
+	regions, err := chromedp.Run(ctx, chromedp.Evaluate[int](`(() => {
+		const w = document.querySelector('#review-panel article.take[data-take-id] [data-wave] div');
+		return w && w.shadowRoot ? w.shadowRoot.querySelectorAll('[part~="region"]').length : -1 })()`))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, regions, 2, "the slot and the speech are drawn over the waveform")
+
+	// The original performance: a video uploaded, its sound track kept, the line's
+	// segment drawn beside its take.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SetUploadFiles(css(`[data-testid=source-form] input[type=file]`), []string{video}),
+		chromedp.Click(css(`[data-testid=source-form] button[type=submit]`)),
+		chromedp.WaitVisible(css(`[data-testid=source-info]`)),
+		chromedp.WaitVisible(css(`#review-panel [data-testid=review-original][data-ready=true]`)),
+	))
+	info, err := chromedp.Run(ctx, chromedp.Text(css(`[data-testid=source-info]`)))
+	require.NoError(t, err)
+	require.Contains(t, info, "episode 7 (final).mp4", "the file name is shown, never used as a path")
+
+	// a approves the take that plays (A), from the keyboard.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.KeyEvent("a"),
+		chromedp.WaitVisible(css(`#review-panel article.take.ab-a [data-testid=review-approved]`)),
+		chromedp.WaitVisible(css(`#review-panel article.take.ab-a[data-ready=true]`)),
+	))
+	require.Equal(t, *first.CurrentTakeID, *b.line(t, first.ID).ApprovedTakeID)
+	hist, err := chromedp.Run(ctx, chromedp.Text(css(`[data-testid=review-history]`)))
+	require.NoError(t, err)
+	require.Contains(t, hist, "approved take 1")
+
+	// Space plays it; b hands over to the original at the same position.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.KeyEvent(" "),
+		chromedp.WaitVisible(css(`#review-panel article.take.ab-a[data-take-id][data-playing=true]`)),
+	))
+	at, err := chromedp.Run(ctx, chromedp.Poll[float64](`(() => {
+		const t = document.querySelector('#review-panel article.take.ab-a').__ws.getCurrentTime();
+		return t > 0.3 ? t : 0 })()`, chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "the take's playback advances")
+	screenshot(t, ctx, "review-playing.png")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.KeyEvent("b"),
+		chromedp.WaitVisible(css(`#review-panel article.take.ab-a[data-kind=original][data-playing=true]`)),
+	))
+	switched, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.querySelector('#review-panel article.take.ab-a').__ws.getCurrentTime()`))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, switched, at, "B starts where A was, not from the beginning")
+	stillPlaying, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#review-panel article.take[data-playing=true]').length`))
+	require.NoError(t, err)
+	require.Equal(t, 1, stillPlaying, "only one take plays at a time")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.KeyEvent(kb.Escape),
+		chromedp.WaitNotPresent(css(`#review-panel article.take[data-playing=true]`)),
+	))
+
+	// A comment on the take, kept with who wrote it.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SendKeys(css(`#review-panel article.take[data-take-id] [data-testid=comment-form] textarea`), "Breathe before <the> last word & slow down."),
+		chromedp.Click(css(`#review-panel article.take[data-take-id] [data-testid=comment-form] button[type=submit]`)),
+		chromedp.WaitVisible(css(`#review-panel [data-testid=review-comment]`)),
+	))
+	comment, err := chromedp.Run(ctx, chromedp.Text(css(`#review-panel [data-testid=review-comment]`)))
+	require.NoError(t, err)
+	require.Contains(t, comment, "Breathe before <the> last word & slow down.")
+	require.Contains(t, comment, b.editor.Name())
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(css(`#review-panel [data-ready=true]`))))
+	screenshot(t, ctx, "review.png")
+
+	// j goes to the next line, without reloading the page.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.KeyEvent("j"),
+		chromedp.WaitVisible(css(fmt.Sprintf(`#review-panel[data-line-id="%d"]`, second.ID))),
+	))
+
+	// Export the approved takes: the progress runs to the end, then the download.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(css(`[data-testid=exports-link]`)),
+		chromedp.WaitVisible(css(`[data-testid=export-form]`)),
+		chromedp.Click(css(`[data-testid=start-export]`)),
+		chromedp.WaitVisible(css(`[data-testid=export-row][data-state=done] [data-testid=download-export]`)),
+	))
+	screenshot(t, ctx, "export.png")
+	b64, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch(document.querySelector('[data-testid=download-export]').href)
+		.then(r => { if (!r.ok) throw new Error(r.status); return r.arrayBuffer(); })
+		.then(buf => { const u = new Uint8Array(buf); let s = ''; for (let i = 0; i < u.length; i += 8192) s += String.fromCharCode.apply(null, u.subarray(i, i + 8192)); return btoa(s); })`,
+		chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	data, err := base64.StdEncoding.DecodeString(b64)
+	require.NoError(t, err)
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	require.NoError(t, err, "the download is a zip")
+	var man workflow.Manifest
+	for _, f := range zr.File {
+		if f.Name == "manifest.json" {
+			r, err := f.Open()
+			require.NoError(t, err)
+			require.NoError(t, json.NewDecoder(r).Decode(&man))
+			r.Close()
+		}
+	}
+	require.Len(t, man.Lines, 2, "the two approved lines")
+	require.Equal(t, *first.CurrentTakeID, man.Lines[0].TakeID)
+	require.Equal(t, *second.CurrentTakeID, man.Lines[1].TakeID)
+	require.Equal(t, 48000, man.SampleRate)
+	fmt.Println("screenshots: e2e/artifacts/shortcuts.png review-playing.png review.png export.png")
+}

@@ -1,0 +1,349 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"dubstudio/audio"
+	"dubstudio/studio"
+	"dubstudio/views"
+)
+
+// hxHistoryRestore marks htmx's request for a whole page when going back in history.
+const hxHistoryRestore = "HX-History-Restore-Request"
+
+// maxRangeMs bounds a range of lines played on the timeline.
+const maxRangeMs = 10 * 60 * 1000
+
+// speechThreshold is the level (of 16-bit full scale) above which a take's sample
+// counts as speech for the waveform's speech region: about -40 dBFS.
+const speechThreshold = 328
+
+// showReview shows a line in the review view (?line=ID; the first line waiting for
+// approval otherwise): the whole page, or only its panel for htmx.
+func (s *Server) showReview(c echo.Context) error {
+	p, err := s.project(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	var l *studio.Line
+	if v := c.QueryParam("line"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, s.t(c, "error.bad_request"))
+		}
+		l, err = s.store.Line(ctx, p.ID, id)
+		if err != nil {
+			return err
+		}
+	} else if l, err = s.store.FirstLineToReview(ctx, p.ID); err != nil {
+		if errors.Is(err, studio.ErrNotFound) {
+			return echo.NewHTTPError(http.StatusNotFound, s.t(c, "lines.none"))
+		}
+		return err
+	}
+	vm, err := s.reviewVM(c, p, l)
+	if err != nil {
+		return err
+	}
+	return s.renderReview(c, http.StatusOK, vm)
+}
+
+// renderReview answers with the review panel for htmx, the whole page otherwise.
+func (s *Server) renderReview(c echo.Context, status int, vm views.ReviewVM) error {
+	page := s.page(c, s.t(c, "review.title")+" · "+vm.Project.Name, "projects")
+	if isHTMX(c) && c.Request().Header.Get(hxHistoryRestore) != "true" {
+		return s.render(c, status, views.ReviewPanel(page, vm))
+	}
+	src := views.SourceVM{Project: vm.Project, Source: vm.Source, LimitMB: s.cfg.SourceMaxUploadBytes >> 20}
+	return s.render(c, status, views.ReviewPage(page, vm, src))
+}
+
+// reviewVM loads what the review view shows about line l.
+func (s *Server) reviewVM(c echo.Context, p *studio.Project, l *studio.Line) (views.ReviewVM, error) {
+	ctx := c.Request().Context()
+	vm := views.ReviewVM{Project: *p, CommentErrors: map[int64]string{}, CommentDrafts: map[int64]string{}}
+	var err error
+	if vm.Row, err = s.lineView(c, l); err != nil {
+		return vm, err
+	}
+	if vm.Place, err = s.store.LinePlace(ctx, p.ID, l.Idx); err != nil {
+		return vm, err
+	}
+	for _, id := range []*int64{vm.Place.Prev, &l.ID, vm.Place.Next} {
+		if id != nil {
+			vm.Context = append(vm.Context, *id)
+		}
+	}
+	takes, err := s.store.Takes(ctx, p.ID, l.ID)
+	if err != nil {
+		return vm, err
+	}
+	if vm.History, err = s.store.ReviewHistory(ctx, p.ID, l.ID); err != nil {
+		return vm, err
+	}
+	comments := map[int64][]studio.TakeReview{}
+	for _, h := range vm.History {
+		if h.Action == studio.ReviewComment && h.TakeID != nil {
+			comments[*h.TakeID] = append(comments[*h.TakeID], h)
+		}
+	}
+	for i, t := range takes {
+		rt := views.ReviewTake{Take: t, Number: len(takes) - i, Comments: comments[t.ID],
+			Current:  l.CurrentTakeID != nil && *l.CurrentTakeID == t.ID,
+			Approved: l.ApprovedTakeID != nil && *l.ApprovedTakeID == t.ID}
+		rt.SpeechStartMs, rt.SpeechEndMs = s.speechBounds(t)
+		vm.Takes = append(vm.Takes, rt)
+	}
+	src, err := s.store.ProjectSource(ctx, p.ID)
+	switch {
+	case err == nil:
+		vm.Source = src
+	case !errors.Is(err, studio.ErrNotFound):
+		return vm, err
+	}
+	return vm, nil
+}
+
+// speechBounds finds where a take's speech starts and ends, in ms from its start;
+// -1, -1 when the take cannot be read or is silent.
+func (s *Server) speechBounds(t studio.Take) (int, int) {
+	path, err := s.blobs.Path(t.AudioSHA256)
+	if err != nil {
+		return -1, -1
+	}
+	pcm, err := audio.ReadWAVFile(path)
+	if err != nil || pcm.Frames() == 0 {
+		return -1, -1
+	}
+	first, last := -1, -1
+	for i, v := range pcm.Samples {
+		if v > speechThreshold || v < -speechThreshold {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		return -1, -1
+	}
+	ch := pcm.Channels
+	return first / ch * 1000 / pcm.SampleRate, (last/ch + 1) * 1000 / pcm.SampleRate
+}
+
+// reviewLine loads a take's line and answers with its review panel, with notice.
+func (s *Server) reviewAfter(c echo.Context, projectID, lineID int64, status int, edit func(vm *views.ReviewVM)) error {
+	ctx := c.Request().Context()
+	p, err := s.store.Project(ctx, projectID)
+	if err != nil {
+		return err
+	}
+	l, err := s.store.Line(ctx, projectID, lineID)
+	if err != nil {
+		return err
+	}
+	vm, err := s.reviewVM(c, p, l)
+	if err != nil {
+		return err
+	}
+	if edit != nil {
+		edit(&vm)
+	}
+	c.Response().Header().Set(hxTrigger, "progress-changed")
+	return s.renderReview(c, status, vm)
+}
+
+// approveReviewTake approves a take from the review view.
+func (s *Server) approveReviewTake(c echo.Context) error {
+	t, err := s.take(c)
+	if err != nil {
+		return err
+	}
+	if _, err := s.store.ApproveTakeAs(c.Request().Context(), currentUser(c).ID, t.ProjectID, t.ID); err != nil {
+		return err
+	}
+	return s.reviewAfter(c, t.ProjectID, t.LineID, http.StatusOK, nil)
+}
+
+// useReviewTake goes back to an earlier take from the review view.
+func (s *Server) useReviewTake(c echo.Context) error {
+	t, err := s.take(c)
+	if err != nil {
+		return err
+	}
+	if _, err := s.store.UseTakeAs(c.Request().Context(), currentUser(c).ID, t.ProjectID, t.ID); err != nil {
+		return err
+	}
+	return s.reviewAfter(c, t.ProjectID, t.LineID, http.StatusOK, nil)
+}
+
+// commentTake adds a comment to a take; a refused comment comes back in its form.
+func (s *Server) commentTake(c echo.Context) error {
+	t, err := s.take(c)
+	if err != nil {
+		return err
+	}
+	body := c.FormValue("body")
+	_, err = s.store.CommentTake(c.Request().Context(), currentUser(c).ID, t.ProjectID, t.ID, body)
+	var fe studio.FieldErrors
+	if errors.As(err, &fe) {
+		return s.reviewAfter(c, t.ProjectID, t.LineID, http.StatusUnprocessableEntity, func(vm *views.ReviewVM) {
+			vm.CommentErrors[t.ID] = s.messageOf(c, http.StatusUnprocessableEntity, err)
+			vm.CommentDrafts[t.ID] = body
+		})
+	}
+	if err != nil {
+		return err
+	}
+	return s.reviewAfter(c, t.ProjectID, t.LineID, http.StatusOK, nil)
+}
+
+// regenerateReviewLine asks for a new take of a line from the review view.
+func (s *Server) regenerateReviewLine(c echo.Context) error {
+	if err := s.needRenderer(); err != nil {
+		return err
+	}
+	l, err := s.line(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	n, err := s.renderer.RenderLines(ctx, l.ProjectID, []int64{l.ID})
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		if err := s.store.RecordReview(ctx, currentUser(c).ID, l.ProjectID, l.ID, nil, studio.ReviewRegenerate); err != nil {
+			return err
+		}
+	}
+	return s.reviewAfter(c, l.ProjectID, l.ID, http.StatusOK, nil)
+}
+
+// reviewStatus is polled by the review panel while its line renders: once the line
+// is no longer queued or rendering, it asks the panel to reload (with the new take).
+func (s *Server) reviewStatus(c echo.Context) error {
+	l, err := s.line(c)
+	if err != nil {
+		return err
+	}
+	if !l.State.Active() {
+		c.Response().Header().Set(hxTrigger, "review-refresh")
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// approveCurrentTake approves a line's current take from the script (the a key) and
+// answers with the line's row.
+func (s *Server) approveCurrentTake(c echo.Context) error {
+	l, err := s.line(c)
+	if err != nil {
+		return err
+	}
+	if l.CurrentTakeID == nil {
+		return echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "review.no_take"))
+	}
+	ctx := c.Request().Context()
+	if _, err := s.store.ApproveTakeAs(ctx, currentUser(c).ID, l.ProjectID, *l.CurrentTakeID); err != nil {
+		return err
+	}
+	if l, err = s.store.Line(ctx, l.ProjectID, l.ID); err != nil {
+		return err
+	}
+	return s.renderRow(c, http.StatusOK, l)
+}
+
+// playRange assembles the selected lines as they will sound on the timeline: each
+// line's take (the approved one, or else the current one) at its timecode, silence
+// between, placed exactly as the export places it. The result is cached by what it
+// is made of, so playing the same range again costs nothing.
+func (s *Server) playRange(c echo.Context) error {
+	p, err := s.project(c)
+	if err != nil {
+		return err
+	}
+	ids, err := s.selectedLines(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	lines, err := s.store.LinesByIDs(ctx, p.ID, ids)
+	if err != nil {
+		return err
+	}
+	if len(lines) == 0 {
+		return echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "range.none"))
+	}
+	takeIDs := make([]int64, 0, len(lines))
+	for _, l := range lines {
+		if id := rangeTake(l); id != nil {
+			takeIDs = append(takeIDs, *id)
+		}
+	}
+	takes, err := s.store.TakesByIDs(ctx, takeIDs)
+	if err != nil {
+		return err
+	}
+	startMs, endMs := lines[0].StartMs, 0
+	for _, l := range lines {
+		startMs = min(startMs, l.StartMs)
+		endMs = max(endMs, l.EndMs)
+		if id := rangeTake(l); id != nil {
+			if t, ok := takes[*id]; ok {
+				endMs = max(endMs, l.StartMs+t.DurationMs)
+			}
+		}
+	}
+	if endMs-startMs > maxRangeMs {
+		return echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "range.too_long", maxRangeMs/60000))
+	}
+	const rate = audio.DefaultSampleRate
+	origin := audio.SamplesFor(startMs, rate)
+	samples := max(audio.SamplesFor(endMs, rate)-origin, 1)
+	var clips []audio.Clip
+	key := []string{strconv.Itoa(rate), strconv.FormatInt(origin, 10), strconv.FormatInt(samples, 10)}
+	for _, l := range lines {
+		id := rangeTake(l)
+		if id == nil {
+			continue
+		}
+		t, ok := takes[*id]
+		if !ok {
+			continue
+		}
+		path, err := s.blobs.Path(t.AudioSHA256)
+		if err != nil {
+			return err
+		}
+		off := audio.SamplesFor(l.StartMs, rate) - origin
+		clips = append(clips, audio.Clip{Path: path, Offset: off})
+		key = append(key, t.AudioSHA256+"@"+strconv.FormatInt(off, 10))
+	}
+	if len(clips) == 0 {
+		return echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "range.no_takes"))
+	}
+	blob, err := s.store.DerivedAudio(ctx, s.blobs, studio.DerivedKey("range", key...),
+		func(ctx context.Context, out string) (studio.Blob, error) {
+			err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: out, SampleRate: rate, Channels: 1, Samples: samples, Clips: clips})
+			return studio.Blob{Format: audio.FormatWAV, DurationMs: int(samples * 1000 / rate), SampleRate: rate, Channels: 1}, err
+		})
+	if err != nil {
+		return fmt.Errorf("error assembling lines %d-%d: %w", lines[0].Idx, lines[len(lines)-1].Idx, err)
+	}
+	return s.render(c, http.StatusOK, views.RangePlayer(s.page(c, "", ""), lines[0].Idx, lines[len(lines)-1].Idx, startMs, endMs, blob.SHA256))
+}
+
+// rangeTake is the take of l that plays in a range: the approved one, else the current.
+func rangeTake(l studio.Line) *int64 {
+	if l.ApprovedTakeID != nil {
+		return l.ApprovedTakeID
+	}
+	return l.CurrentTakeID
+}
