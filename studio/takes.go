@@ -209,24 +209,34 @@ func (s *Store) RenderInput(ctx context.Context, lineID int64) (*RenderInput, er
 	return in, err
 }
 
+// synthesisStates are the states of a render whose synthesis has not finished. Only
+// these move on: a synthesis re-run after its render reached fitting or beyond (a job
+// rescued from a worker that died after its last write) must not move the line back.
+var synthesisStates = []LineState{StateQueued, StateWaitingGPU, StateSynthesizing}
+
+// activeStates are the states of a render that has not finished.
+var activeStates = []LineState{StateQueued, StateWaitingGPU, StateSynthesizing, StateFitting}
+
 // SetRenderState moves a line's current render to state. It returns false, changing
-// nothing, when the render is stale (the line was edited, re-queued or cancelled).
+// nothing, when the render is stale (the line was edited, re-queued or cancelled) or
+// already past synthesis.
 func (s *Store) SetRenderState(ctx context.Context, lineID int64, renderSeq int, state LineState, attempts int) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE lines SET state = ?, attempts = greatest(attempts, ?), state_changed_at = now()
-		WHERE id = ? AND render_seq = ? AND state <> 'cancelled'`, state, attempts, lineID, renderSeq)
+		WHERE id = ? AND render_seq = ? AND state IN ?`, state, attempts, lineID, renderSeq, synthesisStates)
 	return res.RowsAffected == 1, res.Error
 }
 
 // RenderFailure records a failed attempt. final means no retry follows: the line
-// shows failed with the error; otherwise it waits in queued for the retry.
+// shows failed with the error; otherwise it waits in queued for the retry. A render
+// that already finished (done, in review, failed) is left as it is.
 func (s *Store) RenderFailure(ctx context.Context, lineID int64, renderSeq, attempts int, msg, traceback string, final bool) (bool, error) {
 	state := StateQueued
 	if final {
 		state = StateFailed
 	}
 	res := s.db.WithContext(ctx).Exec(`UPDATE lines SET state = ?, attempts = ?, last_error = ?, last_traceback = ?,
-		state_changed_at = now() WHERE id = ? AND render_seq = ? AND state <> 'cancelled'`,
-		state, attempts, msg, traceback, lineID, renderSeq)
+		state_changed_at = now() WHERE id = ? AND render_seq = ? AND state IN ?`,
+		state, attempts, msg, traceback, lineID, renderSeq, activeStates)
 	return res.RowsAffected == 1, res.Error
 }
 
@@ -318,7 +328,7 @@ func (s *Store) UseTake(ctx context.Context, projectID, takeID int64) error {
 // SetRenderStateTx is SetRenderState inside a caller's transaction.
 func SetRenderStateTx(tx *gorm.DB, lineID int64, renderSeq int, state LineState) (bool, error) {
 	res := tx.Exec(`UPDATE lines SET state = ?, state_changed_at = now()
-		WHERE id = ? AND render_seq = ? AND state <> 'cancelled'`, state, lineID, renderSeq)
+		WHERE id = ? AND render_seq = ? AND state IN ?`, state, lineID, renderSeq, synthesisStates)
 	return res.RowsAffected == 1, res.Error
 }
 

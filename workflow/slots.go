@@ -20,6 +20,10 @@ type SlotOutcome struct {
 	PeakBytes int64
 	OOM       bool
 	Failed    bool
+	// Hung: the engine did not answer within the synthesis deadline. A slot over a
+	// model-host process should kill the host (the pool restarts it): a request it
+	// abandoned may still be running there.
+	Hung bool
 }
 
 // Slot is the right to run one synthesis on one engine (one model-host process, one

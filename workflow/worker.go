@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,6 +41,11 @@ type WorkerConfig struct {
 	FetchPollInterval time.Duration
 	// FitWorkers is how many fits run at once (default: the number of CPUs).
 	FitWorkers int
+	// SynthesisTimeoutBase + SynthesisTimeoutPerSecond × the line's seconds of audio
+	// is how long one synthesis may take before the engine is taken for hung: the
+	// attempt fails, the slot is reported hung (its owner kills the host) and the line
+	// is retried. Defaults 60 s and 6 s.
+	SynthesisTimeoutBase, SynthesisTimeoutPerSecond time.Duration
 	// RetryBase and RetryMax bound the exponential backoff between attempts of a
 	// failed job (defaults 2 s and 2 min).
 	RetryBase, RetryMax time.Duration
@@ -67,6 +73,12 @@ func (c *WorkerConfig) defaults() {
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = 5 * time.Second
+	}
+	if c.SynthesisTimeoutBase == 0 {
+		c.SynthesisTimeoutBase = time.Minute
+	}
+	if c.SynthesisTimeoutPerSecond == 0 {
+		c.SynthesisTimeoutPerSecond = 6 * time.Second
 	}
 	if c.RetryBase == 0 {
 		c.RetryBase = 2 * time.Second
@@ -237,6 +249,10 @@ func errorText(err error) (msg, detail string) {
 
 // fail records a failed attempt and returns what River should do with the job.
 func (w *Worker) fail(ctx context.Context, job *rivertype.JobRow, lineID int64, seq int, err error) error {
+	if diskFull(err) {
+		// Nothing will succeed until someone frees space: say so, and stop retrying.
+		err = userKey("audio.no_space")
+	}
 	permanent := false
 	var f *failure
 	switch {
@@ -256,6 +272,16 @@ func (w *Worker) fail(ctx context.Context, job *rivertype.JobRow, lineID int64, 
 		return river.JobCancel(err)
 	}
 	return err
+}
+
+// diskFull reports whether err says the disk is full, from this process or in the
+// text of an engine process's error (a model host's OSError).
+func diskFull(err error) bool {
+	if errors.Is(err, audio.ErrNoSpace) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "No space left on device") || strings.Contains(msg, "Disk quota exceeded")
 }
 
 type synthesizeWorker struct {
@@ -326,6 +352,10 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	if ok, err := w.store.SetRenderState(ctx, a.LineID, a.RenderSeq, studio.StateSynthesizing, job.Attempt); err != nil || !ok {
 		return err
 	}
+	tmpDir := filepath.Join(w.cfg.DataDir, "tmp")
+	if !hasSpace(tmpDir, takeBytes(max(req.TargetSeconds, tts.PredictNaturalSeconds(req.Text, req.Language)))) {
+		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, userKey("audio.no_space"))
+	}
 	raw, err := w.tmpPath("raw-*.wav")
 	if err != nil {
 		return err
@@ -334,9 +364,23 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	req.OutputPath = raw
 	req.Seed = job.ID
 	start := time.Now()
-	res, err := slot.Engine().Synthesize(ctx, req)
+	limit := w.synthesisDeadline(req)
+	sctx, cancel := context.WithTimeout(ctx, limit)
+	res, err := slot.Engine().Synthesize(sctx, req)
+	hung := err != nil && errors.Is(sctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	cancel()
 	synthMs := int(time.Since(start).Milliseconds())
-	release(SlotOutcome{PeakBytes: res.PeakReservedBytes, OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil})
+	if hung {
+		// The engine is stuck (a hung model host): give up on it; the retry runs on a
+		// slot whose owner killed or replaced it.
+		err = &tts.Error{Code: tts.CodeUnavailable, Message: fmt.Sprintf("no answer within the synthesis deadline of %s", limit), Err: err}
+	}
+	release(SlotOutcome{PeakBytes: res.PeakReservedBytes, OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil, Hung: hung})
+	if !hasSpace(tmpDir, minFreeBytes) {
+		// The disk filled up meanwhile: the output may be cut short, whatever the
+		// engine says.
+		err = userKey("audio.no_space")
+	}
 	if err != nil {
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, err)
 	}
@@ -361,6 +405,13 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 		return w.pipeline.insertTx(ctx, tx, fit)
 	})
 	return err
+}
+
+// synthesisDeadline bounds one synthesis: a fixed allowance plus an allowance per
+// second of audio expected (the slot, or the text's natural length when longer).
+func (w *Worker) synthesisDeadline(req tts.Request) time.Duration {
+	secs := max(req.TargetSeconds, tts.PredictNaturalSeconds(req.Text, req.Language))
+	return w.cfg.SynthesisTimeoutBase + time.Duration(secs*float64(w.cfg.SynthesisTimeoutPerSecond))
 }
 
 // request builds the engine request for a line: glossary applied, emotion and voice
