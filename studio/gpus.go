@@ -534,3 +534,32 @@ func (s *Store) SynthesisHistogram(ctx context.Context, bounds []float64) (count
 	}
 	return uint64(n), sumMs / 1000, buckets, nil
 }
+
+// LineSummary names a line without its project: what a GPU slot is rendering.
+type LineSummary struct {
+	ID        int64
+	ProjectID int64
+	Text      string
+}
+
+// LineSummaries returns the lines with the given ids that exist, by id.
+func (s *Store) LineSummaries(ctx context.Context, ids []int64) (map[int64]LineSummary, error) {
+	out := map[int64]LineSummary{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []LineSummary
+	err := s.db.WithContext(ctx).Raw(`SELECT id, project_id, text FROM lines WHERE id IN ?`, ids).Scan(&rows).Error
+	for _, r := range rows {
+		out[r.ID] = r
+	}
+	return out, err
+}
+
+// LineRetries counts the attempts beyond the first of the lines' current renders,
+// for /metrics.
+func (s *Store) LineRetries(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Raw(`SELECT coalesce(sum(attempts - 1), 0) FROM lines WHERE attempts > 1`).Scan(&n).Error
+	return n, err
+}

@@ -93,6 +93,7 @@ func New(d Deps) *Server {
 	staticFS, _ := fs.Sub(static.FS, ".")
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", cacheStatic(http.FileServer(http.FS(staticFS))))))
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
+	e.GET("/metrics", s.metricsHandler()) // METRICS_TOKEN bearer or an admin's session
 	e.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, "/projects") })
 	e.GET("/login", s.showLogin)
 	e.POST("/login", s.login)
@@ -183,6 +184,7 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	admin.POST("/admin/users/:uid/role", s.setUserRole)
 	admin.POST("/admin/users/:uid/password", s.resetUserPassword)
 	admin.POST("/admin/users/:uid/disabled", s.setUserDisabled)
+	s.gpuRoutes(admin)
 }
 
 // Handler returns the HTTP handler.

@@ -1,0 +1,120 @@
+// Admin GPU page (views/gpus.templ): live charts of VRAM, utilisation, temperature and
+// power per GPU, drawn with the vendored uPlot from /admin/gpus/samples.json, polled
+// every two seconds (the workers publish their samples every two seconds); and the
+// load-test chart of a calibration page. The numbers, budget and slots next to the
+// charts are refreshed by htmx (hx-get="/admin/gpus/live").
+(function () {
+  "use strict";
+  if (typeof uPlot === "undefined") return;
+
+  var WINDOW_MS = 15 * 60 * 1000; // what a chart keeps
+  var POLL_MS = 2000;
+
+  // One chart per metric; the points' columns are [t, used, total, util, temp, power].
+  var METRICS = [
+    { label: "labelVram", color: "#4f6bed", value: function (p) { return p[1] == null ? null : p[1] / 1e9; },
+      range: function (u, min, max, pts) { return [0, Math.max(max, 1)]; } },
+    { label: "labelUtil", color: "#2e9e6b", value: function (p) { return p[3]; },
+      range: function () { return [0, 100]; } },
+    { label: "labelTemp", color: "#d4812f", value: function (p) { return p[4]; },
+      range: function (u, min, max) { return [Math.min(min == null ? 30 : min, 30), Math.max(max == null ? 90 : max, 90)]; } },
+    { label: "labelPower", color: "#b83b5e", value: function (p) { return p[5]; },
+      range: function (u, min, max) { return [0, Math.max(max == null ? 100 : max, 100)]; } },
+  ];
+
+  var series = {}; // key -> array of points, oldest first
+  var charts = {}; // key -> [uPlot per metric]
+  var since = 0;
+
+  function width(el) { return Math.max(el.clientWidth, 240); }
+
+  function makeCharts(box) {
+    var key = box.dataset.gpuCharts;
+    charts[key] = METRICS.map(function (m) {
+      var el = document.createElement("div");
+      el.className = "chart";
+      box.appendChild(el);
+      var opts = {
+        width: width(box) / 2 - 8 > 240 ? width(box) / 2 - 8 : width(box),
+        height: 150,
+        cursor: { drag: { x: false, y: false } },
+        legend: { live: true },
+        scales: { x: { time: true }, y: { range: m.range } },
+        series: [{}, { label: box.dataset[m.label], stroke: m.color, width: 2, fill: m.color + "22",
+          value: function (u, v) { return v == null ? "—" : (Math.round(v * 10) / 10).toString(); } }],
+        axes: [{}, { size: 44 }],
+      };
+      return new uPlot(opts, [[], []], el);
+    });
+    box.dataset.ready = "true";
+  }
+
+  function redraw(key) {
+    var pts = series[key] || [];
+    var t = pts.map(function (p) { return p[0] / 1000; });
+    (charts[key] || []).forEach(function (chart, i) {
+      chart.setData([t, pts.map(METRICS[i].value)]);
+    });
+  }
+
+  function poll() {
+    fetch("/admin/gpus/samples.json?since=" + since, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
+      .then(function (d) {
+        var now = Date.now();
+        (d.gpus || []).forEach(function (g) {
+          var pts = series[g.key] || [];
+          var last = pts.length ? pts[pts.length - 1][0] : 0;
+          g.points.forEach(function (p) {
+            if (p[0] > last) { pts.push(p); last = p[0]; }
+            if (p[0] > since) since = p[0];
+          });
+          while (pts.length && pts[0][0] < now - WINDOW_MS) pts.shift();
+          series[g.key] = pts;
+          if (charts[g.key]) redraw(g.key);
+        });
+      })
+      .catch(function () { /* the next poll tries again */ });
+  }
+
+  var boxes = document.querySelectorAll("[data-gpu-charts]");
+  if (boxes.length) {
+    boxes.forEach(makeCharts);
+    poll();
+    var timer = setInterval(function () {
+      if (!document.querySelector("[data-gpu-charts]")) { clearInterval(timer); return; }
+      poll();
+    }, POLL_MS);
+    window.addEventListener("resize", function () {
+      boxes.forEach(function (box) {
+        (charts[box.dataset.gpuCharts] || []).forEach(function (c) {
+          c.setSize({ width: width(box) / 2 - 8 > 240 ? width(box) / 2 - 8 : width(box), height: 150 });
+        });
+      });
+    });
+  }
+
+  // A calibration's load test: throughput and average latency by slots.
+  document.querySelectorAll("[data-calibration-chart]").forEach(function (el) {
+    var steps = JSON.parse(el.dataset.calibrationChart || "[]");
+    if (!steps.length) return;
+    var data = [
+      steps.map(function (s) { return s.slots; }),
+      steps.map(function (s) { return s.throughput; }),
+      steps.map(function (s) { return s.avg; }),
+    ];
+    el.textContent = "";
+    new uPlot({
+      width: Math.max(el.clientWidth, 300),
+      height: 240,
+      scales: { x: { time: false }, lat: {} },
+      series: [
+        { label: "slots" },
+        { label: el.dataset.labelThroughput, stroke: "#4f6bed", width: 2, points: { size: 7 } },
+        { label: el.dataset.labelLatency, stroke: "#d4812f", width: 2, scale: "lat", points: { size: 7 } },
+      ],
+      axes: [{ label: "slots" }, { size: 50 }, { scale: "lat", side: 1, grid: { show: false }, size: 50 }],
+    }, data, el);
+    el.dataset.ready = "true";
+  });
+})();

@@ -1,0 +1,394 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"dubstudio/gpu"
+	"dubstudio/gpu/calibrate"
+	"dubstudio/gpu/simdev"
+	"dubstudio/gpu/ttshost"
+	"dubstudio/studio"
+	"dubstudio/tts"
+)
+
+const testGPU = "GPU-0c4d1a2e-test"
+
+// publishGPU registers worker w1 on host gpu-box and publishes one 24 GiB GPU with
+// two hosts, one of them rendering the project's first line.
+func publishGPU(t *testing.T, b *testBundle) studio.Line {
+	t.Helper()
+	ctx := context.Background()
+	lines, err := b.store.AllLines(ctx, b.project.ID)
+	require.NoError(t, err)
+	line := lines[0]
+	require.NoError(t, b.store.RegisterWorker(ctx, studio.WorkerInfo{Name: "w1", Host: "gpu-box", PID: 7, Engines: []string{"indextts"}, Slots: 2}))
+	now := time.Now()
+	var recent []gpu.Point
+	for i := range 5 {
+		recent = append(recent, gpu.Point{T: now.Add(time.Duration(i-5) * time.Second).UnixMilli(), UsedBytes: int64(10+i) << 30,
+			TotalBytes: 24 << 30, GPUPercent: 40 + i, TempC: 50, PowerWatts: 210.5})
+	}
+	latest := recent[len(recent)-1]
+	p := gpu.DefaultProfile()
+	st := gpu.LiveState{Worker: "w1", Host: "gpu-box", At: now, Engine: "indextts", Waiting: 3, NeverFits: 1,
+		GPUs: []gpu.LiveGPU{{
+			Device: gpu.Device{Index: 0, UUID: testGPU, Name: "NVIDIA L40S", TotalBytes: 24 << 30},
+			Latest: &latest, Recent: recent,
+			Processes: []gpu.ProcessMemory{{PID: 4001, UsedBytes: 6 << 30}, {PID: 4002, UsedBytes: 5 << 30}},
+			Snapshot: gpu.GPUSnapshot{UUID: testGPU, Name: "NVIDIA L40S", Profile: p, TotalBytes: 24 << 30,
+				BudgetBytes: 20 << 30, CommittedBytes: 12 << 30, NVMLUsedBytes: 14 << 30, ForeignBytes: 1 << 30,
+				SafetyFactor: 1.25, Running: 1,
+				Hosts: []gpu.HostSnapshot{
+					{ID: testGPU + "/0", PID: 4001, State: gpu.HostServing, ModelBytes: 5 << 30, CachedBytes: 1 << 30,
+						NVMLBytes: 6 << 30, Slots: []gpu.SlotSnapshot{{Slot: 0, Request: fmt.Sprintf("line %d", line.ID),
+							AudioSeconds: 1.5, PredictedBytes: 200 << 20, Since: now.Add(-2 * time.Second)}}},
+					{ID: testGPU + "/1", PID: 4002, State: gpu.HostServing, ModelBytes: 5 << 30, NVMLBytes: 5 << 30,
+						Slots: []gpu.SlotSnapshot{{Slot: 1}}},
+				}},
+			Counters: gpu.GPUCounters{Admitted: 12, Completed: 11, OOMs: 1, HostDeaths: 2, LostLeases: 1, CacheReleases: 4},
+			Pool:     []gpu.HostStatus{{ID: testGPU + "/0", PID: 4001, State: gpu.HostServing, Restarts: 2}},
+		}}}
+	data, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.NoError(t, b.store.PublishGPULive(ctx, "w1", "gpu-box", data))
+	return line
+}
+
+func body(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestGPUPagesAreForAdmins(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	gets := []string{"/admin/gpus", "/admin/gpus/live", "/admin/gpus/samples.json", "/admin/gpus/calibrations/1"}
+	posts := []string{"/admin/gpus/profiles", "/admin/gpus/profiles/1", "/admin/gpus/profiles/1/delete", "/admin/gpus/assign",
+		"/admin/gpus/calibrations", "/admin/gpus/calibrations/1/apply", "/admin/gpus/calibrations/1/cancel"}
+	for _, role := range []studio.Role{studio.RoleEditor, studio.RoleManager} {
+		c := b.as(t, role)
+		for _, p := range gets {
+			require.Equal(t, http.StatusForbidden, c.get(p).StatusCode, "GET %s as %s", p, role)
+		}
+		for _, p := range posts {
+			require.Equal(t, http.StatusForbidden, c.post(p, nil, true).StatusCode, "POST %s as %s", p, role)
+		}
+	}
+	anon := b.anon(t)
+	for _, p := range gets {
+		resp := anon.get(p)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, p)
+		require.True(t, strings.HasPrefix(resp.Header.Get("Location"), "/login"), p)
+	}
+	admin := b.as(t, studio.RoleAdmin)
+	for _, p := range gets[:3] {
+		require.Equal(t, http.StatusOK, admin.get(p).StatusCode, p)
+	}
+	require.Equal(t, http.StatusNotFound, admin.get("/admin/gpus/calibrations/1").StatusCode)
+	// The navigation leads admins, and only them, to the page.
+	d := doc(t, admin.get("/projects"))
+	require.Equal(t, 1, d.Find(`nav a[href="/admin/gpus"]`).Length())
+	d = doc(t, b.as(t, studio.RoleEditor).get("/projects"))
+	require.Zero(t, d.Find(`nav a[href="/admin/gpus"]`).Length())
+}
+
+// On a machine without GPUs (this one) the page renders and says so plainly.
+func TestGPUPageWithoutGPU(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	require.NoError(t, b.store.RegisterWorker(context.Background(), studio.WorkerInfo{Name: "laptop", Host: "desk", PID: 1,
+		Engines: []string{"espeak"}, Slots: 2}))
+	c := b.as(t, studio.RoleAdmin)
+	d := doc(t, c.get("/admin/gpus"))
+	require.Equal(t, 1, d.Find(`[data-testid=no-gpu]`).Length())
+	require.Contains(t, d.Find(`[data-testid=no-gpu]`).Text(), "No GPU")
+	require.Zero(t, d.Find(`[data-testid=gpu-card]`).Length())
+	require.Contains(t, d.Find(`[data-testid=cpu-worker]`).Text(), "laptop on desk renders with espeak")
+	require.Equal(t, 1, d.Find(`[data-testid=new-profile]`).Length(), "profiles can be prepared before a GPU exists")
+	require.Contains(t, d.Find(`[data-testid=calibrations]`).Text(), "No calibration yet")
+
+	var samples struct {
+		GPUs []json.RawMessage `json:"gpus"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body(t, c.get("/admin/gpus/samples.json"))), &samples))
+	require.Empty(t, samples.GPUs)
+
+	// In Chinese too.
+	require.Equal(t, http.StatusSeeOther, c.post("/me/lang", url.Values{"lang": {"zh"}}, true).StatusCode)
+	d = doc(t, c.get("/admin/gpus"))
+	require.Contains(t, d.Find(`[data-testid=no-gpu]`).Text(), "没有 GPU")
+}
+
+func TestGPUPageShowsEveryPublishedGPU(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	line := publishGPU(t, b)
+	c := b.as(t, studio.RoleAdmin)
+	d := doc(t, c.get("/admin/gpus"))
+	require.Zero(t, d.Find(`[data-testid=no-gpu]`).Length())
+	card := d.Find(`[data-testid=gpu-card]`)
+	require.Equal(t, 1, card.Length())
+	uuid, _ := card.Attr("data-uuid")
+	require.Equal(t, testGPU, uuid)
+	require.Contains(t, card.Find("h2").Text(), "GPU 0 · NVIDIA L40S")
+	require.Contains(t, card.Text(), "gpu-box")
+	text := func(id string) string { return strings.TrimSpace(card.Find(`[data-testid=` + id + `]`).Text()) }
+	require.Equal(t, "15.0 GB / 25.8 GB", text("gpu-vram"))
+	require.Equal(t, "44%", text("gpu-util"))
+	require.Equal(t, "50 °C", text("gpu-temp"))
+	require.Equal(t, "210 W", text("gpu-power"))
+	require.Contains(t, text("gpu-profile"), "default (built in) · 2 slots")
+	require.Contains(t, text("gpu-budget"), "Committed 12.9 GB of a 21.5 GB budget")
+	require.Contains(t, text("gpu-budget"), "×1.25")
+	require.Contains(t, text("gpu-counters"), "1 out of memory")
+	require.Contains(t, text("gpu-processes"), "pid 4001 6.4 GB")
+	key, _ := card.Find(`[data-testid=gpu-charts]`).Attr("data-gpu-charts")
+	require.Equal(t, "w1|"+testGPU, key)
+
+	rows := card.Find(`[data-testid=slot-row]`)
+	require.Equal(t, 2, rows.Length())
+	req := rows.First().Find(`[data-testid=slot-request]`)
+	require.Contains(t, req.Text(), line.Text, "the slot names the line it renders")
+	href, _ := req.Find("a").Attr("href")
+	require.Equal(t, fmt.Sprintf("/projects/%d#line-%d", b.project.ID, line.ID), href)
+	require.Contains(t, rows.First().Text(), "restarted 2 times")
+	require.Contains(t, rows.Last().Text(), "idle")
+
+	// The poll refreshes the live part out of band.
+	live := doc(t, c.htmx("GET", "/admin/gpus/live", nil))
+	oob := live.Find(`[hx-swap-oob]`)
+	require.Equal(t, 1, oob.Length())
+	v, _ := oob.Attr("hx-swap-oob")
+	require.Equal(t, "outerHTML:#gpu-live-0", v)
+	require.Equal(t, "15.0 GB / 25.8 GB", strings.TrimSpace(oob.Find(`[data-testid=gpu-vram]`).Text()))
+
+	// The charts' samples, newer than a point in time.
+	var samples struct {
+		GPUs []struct {
+			Key    string  `json:"key"`
+			Points [][]any `json:"points"`
+		} `json:"gpus"`
+	}
+	resp := c.get("/admin/gpus/samples.json")
+	require.Equal(t, "application/json", strings.Split(resp.Header.Get("Content-Type"), ";")[0])
+	require.NoError(t, json.Unmarshal([]byte(body(t, resp)), &samples))
+	require.Len(t, samples.GPUs, 1)
+	require.Equal(t, "w1|"+testGPU, samples.GPUs[0].Key)
+	require.Len(t, samples.GPUs[0].Points, 5)
+	require.Len(t, samples.GPUs[0].Points[0], 6)
+	second := int64(samples.GPUs[0].Points[1][0].(float64))
+	require.NoError(t, json.Unmarshal([]byte(body(t, c.get(fmt.Sprintf("/admin/gpus/samples.json?since=%d", second)))), &samples))
+	require.Len(t, samples.GPUs[0].Points, 3)
+
+	// A worker that stopped is not shown.
+	require.NoError(t, b.store.UnregisterWorker(context.Background(), "w1"))
+	d = doc(t, c.get("/admin/gpus"))
+	require.Zero(t, d.Find(`[data-testid=gpu-card]`).Length())
+}
+
+func profileForm(name string, kv ...string) url.Values {
+	f := url.Values{"Name": {name}, "MaxSlots": {"3"}, "ReservePct": {"15"}, "LongTextThresholdSec": {"15"},
+		"LongLaneLimit": {"1"}, "MaxGenSeconds": {"30"}, "SegmentTokens": {"120"}, "FP16": {"on"}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		f.Set(kv[i], kv[i+1])
+	}
+	return f
+}
+
+func TestGPUProfileFormValidatesInline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.as(t, studio.RoleAdmin)
+	ctx := context.Background()
+
+	resp := c.post("/admin/gpus/profiles", profileForm("tight", "ReservePct", "95", "MaxSlots", "0", "MaxGenSeconds", "-1",
+		"SegmentTokens", "many"), true)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	d := doc(t, resp)
+	row := d.Find(`[data-testid=new-profile]`)
+	errText := func(field string) string { return row.Find(`[data-testid=error-` + field + `]`).Text() }
+	require.Equal(t, "The reserve must be between 0% and 90% of the card's memory.", errText("ReservePct"))
+	require.Equal(t, "At least 1 slot is needed.", errText("MaxSlots"))
+	require.Equal(t, "Must be greater than zero.", errText("MaxGenSeconds"))
+	require.Equal(t, "Enter a number.", errText("SegmentTokens"))
+	require.Empty(t, errText("Name"))
+	val, _ := row.Find(`input[name=ReservePct]`).Attr("value")
+	require.Equal(t, "95", val, "what was typed stays")
+	ps, err := b.store.GPUProfiles(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ps)
+
+	resp = c.post("/admin/gpus/profiles", profileForm("h200-fast"), true)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	d = doc(t, c.get(resp.Header.Get("Location")))
+	require.Contains(t, d.Find(`[data-testid=notice]`).Text(), "Profile h200-fast saved")
+	ps, _ = b.store.GPUProfiles(ctx)
+	require.Len(t, ps, 1)
+	require.Equal(t, 3, ps[0].MaxSlots)
+	require.True(t, ps[0].FP16)
+	require.False(t, ps[0].EmotionTextModel)
+
+	// The same name twice, inline.
+	resp = c.post("/admin/gpus/profiles", profileForm("h200-fast"), true)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Equal(t, "Another profile has this name.", doc(t, resp).Find(`[data-testid=new-profile] [data-testid=error-Name]`).Text())
+
+	// Editing: the lane may not exceed the slots; the error shows in that profile's row.
+	path := fmt.Sprintf("/admin/gpus/profiles/%d", ps[0].ID)
+	resp = c.post(path, profileForm("h200-fast", "LongLaneLimit", "5"), true)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	d = doc(t, resp)
+	require.Contains(t, d.Find(`[data-testid=profile-row] [data-testid=error-LongLaneLimit]`).Text(), "between 1 and 3")
+	resp = c.post(path, profileForm("h200-fast", "MaxSlots", "6", "EmotionTextModel", "on"), true)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	p, _ := b.store.GPUProfileByID(ctx, ps[0].ID)
+	require.Equal(t, 6, p.MaxSlots)
+	require.True(t, p.EmotionTextModel)
+
+	require.Equal(t, http.StatusSeeOther, c.post(path+"/delete", nil, true).StatusCode)
+	ps, _ = b.store.GPUProfiles(ctx)
+	require.Empty(t, ps)
+}
+
+// A profile that cannot run one slot on a GPU it is assigned to is refused with the
+// measured numbers, when assigned and when edited.
+func TestGPUProfileThatCannotFitIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	publishGPU(t, b)
+	c := b.as(t, studio.RoleAdmin)
+	ctx := context.Background()
+	require.Equal(t, http.StatusSeeOther, c.post("/admin/gpus/profiles", profileForm("greedy", "ReservePct", "85"), true).StatusCode)
+	require.Equal(t, http.StatusSeeOther, c.post("/admin/gpus/profiles", profileForm("fine"), true).StatusCode)
+	ps, _ := b.store.GPUProfiles(ctx)
+	ids := map[string]int64{}
+	for _, p := range ps {
+		ids[p.Name] = p.ID
+	}
+
+	resp := c.post("/admin/gpus/assign", url.Values{"gpu_uuid": {testGPU}, "profile_id": {fmt.Sprint(ids["greedy"])}}, true)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	msg := doc(t, resp).Find(`[data-testid=page-error]`).Text()
+	require.Contains(t, msg, "cannot run even one slot")
+	require.Contains(t, msg, "85% reserve", "with the numbers")
+	require.Contains(t, msg, "NVIDIA L40S")
+	as, _ := b.store.GPUAssignments(ctx)
+	require.Empty(t, as)
+
+	resp = c.post("/admin/gpus/assign", url.Values{"gpu_uuid": {testGPU}, "profile_id": {fmt.Sprint(ids["fine"])}}, true)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	as, _ = b.store.GPUAssignments(ctx)
+	require.Len(t, as, 1)
+	d := doc(t, c.get("/admin/gpus"))
+	sel, _ := d.Find(`[data-testid=assign-form] option[selected]`).Attr("value")
+	require.Equal(t, fmt.Sprint(ids["fine"]), sel)
+
+	// Editing the assigned profile into one that cannot fit is refused too.
+	resp = c.post(fmt.Sprintf("/admin/gpus/profiles/%d", ids["fine"]), profileForm("fine", "ReservePct", "88"), true)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Contains(t, doc(t, resp).Find(`[data-testid=profile-error]`).Text(), "cannot run even one slot")
+	p, _ := b.store.GPUProfileByID(ctx, ids["fine"])
+	require.InDelta(t, 15, p.ReservePct, 1e-9)
+
+	// Back to the default.
+	require.Equal(t, http.StatusSeeOther, c.post("/admin/gpus/assign", url.Values{"gpu_uuid": {testGPU}, "profile_id": {"0"}}, true).StatusCode)
+	as, _ = b.store.GPUAssignments(ctx)
+	require.Empty(t, as)
+}
+
+// simulatedCalibration runs a quick calibration on a simulated card.
+func simulatedCalibration(t *testing.T, p gpu.Profile) *calibrate.Result {
+	t.Helper()
+	dev := simdev.New(24 * gpu.GiB)
+	l := &ttshost.SimLauncher{Devices: map[string]*simdev.Device{testGPU: dev}, Config: tts.SimulatorConfig{FollowTarget: true}}
+	res, err := calibrate.Run(context.Background(), calibrate.Config{
+		GPU: gpu.Device{UUID: testGPU, Name: "NVIDIA L40S", TotalBytes: dev.Total()}, Profile: p, MaxSlots: 4,
+		WorkDir: t.TempDir(),
+		Launch: func(ctx context.Context, i int) (calibrate.Host, error) {
+			return l.LaunchHost(ctx, gpu.LaunchOpts{GPU: testGPU, ID: fmt.Sprint(i)})
+		},
+	})
+	require.NoError(t, err)
+	return res
+}
+
+func TestCalibrationFromThePage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	publishGPU(t, b)
+	c := b.as(t, studio.RoleAdmin)
+	ctx := context.Background()
+	require.Equal(t, http.StatusSeeOther, c.post("/admin/gpus/profiles", profileForm("cal", "MaxGenSeconds", "12",
+		"LongTextThresholdSec", "8"), true).StatusCode)
+	ps, _ := b.store.GPUProfiles(ctx)
+	prof := ps[0]
+
+	resp := c.post("/admin/gpus/calibrations", url.Values{"gpu_uuid": {"GPU-nowhere"}, "profile_id": {"0"}}, true)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, "only a GPU a live worker has")
+	resp = c.post("/admin/gpus/calibrations", url.Values{"gpu_uuid": {testGPU}, "profile_id": {fmt.Sprint(prof.ID)}}, true)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Contains(t, doc(t, c.get(resp.Header.Get("Location"))).Find(`[data-testid=notice]`).Text(), "the worker that owns the GPU runs it")
+	resp = c.post("/admin/gpus/calibrations", url.Values{"gpu_uuid": {testGPU}, "profile_id": {"0"}}, true)
+	require.Equal(t, http.StatusConflict, resp.StatusCode, "one at a time")
+
+	cs, err := b.store.GPUCalibrations(ctx, 5)
+	require.NoError(t, err)
+	require.Len(t, cs, 1)
+	cal := cs[0]
+	page := fmt.Sprintf("/admin/gpus/calibrations/%d", cal.ID)
+	d := doc(t, c.get(page))
+	require.Equal(t, "waiting for the worker", d.Find(`[data-testid=calibration-status]`).Text())
+	require.Zero(t, d.Find(`[data-testid=apply-calibration]`).Length())
+
+	// The worker claims it, reports progress and finishes it.
+	claimed, err := b.store.ClaimGPUCalibrations(ctx, "w1", []string{testGPU})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.NoError(t, b.store.SetGPUCalibrationProgress(ctx, cal.ID, `{"key":"gpu.calibration.progress.step","args":[3]}`))
+	d = doc(t, c.get("/admin/gpus"))
+	require.Contains(t, d.Find(`[data-testid=calibration-row]`).Text(), "Load test with 3 slots")
+	res := simulatedCalibration(t, workflowProfile(prof))
+	data, err := json.Marshal(res)
+	require.NoError(t, err)
+	require.NoError(t, b.store.FinishGPUCalibration(ctx, cal.ID, data, ""))
+
+	d = doc(t, c.get(page))
+	require.Equal(t, "done", d.Find(`[data-testid=calibration-status]`).Text())
+	require.Contains(t, d.Find(`[data-testid=calibration-memory]`).Text(), "4.3 GB after load")
+	require.Equal(t, len(res.Analysis), d.Find(`[data-testid=bucket-row]`).Length())
+	require.Equal(t, len(res.Verdict.Steps), d.Find(`[data-testid=step-row]`).Length())
+	chart, _ := d.Find(`[data-testid=calibration-chart]`).Attr("data-calibration-chart")
+	var pts []map[string]float64
+	require.NoError(t, json.Unmarshal([]byte(chart), &pts))
+	require.Len(t, pts, len(res.Verdict.Steps))
+	require.Contains(t, d.Find(`[data-testid=calibration-verdict]`).Text(), fmt.Sprintf("recommended: %d slots", res.Recommended))
+	apply := d.Find(`[data-testid=apply-calibration]`)
+	require.Equal(t, fmt.Sprintf("Apply: %d slots", res.Recommended), apply.Text())
+
+	resp = c.post(page+"/apply", nil, true)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Contains(t, doc(t, c.get(resp.Header.Get("Location"))).Find(`[data-testid=notice]`).Text(),
+		fmt.Sprintf("runs profile cal with %d slots", res.Recommended))
+	p, _ := b.store.GPUProfileByID(ctx, prof.ID)
+	require.Equal(t, res.Recommended, p.MaxSlots)
+	settings, err := b.store.GPUSettings(ctx, []string{testGPU})
+	require.NoError(t, err)
+	require.Equal(t, cal.ID, *settings[testGPU].CalibrationID, "the GPU predicts with the measured curve")
+}
+
+func workflowProfile(p studio.GPUProfile) gpu.Profile {
+	return gpu.Profile{Name: p.Name, MaxSlots: p.MaxSlots, ReservePct: p.ReservePct, LongTextThresholdSec: p.LongTextThresholdSec,
+		LongLaneLimit: p.LongLaneLimit, MaxGenSeconds: p.MaxGenSeconds, SegmentTokens: p.SegmentTokens, FP16: p.FP16}
+}
