@@ -283,9 +283,51 @@ func TestReviewWithTheKeyboard(t *testing.T) {
 		chromedp.WaitVisible(css(fmt.Sprintf(`#review-panel[data-line-id="%d"]`, second.ID))),
 	))
 
+	// The line with the ones around it, as they will sound on the timeline.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(css(`[data-testid=play-context]`)),
+		chromedp.WaitVisible(css(`[data-testid=range-audio]`)),
+	))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`(() => { const a = document.querySelector('[data-testid=range-audio]');
+		return !a.paused && a.currentTime > 0.2 })()`, chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "the range plays")
+	rangeLen, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.querySelector('[data-testid=range-audio]').duration`))
+	require.NoError(t, err)
+	require.InDelta(t, 5.6, rangeLen, 0.25, "lines 1 to 3: from 0 s to the end of line 3's take")
+
+	// r asks for a new take; the panel follows the render and shows it when done,
+	// while the approved take stays approved.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.KeyEvent("r"),
+		chromedp.WaitVisible(css(`[data-testid=review-rendering]`)),
+	))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll('#review-panel [data-testid=review-take]').length === 2 &&
+		!document.querySelector('[data-testid=review-rendering]')`, chromedp.WithPollingTimeout(60*time.Second)))
+	require.NoError(t, err, "the new take appears")
+	hist, err = chromedp.Run(ctx, chromedp.Text(css(`[data-testid=review-history]`)))
+	require.NoError(t, err)
+	require.Contains(t, hist, "asked for a new take")
+	regenerated := b.line(t, second.ID)
+	require.NotEqual(t, *second.CurrentTakeID, *regenerated.CurrentTakeID)
+	require.Equal(t, *second.CurrentTakeID, *regenerated.ApprovedTakeID)
+
+	// In the script, space plays the focused line's take and b switches to its
+	// original at the same position.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base),
+		chromedp.WaitVisible(css(`[data-testid=lines]`)),
+		chromedp.KeyEvent("j"),
+		chromedp.KeyEvent(" "),
+		chromedp.WaitVisible(css(fmt.Sprintf(`#line-%d[data-kb-playing=take] button[data-play].playing`, first.ID))),
+		chromedp.KeyEvent("b"),
+		chromedp.WaitVisible(css(fmt.Sprintf(`#line-%d[data-kb-playing=original]`, first.ID))),
+		chromedp.KeyEvent(kb.Escape),
+		chromedp.WaitNotPresent(css(`[data-kb-playing]`)),
+	))
+
 	// Export the approved takes: the progress runs to the end, then the download.
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Click(css(`[data-testid=exports-link]`)),
+		chromedp.Navigate(base+"/exports"),
 		chromedp.WaitVisible(css(`[data-testid=export-form]`)),
 		chromedp.Click(css(`[data-testid=start-export]`)),
 		chromedp.WaitVisible(css(`[data-testid=export-row][data-state=done] [data-testid=download-export]`)),
@@ -313,5 +355,23 @@ func TestReviewWithTheKeyboard(t *testing.T) {
 	require.Equal(t, *first.CurrentTakeID, man.Lines[0].TakeID)
 	require.Equal(t, *second.CurrentTakeID, man.Lines[1].TakeID)
 	require.Equal(t, 48000, man.SampleRate)
+
+	// Every word of the review view comes from the catalog: in Simplified Chinese too
+	// (checked as text: this machine's Chromium has no CJK font to screenshot it).
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const s = document.querySelector('[data-testid=lang-select]');
+		s.value = 'zh'; s.form.submit(); return true })()`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.WaitVisible(css(`html[lang=zh]`)),
+		chromedp.Navigate(fmt.Sprintf("%s/review?line=%d", base, first.ID)),
+		chromedp.WaitVisible(css(`#review-panel article.take[data-take-id][data-ready=true]`)),
+		chromedp.KeyEvent("?"),
+		chromedp.WaitVisible(css(`[data-testid=kb-help]`)),
+	))
+	zh, err := chromedp.Run(ctx, chromedp.Text(css(`body`)))
+	require.NoError(t, err)
+	for _, want := range []string{"审听", "原始表演", "第 1 句，共 3 句", "键盘快捷键", "审听记录"} {
+		require.Contains(t, zh, want)
+	}
 	fmt.Println("screenshots: e2e/artifacts/shortcuts.png review-playing.png review.png export.png")
 }

@@ -138,7 +138,8 @@ func (s *Server) speechBounds(t studio.Take) (int, int) {
 	return first / ch * 1000 / pcm.SampleRate, (last/ch + 1) * 1000 / pcm.SampleRate
 }
 
-// reviewLine loads a take's line and answers with its review panel, with notice.
+// reviewAfter answers an action with the review panel of the line it changed; edit,
+// when given, adds to the view (a notice, an error, a refused comment).
 func (s *Server) reviewAfter(c echo.Context, projectID, lineID int64, status int, edit func(vm *views.ReviewVM)) error {
 	ctx := c.Request().Context()
 	p, err := s.store.Project(ctx, projectID)

@@ -53,7 +53,11 @@
         var borrowed = attrNum(el, "data-borrowed-ms") / 1000;
         var s0 = attrNum(el, "data-speech-start-ms"), s1 = attrNum(el, "data-speech-end-ms");
         var fixed = { drag: false, resize: false };
-        if (slot > 0) regions.addRegion(Object.assign({ start: 0, end: slot, color: colors.slot, content: regionLabel(el.getAttribute("data-label-slot")) }, fixed));
+        if (slot > 0) {
+          var r = regions.addRegion(Object.assign({ start: 0, end: slot, color: colors.slot, content: regionLabel(el.getAttribute("data-label-slot")) }, fixed));
+          // The slot's end is what the take must meet: mark it.
+          if (r && r.element) r.element.style.borderRight = "2px solid " + colors.progress;
+        }
         if (borrowed > 0) regions.addRegion(Object.assign({ start: slot, end: slot + borrowed, color: colors.borrowed, content: regionLabel(el.getAttribute("data-label-borrowed"), true) }, fixed));
         if (s0 >= 0 && s1 > s0) regions.addRegion(Object.assign({ start: s0 / 1000, end: s1 / 1000, color: colors.speech, content: regionLabel(el.getAttribute("data-label-speech"), true) }, fixed));
       }
@@ -215,6 +219,7 @@
     if (playingRow) {
       var b = playingRow.querySelector("button[data-play]");
       if (b) b.classList.remove("playing");
+      playingRow.removeAttribute("data-kb-playing");
     }
     playingRow = null;
   }
@@ -235,6 +240,7 @@
     playingOriginal = original;
     var b = row.querySelector("button[data-play]");
     if (b) b.classList.add("playing");
+    row.setAttribute("data-kb-playing", original ? "original" : "take");
     player.src = url;
     var start = function () {
       player.removeEventListener("loadedmetadata", start);
