@@ -26,7 +26,7 @@
   var charts = {}; // key -> [uPlot per metric]
   var since = 0;
 
-  function width(el) { return Math.max(el.clientWidth, 240); }
+  function width(el) { return Math.max(el.clientWidth - 4, 200); }
 
   function makeCharts(box) {
     var key = box.dataset.gpuCharts;
@@ -35,7 +35,7 @@
       el.className = "chart";
       box.appendChild(el);
       var opts = {
-        width: width(box) / 2 - 8 > 240 ? width(box) / 2 - 8 : width(box),
+        width: width(el),
         height: 150,
         cursor: { drag: { x: false, y: false } },
         legend: { live: true },
@@ -88,7 +88,7 @@
     window.addEventListener("resize", function () {
       boxes.forEach(function (box) {
         (charts[box.dataset.gpuCharts] || []).forEach(function (c) {
-          c.setSize({ width: width(box) / 2 - 8 > 240 ? width(box) / 2 - 8 : width(box), height: 150 });
+          c.setSize({ width: width(c.root.parentNode), height: 150 });
         });
       });
     });
@@ -107,7 +107,11 @@
     new uPlot({
       width: Math.max(el.clientWidth, 300),
       height: 240,
-      scales: { x: { time: false }, lat: {} },
+      scales: {
+        x: { time: false },
+        y: { range: function (u, min, max) { return [0, (max || 1) * 1.15]; } },
+        lat: { range: function (u, min, max) { return [0, (max || 1) * 1.15]; } },
+      },
       series: [
         { label: "slots" },
         { label: el.dataset.labelThroughput, stroke: "#4f6bed", width: 2, points: { size: 7 } },
