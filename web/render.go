@@ -147,7 +147,7 @@ func (s *Server) approveTake(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.store.ApproveTake(c.Request().Context(), currentUser(c).ID, t.ProjectID, t.ID); err != nil {
+	if _, err := s.store.ApproveTakeAs(c.Request().Context(), currentUser(c).ID, t.ProjectID, t.ID); err != nil {
 		return err
 	}
 	return s.renderTakesAfter(c, t)
@@ -158,7 +158,7 @@ func (s *Server) useTake(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.store.UseTake(c.Request().Context(), t.ProjectID, t.ID); err != nil {
+	if _, err := s.store.UseTakeAs(c.Request().Context(), currentUser(c).ID, t.ProjectID, t.ID); err != nil {
 		return err
 	}
 	return s.renderTakesAfter(c, t)
