@@ -278,8 +278,10 @@ func (s *GPUSlots) Apply(uuid string, st GPUSetting) error {
 		}
 	}
 	if err := gpu.CheckFits(st.Profile, st.Calibration, snap.TotalBytes, snap.ForeignBytes); err != nil {
+		if e.problem == nil || e.problem.Key != problemOf(err).Key {
+			s.log.Warn("GPU profile refused", "gpu", uuid, "profile", st.Profile.Name, "error", err)
+		}
 		e.problem = problemOf(err)
-		s.log.Warn("GPU profile refused", "gpu", uuid, "profile", st.Profile.Name, "error", err)
 		return err
 	}
 	e.problem = nil

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"dubstudio/config"
+	"dubstudio/gpu"
+	"dubstudio/gpu/calibrate"
+)
+
+func testConfig(t *testing.T, env map[string]string) *config.Config {
+	t.Helper()
+	cfg, err := config.LoadFrom(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	require.NoError(t, err)
+	return cfg
+}
+
+func TestHostCommandFollowsTheProfile(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, map[string]string{"ENGINE": "indextts", "INDEXTTS_MODEL_DIR": "/opt/ckpt", "INDEXTTS_VARIANT": "2.5",
+		"HOST_PYTHON": "/venv/bin/python", "DUBSTUDIO_HOSTS_DIR": "/hosts", "INDEXTTS_DIR": "/src/index-tts"})
+	p := gpu.DefaultProfile()
+	require.Equal(t, []string{"/venv/bin/python", "/hosts/indextts_host.py", "--model-dir", "/opt/ckpt", "--variant", "2.5",
+		"--model-version", "IndexTTS-2.5", "--fp16", "--no-qwen-emo"}, hostCommand(cfg, engineIndexTTS, p))
+	p.FP16, p.EmotionTextModel = false, true
+	require.Equal(t, []string{"/venv/bin/python", "/hosts/indextts_host.py", "--model-dir", "/opt/ckpt", "--variant", "2.5",
+		"--model-version", "IndexTTS-2.5", "--qwen-emo"}, hostCommand(cfg, engineIndexTTS, p))
+	require.Equal(t, []string{"/venv/bin/python", "/hosts/bench_host.py", "--gpt-dtype", "fp32"}, hostCommand(cfg, engineBench, p))
+	env := hostEnv(cfg, engineIndexTTS)
+	require.Contains(t, env, "HF_HUB_OFFLINE=1")
+	require.Contains(t, env[len(env)-1], "PYTHONPATH=/src/index-tts")
+	require.InDelta(t, 25, tokensPerSecond(cfg, engineIndexTTS), 0)
+
+	_, err := config.LoadFrom(func(k string) (string, bool) {
+		if k == "ENGINE" {
+			return "indextts", true
+		}
+		return "", false
+	})
+	require.ErrorContains(t, err, "INDEXTTS_MODEL_DIR")
+}
+
+func TestSelectGPUs(t *testing.T) {
+	t.Parallel()
+	devs := []gpu.Device{{Index: 0, UUID: "GPU-a"}, {Index: 1, UUID: "GPU-b"}}
+	require.Equal(t, devs, selectGPUs(devs, nil))
+	require.Equal(t, devs[1:], selectGPUs(devs, []string{"1"}))
+	require.Equal(t, devs[:1], selectGPUs(devs, []string{"GPU-a", "7"}))
+	require.Empty(t, selectGPUs(devs, []string{"GPU-z"}))
+}
+
+// Without a GPU and without a database, the command calibrates the simulated card and
+// writes its result.
+func TestCalibrateCommandWithoutDatabase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("renders lines at the simulator's speed")
+	}
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "calibration.json")
+	samples := filepath.Join(t.TempDir(), "samples.json")
+	cfg := testConfig(t, map[string]string{"DATABASE_URL": "postgres://nobody@127.0.0.1:1/none"})
+	err := calibrateCmd(context.Background(), cfg, slog.New(slog.DiscardHandler), []string{"-engine", "simulator", "-db=false",
+		"-max-gen", "2", "-long-threshold", "1", "-buckets", "0.5,1,2", "-max-slots", "2", "-lines-per-step", "3",
+		"-out", out, "-samples-out", samples})
+	require.NoError(t, err)
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var res calibrate.Result
+	require.NoError(t, json.Unmarshal(data, &res))
+	require.Equal(t, simulatedGPU, res.GPU.UUID)
+	require.Len(t, res.Analysis, 3)
+	require.Equal(t, []int{1, 2}, []int{res.Verdict.Steps[0].Slots, res.Verdict.Steps[1].Slots})
+	require.Positive(t, res.Recommended)
+	data, err = os.ReadFile(samples)
+	require.NoError(t, err)
+	var pts []map[string]any
+	require.NoError(t, json.Unmarshal(data, &pts))
+	require.NotEmpty(t, pts, "NVML samples of the run, for the record")
+
+	require.ErrorContains(t, calibrateCmd(context.Background(), cfg, slog.New(slog.DiscardHandler),
+		[]string{"-engine", "simulator", "-db=false", "-apply"}), "-apply needs the database")
+}
