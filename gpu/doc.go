@@ -30,6 +30,10 @@
 // lease.Done(gpu.Outcome{...}); run again on an error for which IsRetryable is true.
 //
 // The package has no database access: what must be kept (calibrations, profiles,
-// downsampled history) is handed to the caller as plain values. Subpackage simdev
-// simulates a GPU's memory for tests and the simulator engine.
+// downsampled history, the LiveState a worker publishes) is handed to the caller as
+// plain values. Subpackages: simdev simulates a GPU's memory for tests and the
+// simulator engine (NewSimDriver puts it behind the monitor); ttshost adapts the tts
+// model-host processes and simulators to Host; calibrate drives calibration runs
+// through them. workflow.GPUSlots is the wiring above in production; docs/gpu.md the
+// whole picture.
 package gpu
