@@ -384,7 +384,7 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	if err != nil {
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, err)
 	}
-	info, err := audio.Probe(ctx, raw)
+	info, err := outputInfo(ctx, raw)
 	if err != nil {
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, fmt.Errorf("engine output: %w", err))
 	}
@@ -405,6 +405,18 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 		return w.pipeline.insertTx(ctx, tx, fit)
 	})
 	return err
+}
+
+// outputInfo describes an engine's output. The 16-bit PCM WAV that engines write is
+// read whole here, which proves it complete and decodable without starting ffprobe
+// and ffmpeg (most of a line's cost with a fast engine); anything else is probed.
+func outputInfo(ctx context.Context, path string) (audio.Info, error) {
+	pcm, err := audio.ReadWAVFile(path)
+	if err != nil || pcm.Frames() == 0 {
+		return audio.Probe(ctx, path)
+	}
+	return audio.Info{Format: audio.FormatWAV, Codec: "pcm_s16le", SampleRate: pcm.SampleRate, Channels: pcm.Channels,
+		Duration: time.Duration(pcm.Frames()) * time.Second / time.Duration(pcm.SampleRate)}, nil
 }
 
 // synthesisDeadline bounds one synthesis: a fixed allowance plus an allowance per
