@@ -37,7 +37,11 @@ type Pipeline struct {
 // transactions, and installs itself as the store's line-change hook so that editing a
 // line that is being rendered re-queues it.
 func NewPipeline(store *studio.Store, logger *slog.Logger) (*Pipeline, error) {
-	client, err := river.NewClient(riverdatabasesql.New(stdlib.OpenDBFromPool(store.Pool())), &river.Config{Logger: logger})
+	// FetchCooldown here only spaces out the notifications that tell workers about
+	// new jobs; at River's default (100 ms) a render asked for right after another
+	// went unannounced and waited for a worker's next poll (1 s).
+	client, err := river.NewClient(riverdatabasesql.New(stdlib.OpenDBFromPool(store.Pool())), &river.Config{Logger: logger,
+		FetchCooldown: river.FetchCooldownMin})
 	if err != nil {
 		return nil, fmt.Errorf("error creating River insert client: %w", err)
 	}

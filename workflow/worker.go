@@ -24,6 +24,9 @@ import (
 	"dubstudio/tts"
 )
 
+// DefaultFetchCooldown is WorkerConfig.FetchCooldown's default.
+const DefaultFetchCooldown = 10 * time.Millisecond
+
 // WorkerConfig tunes a worker process.
 type WorkerConfig struct {
 	// Name identifies the worker in the registry and as River's client ID.
@@ -39,6 +42,10 @@ type WorkerConfig struct {
 	RescueAfter time.Duration
 	// FetchPollInterval is how often River polls for jobs besides its notifications.
 	FetchPollInterval time.Duration
+	// FetchCooldown is the least time between two fetches of a queue (default 10 ms).
+	// It bounds a queue's throughput to about its workers per cooldown, and delays a
+	// job inserted right after a fetch by up to that long.
+	FetchCooldown time.Duration
 	// FitWorkers is how many fits run at once (default: the number of CPUs).
 	FitWorkers int
 	// SynthesisTimeoutBase + SynthesisTimeoutPerSecond × the line's seconds of audio
@@ -68,6 +75,10 @@ func (c *WorkerConfig) defaults() {
 	if c.FetchPollInterval == 0 {
 		c.FetchPollInterval = time.Second
 	}
+	if c.FetchCooldown == 0 {
+		c.FetchCooldown = DefaultFetchCooldown
+	}
+	c.FetchCooldown = min(c.FetchCooldown, c.FetchPollInterval)
 	if c.FitWorkers == 0 {
 		c.FitWorkers = runtime.NumCPU()
 	}
@@ -130,7 +141,7 @@ func NewWorker(p *Pipeline, slots Slots, cfg WorkerConfig, logger *slog.Logger) 
 		MaxAttempts:          cfg.MaxAttempts,
 		RetryPolicy:          backoff{Base: cfg.RetryBase, Max: cfg.RetryMax},
 		FetchPollInterval:    cfg.FetchPollInterval,
-		FetchCooldown:        min(cfg.FetchPollInterval, 100*time.Millisecond),
+		FetchCooldown:        cfg.FetchCooldown,
 		Logger:               logger,
 	})
 	if err != nil {
