@@ -2,6 +2,8 @@ package workflow
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -220,13 +222,14 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	}
 }
 
-func (w *Worker) tmpPath(pattern string) (string, error) {
-	f, err := os.CreateTemp(filepath.Join(w.cfg.DataDir, "tmp"), pattern)
-	if err != nil {
-		return "", err
-	}
-	f.Close()
-	return f.Name(), nil
+// tmpPath returns a new path in the worker's temporary directory, for a file that
+// the engine or the fit then writes (through its own temporary file and a rename).
+// The name is random; the file is not created, which would cost a file creation
+// per line for nothing.
+func (w *Worker) tmpPath(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return filepath.Join(w.cfg.DataDir, "tmp", prefix+hex.EncodeToString(b[:])+".wav")
 }
 
 // needsReference reports whether an engine clones a voice from a reference recording.
@@ -367,10 +370,7 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	if !hasSpace(tmpDir, takeBytes(max(req.TargetSeconds, tts.PredictNaturalSeconds(req.Text, req.Language)))) {
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, userKey("audio.no_space"))
 	}
-	raw, err := w.tmpPath("raw-*.wav")
-	if err != nil {
-		return err
-	}
+	raw := w.tmpPath("raw-")
 	defer os.Remove(raw)
 	req.OutputPath = raw
 	req.Seed = job.ID
@@ -602,10 +602,7 @@ func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
 	if err != nil {
 		return river.JobCancel(err)
 	}
-	out, err := w.tmpPath("fit-*.wav")
-	if err != nil {
-		return err
-	}
+	out := w.tmpPath("fit-")
 	defer os.Remove(out)
 	pr := in.Project
 	params := audio.FitParams{InputPath: raw, OutputPath: out, StretchMin: pr.StretchMin, StretchMax: pr.StretchMax,
