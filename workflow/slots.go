@@ -49,6 +49,12 @@ type Slots interface {
 	Model(ctx context.Context) (tts.HostInfo, error)
 }
 
+// slotTrier is implemented by Slots that can tell at once whether a slot is free.
+type slotTrier interface {
+	// TryAcquire returns a free slot, or nil without waiting.
+	TryAcquire(req SlotRequest) Slot
+}
+
 // LocalSlots runs up to N syntheses at once on one engine: the CPU preview engine, the
 // simulator, or an external server with declared concurrency.
 type LocalSlots struct {
@@ -68,6 +74,16 @@ func (s *LocalSlots) Acquire(ctx context.Context, _ SlotRequest) (Slot, error) {
 		return localSlot{s}, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// TryAcquire takes a free slot if there is one.
+func (s *LocalSlots) TryAcquire(SlotRequest) Slot {
+	select {
+	case s.sem <- struct{}{}:
+		return localSlot{s}
+	default:
+		return nil
 	}
 }
 

@@ -348,12 +348,20 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, userKey("render.no_reference", name))
 	}
 
-	if ok, err := w.store.SetRenderState(ctx, a.LineID, a.RenderSeq, studio.StateWaitingGPU, job.Attempt); err != nil || !ok {
-		return err
+	sreq := SlotRequest{LineID: a.LineID, AudioSeconds: req.TargetSeconds, TextRunes: len([]rune(req.Text))}
+	var slot Slot
+	if t, ok := w.slots.(slotTrier); ok {
+		slot = t.TryAcquire(sreq)
 	}
-	slot, err := w.slots.Acquire(ctx, SlotRequest{LineID: a.LineID, AudioSeconds: req.TargetSeconds, TextRunes: len([]rune(req.Text))})
-	if err != nil {
-		return err
+	if slot == nil {
+		// Only a line that has to wait for a slot shows it: one state write and one
+		// notification less for the others.
+		if ok, err := w.store.SetRenderState(ctx, a.LineID, a.RenderSeq, studio.StateWaitingGPU, job.Attempt); err != nil || !ok {
+			return err
+		}
+		if slot, err = w.slots.Acquire(ctx, sreq); err != nil {
+			return err
+		}
 	}
 	released := false
 	release := func(o SlotOutcome) {
