@@ -108,6 +108,10 @@ func ProbeReference(ctx context.Context, path string) (Info, error) {
 	if err := CheckFormat(info, ReferenceFormats); err != nil {
 		return Info{}, err
 	}
+	if info.Duration <= 0 {
+		// Headers and no samples: nothing to clone a voice from.
+		return Info{}, userError(ErrNotAudio, nil, "audio.no_sound")
+	}
 	return info, nil
 }
 

@@ -72,6 +72,7 @@ func init() {
 		"projects.new_name":       {EN: "New project", ZH: "新项目名称"},
 		"projects.create":         {EN: "Create project", ZH: "创建项目"},
 		"project.bad_name":        {EN: "A project needs a name of at most 200 characters.", ZH: "项目名称不能为空，且不超过 200 个字符。"},
+		"name.bad_chars":          {EN: "A name cannot contain control characters or invalid text.", ZH: "名称不能包含控制字符或无效文本。"},
 
 		"project.characters":           {EN: "Characters", ZH: "角色"},
 		"project.export_srt":           {EN: "Export SRT", ZH: "导出 SRT"},

@@ -151,6 +151,8 @@ func (p *CharacterParams) validate() error {
 	p.Name = strings.TrimSpace(p.Name)
 	if p.Name == "" || len([]rune(p.Name)) > 100 {
 		fe["name"] = i18n.Errorf(ErrInvalid, "character.bad_name")
+	} else if !cleanName(p.Name) {
+		fe["name"] = i18n.Errorf(ErrInvalid, "name.bad_chars")
 	}
 	p.Color = strings.ToLower(strings.TrimSpace(p.Color))
 	if !colorRe.MatchString(p.Color) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
 
@@ -35,7 +37,25 @@ func ValidateProjectName(name string) (string, error) {
 	if name == "" || len([]rune(name)) > 200 {
 		return "", i18n.Errorf(ErrInvalid, "project.bad_name")
 	}
+	if !cleanName(name) {
+		return "", i18n.Errorf(ErrInvalid, "name.bad_chars")
+	}
 	return name, nil
+}
+
+// cleanName reports whether a name is valid UTF-8 without control characters.
+// PostgreSQL refuses NUL bytes and invalid UTF-8 in text (a 500 rather than a
+// message), and no name needs a control character.
+func cleanName(name string) bool {
+	if !utf8.ValidString(name) {
+		return false
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // CreateProject adds a project.
