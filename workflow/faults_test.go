@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"dubstudio/gpu"
+	"dubstudio/gpu/simdev"
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
 	"dubstudio/tts"
@@ -258,4 +259,13 @@ func TestHungEngineIsAbandonedAtItsDeadline(t *testing.T) {
 // workflowLocalSlots is n local slots over the simulator.
 func workflowLocalSlots(t *testing.T, n int) workflow.Slots {
 	return workflow.NewLocalSlots(simulator(t), n)
+}
+
+// pacedSimulator is the simulator taking about 100 ms per line of these tests, so
+// that a 200-line render lasts long enough for faults to land in its middle.
+func pacedSimulator(t *testing.T) *tts.Simulator {
+	t.Helper()
+	sim, err := tts.NewSimulator(tts.SimulatorConfig{Device: simdev.New(24 << 30), FollowTarget: true, Tone: true, TokensPerSecond: 750})
+	require.NoError(t, err)
+	return sim
 }

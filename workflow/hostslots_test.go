@@ -300,20 +300,23 @@ func setupHosts(t *testing.T, b *testBundle, hosts int, cfg func(*gpu.PoolConfig
 	return hb
 }
 
-// waitProgress waits until at least done lines are finished while others are being
-// synthesized, so that a fault lands in the middle of the render.
-func (b *testBundle) waitProgress(t *testing.T, done int, limit time.Duration) {
+// waitProgress waits until at least n lines are past synthesis (fitting, done or in
+// review) while others still wait for it or are being synthesized, so that a fault
+// lands in the middle of the render.
+func (b *testBundle) waitProgress(t *testing.T, n int, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
 		counts, err := b.store.ProjectStateCounts(context.Background(), []int64{b.project.ID})
 		require.NoError(t, err)
 		c := counts[b.project.ID]
-		if c[studio.StateDone]+c[studio.StateNeedsReview] >= done && c[studio.StateSynthesizing] > 0 {
+		past := c[studio.StateFitting] + c[studio.StateDone] + c[studio.StateNeedsReview]
+		before := c[studio.StateQueued] + c[studio.StateWaitingGPU] + c[studio.StateSynthesizing]
+		if past >= n && before > 0 {
 			return
 		}
-		require.True(t, time.Now().Before(deadline), "the render never got going: %v", c)
-		time.Sleep(10 * time.Millisecond)
+		require.True(t, time.Now().Before(deadline) && before > 0, "the render never got going, or ended before the fault: %v", c)
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
