@@ -228,7 +228,7 @@ func TestHungEngineIsAbandonedAtItsDeadline(t *testing.T) {
 	sim.Inject(tts.FaultHang, tts.FaultHang, tts.FaultHang)
 	slots := &hungCounter{Slots: workflow.NewLocalSlots(sim, 2)}
 	b.startWorkerWith(t, slots, func(c *workflow.WorkerConfig) {
-		c.SynthesisTimeoutBase, c.SynthesisTimeoutPerSecond = 200*time.Millisecond, 100*time.Millisecond
+		c.SynthesisTimeoutBase, c.SynthesisTimeoutPerSecond = time.Second, 100*time.Millisecond
 	})
 	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
 	require.NoError(t, err)
@@ -246,11 +246,11 @@ func TestHungEngineIsAbandonedAtItsDeadline(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Len(t, msgs, 3)
-	// The deadline is 200 ms + 100 ms per second of the line's audio: its 1.5 s slot,
+	// The deadline is 1 s + 100 ms per second of the line's audio: its 1.5 s slot,
 	// or the natural length of its text when that is longer.
 	text := b.lines(t)[0].Text
 	secs := max(1.5, tts.PredictNaturalSeconds(text, tts.GuessLanguage(text)))
-	want := fmt.Sprintf("no answer within the synthesis deadline of %s", 200*time.Millisecond+time.Duration(secs*float64(100*time.Millisecond)))
+	want := fmt.Sprintf("no answer within the synthesis deadline of %s", time.Second+time.Duration(secs*float64(100*time.Millisecond)))
 	for _, m := range msgs {
 		require.Contains(t, m, want)
 	}
