@@ -48,7 +48,7 @@ type WorkerConfig struct {
 	// It bounds a queue's throughput to about its workers per cooldown, and delays a
 	// job inserted right after a fetch by up to that long.
 	FetchCooldown time.Duration
-	// FitWorkers is how many fits run at once (default: the number of CPUs).
+	// FitWorkers is how many fits run at once (default: twice the number of CPUs).
 	FitWorkers int
 	// SynthesisTimeoutBase + SynthesisTimeoutPerSecond × the line's seconds of audio
 	// is how long one synthesis may take before the engine is taken for hung: the
@@ -82,7 +82,8 @@ func (c *WorkerConfig) defaults() {
 	}
 	c.FetchCooldown = min(c.FetchCooldown, c.FetchPollInterval)
 	if c.FitWorkers == 0 {
-		c.FitWorkers = runtime.NumCPU()
+		// Twice the CPUs: a fit waits on the database and the disk about half the time.
+		c.FitWorkers = 2 * runtime.NumCPU()
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = 5 * time.Second
