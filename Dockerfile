@@ -6,7 +6,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN go tool templ generate -path views \
+RUN go tool templ generate \
  && CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o /out/dubstudio ./cmd/dubstudio
 
 FROM debian:bookworm-slim

@@ -11,7 +11,7 @@ build: generate
 	$(GO) build -o bin/dubstudio ./cmd/dubstudio
 
 generate:
-	$(TEMPL) generate -path views
+	$(TEMPL) generate
 
 # test runs the whole suite against the real Postgres (TEST_DATABASE_URL, default
 # postgres://root@127.0.0.1:5432/test), real ffmpeg/espeak-ng and headless Chromium.
@@ -24,7 +24,7 @@ test: check
 check:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$'); echo 'gofmt needed'; exit 1; }
 	$(GO) vet ./...
-	$(TEMPL) generate -path views >/dev/null
+	$(TEMPL) generate >/dev/null
 	@git diff --exit-code --stat -- 'views/*_templ.go' || { echo 'templ generate changed files: commit them'; exit 1; }
 
 vendor: ## refresh static/vendor from the pinned npm packages
