@@ -244,11 +244,19 @@ func (s *Server) spoolUpload(c echo.Context, field string) (string, string, erro
 		return "", "", err
 	}
 	defer src.Close()
+	return s.spoolTo(c, src, fh.Filename, "upload-*", limit)
+}
+
+// spoolTo copies src into a private temporary file under the data directory, refusing
+// it with 413 past limit bytes (nothing is kept then). It returns the temporary path
+// and the client's file name reduced to a display name, never used as a path.
+func (s *Server) spoolTo(c echo.Context, src io.Reader, filename, pattern string, limit int64) (string, string, error) {
+	tooLarge := echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
 	dir := filepath.Join(s.cfg.DataDir, "tmp")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", "", err
 	}
-	dst, err := os.CreateTemp(dir, "upload-*")
+	dst, err := os.CreateTemp(dir, pattern)
 	if err != nil {
 		return "", "", err
 	}
@@ -258,12 +266,13 @@ func (s *Server) spoolUpload(c echo.Context, field string) (string, string, erro
 	}
 	if err != nil || n > limit {
 		os.Remove(dst.Name())
-		if err == nil {
-			err = echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
+		var mbe *http.MaxBytesError
+		if n > limit || errors.As(err, &mbe) {
+			return "", "", tooLarge
 		}
 		return "", "", err
 	}
-	name := path.Base(strings.ReplaceAll(fh.Filename, "\\", "/"))
+	name := path.Base(strings.ReplaceAll(filename, "\\", "/"))
 	if len(name) > 200 {
 		name = name[:200]
 	}

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -269,29 +267,5 @@ func (s *Server) spoolLargeUpload(c echo.Context, field string, limit int64) (st
 			}
 		}
 	}
-	dir := filepath.Join(s.cfg.DataDir, "tmp")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", "", err
-	}
-	dst, err := os.CreateTemp(dir, "source-*")
-	if err != nil {
-		return "", "", err
-	}
-	n, err := io.Copy(dst, io.LimitReader(src, limit+1))
-	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil || n > limit {
-		os.Remove(dst.Name())
-		var mbe *http.MaxBytesError
-		if n > limit || errors.As(err, &mbe) {
-			return "", "", tooLarge
-		}
-		return "", "", err
-	}
-	name := path.Base(strings.ReplaceAll(filename, "\\", "/"))
-	if len(name) > 200 {
-		name = name[:200]
-	}
-	return dst.Name(), name, nil
+	return s.spoolTo(c, src, filename, "source-*", limit)
 }
