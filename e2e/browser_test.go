@@ -39,6 +39,20 @@ func browserPath(t *testing.T) string {
 	return ""
 }
 
+// appConfig is the configuration of an app under test: defaults, its data in dataDir.
+func appConfig(t *testing.T, dataDir string) *config.Config {
+	t.Helper()
+	cfg, err := config.LoadFrom(func(k string) (string, bool) {
+		if k == "DATA_DIR" {
+			return dataDir, true
+		}
+		return "", false
+	})
+	require.NoError(t, err)
+	cfg.SessionSecret = strings.Repeat("s", 32)
+	return cfg
+}
+
 type testBundle struct {
 	store  *studio.Store
 	server *httptest.Server
@@ -48,14 +62,7 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	store := studiotest.Store(t)
-	cfg, err := config.LoadFrom(func(k string) (string, bool) {
-		if k == "DATA_DIR" {
-			return t.TempDir(), true
-		}
-		return "", false
-	})
-	require.NoError(t, err)
-	cfg.SessionSecret = strings.Repeat("s", 32)
+	cfg := appConfig(t, t.TempDir())
 	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: slog.New(slog.DiscardHandler)})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)

@@ -12,7 +12,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"dubstudio/config"
 	"dubstudio/live"
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
@@ -28,14 +27,7 @@ type liveBundle struct {
 func setupLive(t *testing.T) *liveBundle {
 	t.Helper()
 	store := studiotest.Store(t)
-	cfg, err := config.LoadFrom(func(k string) (string, bool) {
-		if k == "DATA_DIR" {
-			return t.TempDir(), true
-		}
-		return "", false
-	})
-	require.NoError(t, err)
-	cfg.SessionSecret = strings.Repeat("s", 32)
+	cfg := appConfig(t, t.TempDir())
 
 	broker := live.NewBroker(live.BrokerConfig{})
 	// A slow first retry, so that a change made while the listener is away is surely

@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"dubstudio/config"
 	"dubstudio/live"
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
@@ -27,14 +25,7 @@ func setupApp(t *testing.T) *testBundle {
 	t.Helper()
 	store := studiotest.Store(t)
 	dataDir := t.TempDir()
-	cfg, err := config.LoadFrom(func(k string) (string, bool) {
-		if k == "DATA_DIR" {
-			return dataDir, true
-		}
-		return "", false
-	})
-	require.NoError(t, err)
-	cfg.SessionSecret = strings.Repeat("s", 32)
+	cfg := appConfig(t, dataDir)
 	logger := slog.New(slog.DiscardHandler)
 
 	broker := live.NewBroker(live.BrokerConfig{})

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +19,6 @@ import (
 	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
 
-	"dubstudio/config"
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
 	"dubstudio/tts"
@@ -47,14 +45,7 @@ func setupReview(t *testing.T) *reviewBundle {
 	ctx := context.Background()
 	store := studiotest.Store(t)
 	dataDir := t.TempDir()
-	cfg, err := config.LoadFrom(func(k string) (string, bool) {
-		if k == "DATA_DIR" {
-			return dataDir, true
-		}
-		return "", false
-	})
-	require.NoError(t, err)
-	cfg.SessionSecret = strings.Repeat("r", 32)
+	cfg := appConfig(t, dataDir)
 	logger := slog.New(slog.DiscardHandler)
 	pipeline, err := workflow.NewPipeline(store, logger)
 	require.NoError(t, err)

@@ -2,12 +2,9 @@ package tts
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +12,7 @@ import (
 	"time"
 
 	"dubstudio/gpu/simdev"
+	"dubstudio/studio"
 )
 
 // Fault is a failure the simulator can be told to produce.
@@ -232,7 +230,7 @@ func (s *Simulator) PrepareSpeaker(ctx context.Context, req PrepareRequest) (Pre
 	if req.ReferenceAudioPath == "" {
 		return PrepareResult{}, invalidf("reference audio path is empty")
 	}
-	sha, err := fileSHA256(req.ReferenceAudioPath)
+	sha, err := studio.HashFile(req.ReferenceAudioPath)
 	if err != nil {
 		return PrepareResult{}, invalidf("reading reference audio: %v", err)
 	}
@@ -454,7 +452,7 @@ func (s *Simulator) ensureSpeaker(ctx context.Context, sp Speaker) error {
 	if sp.ReferenceAudioPath == "" {
 		return nil // nothing to condition on: the simulator does not mind
 	}
-	sha, err := fileSHA256(sp.ReferenceAudioPath)
+	sha, err := studio.HashFile(sp.ReferenceAudioPath)
 	if err != nil {
 		return invalidf("reading reference audio: %v", err)
 	}
@@ -465,19 +463,6 @@ func (s *Simulator) ensureSpeaker(ctx context.Context, sp Speaker) error {
 		return nil
 	}
 	return s.computeConditioning(ctx, sha)
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // safeName keeps [A-Za-z0-9._@+-] and replaces the rest with "_", as the Python hosts do

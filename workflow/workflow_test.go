@@ -54,20 +54,10 @@ func (b *testBundle) startWorker(t *testing.T, o workerOpts) *workflow.Worker {
 	if o.name == "" {
 		o.name = fmt.Sprintf("test-%d", time.Now().UnixNano())
 	}
-	w, err := workflow.NewWorker(b.pipeline, workflow.NewLocalSlots(o.engine, max(o.slots, 2)), workflow.WorkerConfig{
-		Name: o.name, DataDir: b.dataDir, FetchPollInterval: 100 * time.Millisecond,
-		JobTimeout: 20 * time.Second, RescueAfter: 30 * time.Second,
-		Heartbeat: 300 * time.Millisecond, DeadAfter: 2 * time.Second,
-		RetryBase: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, OOMRetries: 1,
-	}, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		w.Stop(ctx)
+	return b.startWorkerWith(t, workflow.NewLocalSlots(o.engine, max(o.slots, 2)), func(c *workflow.WorkerConfig) {
+		c.Name = o.name
+		c.MaxAttempts = 0 // the worker's default
 	})
-	return w
 }
 
 // waitSettled waits until no line of the project is queued or running, failing the

@@ -13,20 +13,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"dubstudio/internal/testdb"
 	"dubstudio/migrations"
 	"dubstudio/studio"
 )
 
-// DefaultServer is the server used when TEST_DATABASE_URL is not set, as in the tests.
-const DefaultServer = "postgres://root@127.0.0.1:5432/test?sslmode=disable"
-
-// Server returns TEST_DATABASE_URL or DefaultServer.
-func Server() string {
-	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
-		return u
-	}
-	return DefaultServer
-}
+// Server returns the server the tests use (TEST_DATABASE_URL or its default).
+func Server() string { return testdb.ServerURL() }
 
 // DB is a database made for one benchmark run.
 type DB struct {
