@@ -123,9 +123,11 @@ func (p Profile) Validate() error {
 }
 
 // Budget returns the memory the executor may commit on a card of total bytes with
-// foreign bytes held by processes that are not ours.
+// foreign bytes held by processes that are not ours: the reserve is a share of what
+// is left to us, so that a card shared with another program (a 24 GiB card's worth
+// left of a bigger one) keeps the same headroom as a card of that size.
 func (p Profile) Budget(total, foreign int64) int64 {
-	return int64(float64(total)*(1-p.ReservePct/100)) - foreign
+	return int64(float64(total-foreign) * (1 - p.ReservePct/100))
 }
 
 // IsLong reports whether a request of audioSeconds belongs to the long lane.

@@ -76,7 +76,7 @@ func TestCheckFits(t *testing.T) {
 	require.Contains(t, en, "5.4 GB") // resident, decimal
 	require.Contains(t, en, "1.2 GB") // peak of a 30 s line
 	require.Contains(t, en, "30 s")   // the length
-	require.Contains(t, en, "5.8 GB") // 8e9*0.85 - 1e9
+	require.Contains(t, en, "6.0 GB") // (8e9 - 1e9) * 0.85
 	require.Contains(t, en, "8.0 GB") // the card
 	require.Contains(t, en, "15% reserve")
 	require.Contains(t, en, "1.0 GB held")

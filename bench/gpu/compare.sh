@@ -1,0 +1,36 @@
+#!/bin/sh
+# GPU throughput comparison (issue 7): the source documents' fixed N model hosts
+# against dubstudio's executor after its own calibration, on two cards at once: the
+# whole of GPU 0, and GPU 1 shrunk to a 24 GiB studio card by a process holding the
+# rest. Build on a development machine, then run this on a two-GPU machine from the
+# repository root (one GPU: set GPUS=0 and SITUATIONS to one of them):
+#
+#   mkdir -p .devbin/gpu
+#   CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o .devbin/gpu/gpucompare ./bench/gpucompare
+#
+# METHODS (default fixed,executor), STEPS (the fixed method's host counts), STRIDE
+# (the benchmark host's --decode-stride: the same memory in fewer GPT steps, to fit
+# the runs in the time a GPU is lent) and LIMIT (seconds per card) can be set.
+# OUT (default ./gpu-results) receives whole/ and 24gib/: results.json, summary.md,
+# run.log, hosts.log and the calibrations.
+set -u
+OUT=${OUT:-./gpu-results}
+METHODS=${METHODS:-fixed,executor}
+STEPS=${STEPS:-1,2,3,4,6,8,12,16}
+STRIDE=${STRIDE:-4}
+LIMIT=${LIMIT:-540}
+HOST="tts/hosts/bench_host.py --gpt-dtype fp16 --decode-stride $STRIDE"
+mkdir -p "$OUT/whole" "$OUT/24gib"
+nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total,memory.used --format=csv >"$OUT/whole/run.log" 2>&1
+cp "$OUT/whole/run.log" "$OUT/24gib/run.log"
+.devbin/gpu/gpucompare -gpu 0 -methods "$METHODS" -n "$STEPS" -stop-flat 2 -host "$HOST" \
+  -timeout "${LIMIT}s" -out "$OUT/whole" >>"$OUT/whole/run.log" 2>&1 &
+W=$!
+.devbin/gpu/gpucompare -gpu 1 -leave-gib 24 -methods "$METHODS" -n "$STEPS" -stop-flat 2 -host "$HOST" \
+  -timeout "${LIMIT}s" -out "$OUT/24gib" >>"$OUT/24gib/run.log" 2>&1 &
+S=$!
+wait $W; rw=$?
+wait $S; rs=$?
+cat "$OUT/whole/summary.md" "$OUT/24gib/summary.md" 2>/dev/null
+tail -5 "$OUT/whole/run.log" "$OUT/24gib/run.log"
+[ $rw -eq 0 ] && [ $rs -eq 0 ]

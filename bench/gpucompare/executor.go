@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"dubstudio/gpu"
+	"dubstudio/gpu/calibrate"
+	"dubstudio/tts"
+	"dubstudio/workflow"
+)
+
+// oomRetries is the worker's default OOM_RETRIES.
+const oomRetries = 1
+
+// executor runs dubstudio's way: the worker's GPU slots calibrate the card with
+// the default profile (what the admin page's button does), apply the
+// recommendation, and the lines go through the VRAM-budgeted executor with as many
+// at once as River hands the worker. calOut receives the calibration as JSON.
+func (r *rig) executor(ctx context.Context, memory func(string) calibrate.DeviceMemory, calOut string) *result {
+	// The slots run their own monitor and close it when they stop.
+	mon := r.newMonitor(ctx)
+	res := &result{Situation: r.situation, Method: "executor", Lines: len(r.lines),
+		BaselineBytes: usedNow(mon, r.dev.UUID)}
+	slots, err := workflow.NewGPUSlots(workflow.GPUSlotsConfig{Engine: "bench", Monitor: mon,
+		GPUs: []gpu.Device{r.dev}, Launcher: r.launcher, Memory: memory, TokensPerSecond: r.tps})
+	if err != nil {
+		res.StartError = err.Error()
+		return res
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = slots.Stop(sctx)
+	}()
+	calStart := time.Now()
+	cal, err := slots.Calibrate(ctx, 1, r.dev.UUID, gpu.DefaultProfile(), func(key string, args ...any) {
+		r.log("calibration: %s %v", key, args)
+	})
+	if cal != nil && calOut != "" {
+		if b, jerr := json.MarshalIndent(cal, "", "  "); jerr == nil {
+			_ = os.WriteFile(calOut, b, 0o644)
+		}
+	}
+	if err != nil {
+		res.StartError = fmt.Sprintf("calibration: %v", err)
+		return res
+	}
+	r.log("calibration took %.0f s: recommended %d slots (%s), crash at %d, slowdown at %d",
+		time.Since(calStart).Seconds(), cal.Recommended, cal.Verdict.Why, cal.Verdict.CrashAt, cal.Verdict.SlowdownAt)
+	if cal.Recommended == 0 {
+		res.StartError = "the calibration recommends no slot"
+		return res
+	}
+	p := cal.RecommendedProfile
+	res.Profile, res.Hosts = &p, p.MaxSlots
+	if err := slots.Apply(r.dev.UUID, workflow.GPUSetting{Profile: p, Calibration: cal.Calibration, CalibrationID: 1}); err != nil {
+		res.StartError = fmt.Sprintf("applying the calibration: %v", err)
+		return res
+	}
+	res.BaselineBytes = usedNow(mon, r.dev.UUID)
+	peak := watchPeak(mon, r.dev.UUID)
+	slots.Start(ctx)
+	if err := waitServing(ctx, slots, p.MaxSlots); err != nil {
+		res.StartError = err.Error()
+		res.PeakUsedBytes = peak.end()
+		return res
+	}
+	// The worker's prepare job: each character once, through a slot.
+	sl, err := slots.Acquire(ctx, workflow.SlotRequest{AudioSeconds: 15})
+	if err == nil {
+		err = r.speakers.prepare(ctx, sl.Engine(), r.work)
+		sl.Done(workflow.SlotOutcome{Failed: err != nil})
+	}
+	if err != nil {
+		res.StartError = err.Error()
+		res.PeakUsedBytes = peak.end()
+		return res
+	}
+	t := &tally{r: res}
+	// One short line per host first, untimed, as for the fixed method.
+	var wg sync.WaitGroup
+	for i := range p.MaxSlots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := line{ID: int64(-1 - i), Seconds: 2, Character: i % len(r.speakers.refs), Text: "A short line to warm the host up."}
+			if _, err := r.slotLine(ctx, slots, l); err != nil {
+				t.mu.Lock()
+				t.note(fmt.Sprintf("warm-up %d: %v", i, err))
+				t.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+
+	queue := make(chan line, len(r.lines))
+	for _, l := range r.lines {
+		queue <- l
+	}
+	close(queue)
+	start := time.Now()
+	for range slots.Capacity() { // what River hands the worker at once
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for l := range queue {
+				r.executorLine(ctx, slots, l, t)
+			}
+		}()
+	}
+	wg.Wait()
+	t.finish(time.Since(start))
+	res.PeakUsedBytes = peak.end()
+	return res
+}
+
+// executorLine renders one line as the worker's synthesize job does: an OOM is
+// retried oomRetries times, a lost host (transient) is retried with a short
+// backoff, anything else fails the line.
+func (r *rig) executorLine(ctx context.Context, slots *workflow.GPUSlots, l line, t *tally) {
+	ooms, lost := 0, 0
+	for {
+		out, took, err := r.slotLineTimed(ctx, slots, l)
+		switch {
+		case err == nil:
+			t.done(out.AudioSeconds, took)
+			return
+		case isOOM(err):
+			t.oom()
+			if ooms++; ooms > oomRetries {
+				t.fail(l, err)
+				return
+			}
+		case errors.Is(err, tts.ErrUnavailable) && ctx.Err() == nil:
+			t.killed(l, err)
+			if lost++; lost > 5 {
+				t.fail(l, err)
+				return
+			}
+			time.Sleep(time.Second)
+		default:
+			t.fail(l, err)
+			return
+		}
+	}
+}
+
+func (r *rig) slotLine(ctx context.Context, slots *workflow.GPUSlots, l line) (tts.Result, error) {
+	res, _, err := r.slotLineTimed(ctx, slots, l)
+	return res, err
+}
+
+// slotLineTimed waits for a slot, then synthesizes; took counts from the moment
+// the slot is granted.
+func (r *rig) slotLineTimed(ctx context.Context, slots *workflow.GPUSlots, l line) (tts.Result, time.Duration, error) {
+	sl, err := slots.Acquire(ctx, workflow.SlotRequest{LineID: max(l.ID, 1), AudioSeconds: l.Seconds, TextRunes: len([]rune(l.Text))})
+	if err != nil {
+		return tts.Result{}, 0, err
+	}
+	t0 := time.Now()
+	out := filepath.Join(r.work, fmt.Sprintf("line%d-%d.wav", l.ID, time.Now().UnixNano()))
+	defer os.Remove(out)
+	// The slot's engine applies the profile's segment size and generation cap.
+	req := r.speakers.request(l, out, r.profile, r.tps)
+	req.MaxTextTokensPerSegment, req.MaxMelTokens = 0, 0
+	res, err := sl.Engine().Synthesize(ctx, req)
+	sl.Done(workflow.SlotOutcome{PeakBytes: res.PeakReservedBytes, OOM: isOOM(err), Failed: err != nil})
+	return res, time.Since(t0), err
+}
+
+// waitServing waits until n hosts serve.
+func waitServing(ctx context.Context, slots *workflow.GPUSlots, n int) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		serving := 0
+		for _, g := range slots.Live(0).GPUs {
+			for _, h := range g.Pool {
+				if h.State == gpu.HostServing {
+					serving++
+				}
+			}
+		}
+		if serving >= n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d model hosts serving after 5 minutes", serving, n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

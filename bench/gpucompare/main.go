@@ -1,0 +1,400 @@
+// Command gpucompare measures what dubstudio's VRAM-budgeted executor gets out of
+// one NVIDIA GPU against the method of the source documents, on one workload:
+//
+//   - fixed: N model-host processes (N = 1, 2, 3, 4, 6, 8, ...), each fed by its
+//     own worker from a bounded queue, one retry after an out-of-memory error; each
+//     N until one fails (a failed line, an OOM, a lost host) or, with -stop-flat,
+//     until the throughput has not improved for that many steps;
+//   - executor: the worker's GPU slots calibrate the card with the default profile,
+//     apply what the calibration recommends, and render the same lines through the
+//     executor, no hand tuning.
+//
+// The workload is a script of dubbing lines whose lengths come from a real film's
+// subtitles (testdata/film_cues.tsv; consecutive cues of one speaker merged into
+// one line, at most 25 s), spoken by three characters in turn. With -leave-gib the
+// card is shrunk first by a process that holds all but that much memory (a 24 GiB
+// studio card on a bigger one).
+//
+// Run it from the repository root on the GPU machine with the benchmark host
+// (tts/hosts/bench_host.py, PyTorch) — bench/gpu/compare.sh does — or anywhere with
+// -sim, which runs simulator hosts on a simulated card (a rehearsal of the code
+// path, not a measurement). Results: -out/results.json, -out/summary.md and the
+// calibrations as JSON.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"dubstudio/gpu"
+	"dubstudio/gpu/calibrate"
+	"dubstudio/gpu/simdev"
+	"dubstudio/gpu/ttshost"
+	"dubstudio/tts"
+)
+
+// The default workload: 150 lines from the film's 373rd turn on (764 s of speech,
+// lines of 0.97 to 24.2 s).
+const (
+	defaultMaxGapMs  = 300
+	defaultMaxLineMs = 25000
+	defaultFrom      = 372
+	defaultLines     = 150
+)
+
+func main() {
+	log.SetFlags(log.Ltime)
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+type options struct {
+	cues, out, methods, steps, host, python string
+	from, lines, characters, gpuIndex, stop int
+	leaveGiB                                float64
+	sim                                     bool
+	timeout                                 time.Duration
+}
+
+func run() error {
+	var o options
+	flag.StringVar(&o.cues, "cues", "bench/gpucompare/testdata/film_cues.tsv", "subtitle timings: start_ms, end_ms, dialogue_dash")
+	flag.IntVar(&o.from, "from", defaultFrom, "first line (0-based) of the merged script")
+	flag.IntVar(&o.lines, "lines", defaultLines, "lines in the workload")
+	flag.IntVar(&o.characters, "characters", 3, "characters speaking the lines in turn")
+	flag.IntVar(&o.gpuIndex, "gpu", 0, "GPU index")
+	flag.Float64Var(&o.leaveGiB, "leave-gib", 0, "shrink the card to this many GiB with a process holding the rest (0: the whole card)")
+	flag.StringVar(&o.methods, "methods", "fixed,executor", "methods to run, in order")
+	flag.StringVar(&o.steps, "n", "1,2,3,4,6,8,12,16", "host counts for the fixed method")
+	flag.IntVar(&o.stop, "stop-flat", 0, "stop the fixed method after this many steps in a row without a new best throughput (0: only at a failure)")
+	flag.StringVar(&o.host, "host", "tts/hosts/bench_host.py --gpt-dtype fp16", "model host script and flags, run with -python")
+	flag.StringVar(&o.python, "python", "python3", "Python for the hosts and the memory holder")
+	flag.StringVar(&o.out, "out", "gpucompare-results", "directory for the results")
+	flag.BoolVar(&o.sim, "sim", false, "simulator hosts on a simulated card (a rehearsal, not a measurement)")
+	flag.DurationVar(&o.timeout, "timeout", 0, "stop after this long (0: no limit); the runs so far are written")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	cues, err := readCues(o.cues)
+	if err != nil {
+		return err
+	}
+	lines, err := script(turns(cues, defaultMaxGapMs, defaultMaxLineMs), o.from, o.lines, o.characters)
+	if err != nil {
+		return err
+	}
+	steps, err := parseSteps(o.steps)
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "gpucompare")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+
+	r := &rig{lines: lines, work: work, profile: gpu.DefaultProfile(), tps: 50, situation: "whole card",
+		log: func(f string, a ...any) { log.Printf(f, a...) }}
+	if o.leaveGiB > 0 {
+		r.situation = fmt.Sprintf("%g GiB", o.leaveGiB)
+	}
+	var memory func(string) calibrate.DeviceMemory
+	if o.sim {
+		dev := simdev.New(141 * gpu.GiB)
+		if o.leaveGiB > 0 {
+			dev.SetForeign(dev.Total() - int64(o.leaveGiB*float64(gpu.GiB)))
+		}
+		const uuid = "GPU-simulated-0"
+		r.newMonitor = func(ctx context.Context) *gpu.Monitor {
+			return gpu.NewMonitor(ctx, gpu.MonitorConfig{Interval: 200 * time.Millisecond,
+				Driver: gpu.NewSimDriver(gpu.SimDevice{UUID: uuid, Name: "Simulated GPU", Device: dev})})
+		}
+		r.launcher = &ttshost.SimLauncher{Devices: map[string]*simdev.Device{uuid: dev},
+			Config: tts.SimulatorConfig{ResidentBytes: 5 * gpu.GiB, PeakBaseBytes: 100 << 20, PeakPerSecondBytes: 40 << 20,
+				TokensPerAudioSecond: 50, TokensPerSecond: 2000, FollowTarget: true}}
+		memory = func(string) calibrate.DeviceMemory { return simMemory{dev} }
+	} else {
+		r.newMonitor = func(ctx context.Context) *gpu.Monitor {
+			return gpu.NewMonitor(ctx, gpu.MonitorConfig{Interval: 200 * time.Millisecond})
+		}
+		m := r.newMonitor(ctx) // the launcher's own, for the hosts' memory
+		defer m.Close()
+		argv := append([]string{o.python}, strings.Fields(o.host)...)
+		r.launcher = ttshost.NewLauncher(ttshost.LauncherConfig{Name: "bench",
+			Command: func(gpu.LaunchOpts) ([]string, error) { return argv, nil },
+			Env:     []string{"PYTHONUNBUFFERED=1"},
+			ProcessBytes: func(uuid string, pid int) (int64, bool) {
+				for _, s := range m.SampleNow(context.Background()) {
+					if s.UUID == uuid {
+						return s.ProcessBytes(pid)
+					}
+				}
+				return 0, false
+			},
+			Stderr: func(opts gpu.LaunchOpts) io.Writer { return hostLog(filepath.Join(o.out, "hosts.log"), opts.ID) },
+		})
+	}
+	r.monitor = r.newMonitor(ctx)
+	defer r.monitor.Close()
+	if !r.monitor.Available() {
+		return fmt.Errorf("no GPU: %w", r.monitor.Err())
+	}
+	devs := r.monitor.Devices()
+	if o.gpuIndex < 0 || o.gpuIndex >= len(devs) {
+		return fmt.Errorf("GPU %d: the machine has %d", o.gpuIndex, len(devs))
+	}
+	r.dev = devs[o.gpuIndex]
+	if o.leaveGiB > 0 && !o.sim {
+		release, err := holdMemory(ctx, o.python, r.dev, o.leaveGiB)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	r.speakers = &speakers{}
+	for i := range o.characters {
+		p := filepath.Join(work, fmt.Sprintf("character%d.wav", i+1))
+		if err := writeVoice(p, i); err != nil {
+			return err
+		}
+		r.speakers.refs = append(r.speakers.refs, p)
+	}
+	log.Printf("%s, %s: %d lines, %.0f s of speech", r.dev.Name, r.situation, len(lines), audioSeconds(lines))
+
+	var results []*result
+	save := func() error {
+		b, err := json.MarshalIndent(map[string]any{"gpu": r.dev, "situation": r.situation, "lines": len(lines),
+			"speech_seconds": audioSeconds(lines), "runs": results}, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(o.out, "results.json"), b, 0o644); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(o.out, "summary.md"), []byte(summary(r, results)), 0o644)
+	}
+	slug := strings.ReplaceAll(r.situation, " ", "-")
+	for _, method := range strings.Split(o.methods, ",") {
+		switch strings.TrimSpace(method) {
+		case "fixed":
+			best, flat := 0.0, 0
+			for _, n := range steps {
+				if ctx.Err() != nil {
+					break
+				}
+				log.Printf("fixed N=%d", n)
+				res := r.fixed(ctx, n)
+				results = append(results, res)
+				log.Print(res.line())
+				if err := save(); err != nil {
+					return err
+				}
+				if !res.healthy() {
+					break
+				}
+				if res.Throughput > best*1.01 {
+					best, flat = res.Throughput, 0
+				} else if flat++; o.stop > 0 && flat >= o.stop {
+					break
+				}
+			}
+		case "executor":
+			if ctx.Err() != nil {
+				break
+			}
+			log.Print("executor: calibrating")
+			res := r.executor(ctx, memory, filepath.Join(o.out, "calibration-"+slug+".json"))
+			results = append(results, res)
+			log.Print(res.line())
+		default:
+			return fmt.Errorf("unknown method %q", method)
+		}
+		if err := save(); err != nil {
+			return err
+		}
+	}
+	fmt.Print(summary(r, results))
+	return nil
+}
+
+// parseSteps reads the fixed method's host counts.
+func parseSteps(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || (len(out) > 0 && n <= out[len(out)-1]) {
+			return nil, fmt.Errorf("-n %q: want rising positive counts", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func (r *result) line() string {
+	s := fmt.Sprintf("%s %s N=%d: %.2f audio s/s (%.0f s of %d lines in %.0f s), failed %d, OOMs %d, hosts lost %d, peak %.1f GB, p50 %.1f s, p95 %.1f s",
+		r.Situation, r.Method, r.Hosts, r.Throughput, r.AudioSeconds, r.Done, r.WallSeconds, r.Failed, r.OOMs, r.HostsKilled,
+		float64(r.PeakUsedBytes)/1e9, r.P50Seconds, r.P95Seconds)
+	if r.StartError != "" {
+		s += "; did not start: " + r.StartError
+	}
+	return s
+}
+
+// summary is the runs as a Markdown table, with the comparison the targets ask for.
+func summary(r *rig, results []*result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%.1f GB), %s, %d lines, %.0f s of speech\n\n", r.dev.Name, float64(r.dev.TotalBytes)/1e9,
+		r.situation, len(r.lines), audioSeconds(r.lines))
+	b.WriteString("| method | hosts | audio s / wall s | wall s | lines failed | OOMs | hosts lost | peak VRAM (card) | p50 | p95 |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	var best, rule, exec *result
+	var firstFail *result
+	for _, x := range results {
+		note := ""
+		if x.StartError != "" {
+			note = " (did not start)"
+		}
+		fmt.Fprintf(&b, "| %s | %d%s | %.2f | %.0f | %d | %d | %d | %.1f GB | %.1f s | %.1f s |\n", x.Method, x.Hosts, note,
+			x.Throughput, x.WallSeconds, x.Failed+(x.Lines-x.Done-x.Failed), x.OOMs, x.HostsKilled,
+			float64(x.PeakUsedBytes)/1e9, x.P50Seconds, x.P95Seconds)
+		switch {
+		case x.Method == "executor":
+			exec = x
+		case !x.healthy():
+			if firstFail == nil {
+				firstFail = x
+			}
+		case firstFail == nil:
+			if best == nil || x.Throughput > best.Throughput {
+				best = x
+			}
+			rule = x // the last healthy step below the first failure
+		}
+	}
+	b.WriteString("\n")
+	if firstFail != nil {
+		fmt.Fprintf(&b, "Fixed method: first failure at N=%d; the source documents' rule picks N=%d.\n", firstFail.Hosts, hostsOf(rule))
+	} else {
+		fmt.Fprintf(&b, "Fixed method: no failure up to N=%d.\n", hostsOf(rule))
+	}
+	if exec != nil && exec.healthy() {
+		if best != nil && best.Throughput > 0 {
+			fmt.Fprintf(&b, "Executor (%d slots after its calibration): %.0f%% of the best fixed N (N=%d).\n", exec.Hosts,
+				100*exec.Throughput/best.Throughput, best.Hosts)
+		}
+		if rule != nil && rule.Throughput > 0 {
+			fmt.Fprintf(&b, "Executor: %.2fx the fixed N the rule picks (N=%d).\n", exec.Throughput/rule.Throughput, rule.Hosts)
+		}
+	} else if exec != nil {
+		b.WriteString("Executor: the run was not clean (see the table).\n")
+	}
+	return b.String()
+}
+
+func hostsOf(r *result) int {
+	if r == nil {
+		return 0
+	}
+	return r.Hosts
+}
+
+// holdMemory starts bench/gpucompare/hold.py on dev, which takes all the card's
+// free memory but leaveGiB and holds it until release.
+func holdMemory(ctx context.Context, python string, dev gpu.Device, leaveGiB float64) (func(), error) {
+	cmd := exec.CommandContext(ctx, python, "bench/gpucompare/hold.py", strconv.FormatFloat(leaveGiB, 'f', -1, 64))
+	cmd.Env = append(os.Environ(), "CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES="+dev.UUID, "PYTHONUNBUFFERED=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the memory holder: %w", err)
+	}
+	release := func() {
+		_ = stdin.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() {
+		release()
+		return nil, errors.New("the memory holder exited before holding anything")
+	}
+	log.Printf("memory holder: %s", sc.Text())
+	time.Sleep(time.Second) // let NVML see it
+	return release, nil
+}
+
+// writeVoice writes character i's 8 s reference recording: a voiced buzz at a pitch
+// of its own, so each character has its own conditioning.
+func writeVoice(path string, i int) error {
+	const rate = 16000
+	f0 := 110 + 45*float64(i)
+	s := make([]int16, 8*rate)
+	for j := range s {
+		t := float64(j) / rate
+		env := 0.5 + 0.5*math.Sin(2*math.Pi*3*t)
+		s[j] = int16(6000 * env * (math.Sin(2*math.Pi*f0*t) + 0.4*math.Sin(2*math.Pi*2*f0*t)))
+	}
+	return tts.WriteWAV(path, rate, s)
+}
+
+// simMemory reads a simulated card.
+type simMemory struct{ d *simdev.Device }
+
+func (m simMemory) Used() (int64, bool) { return m.d.Used(), true }
+
+// hostLog appends a host's output to one file, each line tagged with the host.
+func hostLog(path, id string) io.Writer {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return os.Stderr
+	}
+	return &taggedWriter{f: f, tag: id}
+}
+
+type taggedWriter struct {
+	f   *os.File
+	tag string
+}
+
+func (w *taggedWriter) Write(p []byte) (int, error) {
+	_, err := fmt.Fprintf(w.f, "[%s] %s", w.tag, p)
+	return len(p), err
+}
