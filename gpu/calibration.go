@@ -303,14 +303,16 @@ type LoadVerdict struct {
 	// CrashAt is the slot count of the first step with failures, OOMs or killed
 	// hosts; 0 if none.
 	CrashAt int
-	// SlowdownAt is the slot count of the first healthy step whose average latency
-	// is at least twice step one's, or whose throughput gained under 5% over the
-	// step before; 0 if none.
+	// SlowdownAt is the slot count of the first healthy step whose throughput gained
+	// under 5% over the best step below it (more slots, no more audio); 0 if none.
 	SlowdownAt int
-	// Recommended is one step below the lower of the two, or the last step tested
-	// when neither was reached; 0 when even one slot fails.
+	// Recommended is the fewest slots, among the healthy steps below the crash
+	// point, that give at least KneeShare of the best throughput measured there; 0
+	// when even one slot fails.
 	Recommended int
-	// Why names the deciding point: "crash", "slowdown" or "untested_limit".
+	// Why names what decided: "slowdown" (steps above it added no throughput),
+	// "crash" (the step above it failed) or "untested_limit" (throughput was still
+	// rising at the highest step tested).
 	Why string
 }
 
@@ -333,14 +335,21 @@ func LoadTestSteps(limit int) []int {
 	}
 }
 
-// SlowdownFactor and MinThroughputGain define the slowdown point.
+// MinThroughputGain defines the slowdown point, KneeShare the recommendation.
+//
+// The source documents recommend one step below the slowdown point for a fixed pool
+// of processes, whose memory nothing watches. dubstudio's slots run under the
+// executor, which admits each line by its predicted peak, so the load test runs
+// through it and the recommendation follows the throughput: the fewest slots that
+// come within 3% of the most audio per second measured. Time per line is not a
+// limit: rendering a script is batch work.
 const (
-	SlowdownFactor    = 2.0
 	MinThroughputGain = 0.05
+	KneeShare         = 0.97
 )
 
 // AnalyzeLoadTest finds the crash point and the slowdown point of a stepwise load
-// test and recommends one step below the lower of them.
+// test and recommends the fewest slots near the best throughput below the crash.
 func AnalyzeLoadTest(steps []LoadStep) (LoadVerdict, error) {
 	v := LoadVerdict{Steps: append([]LoadStep(nil), steps...)}
 	if len(v.Steps) == 0 {
@@ -352,38 +361,63 @@ func AnalyzeLoadTest(steps []LoadStep) (LoadVerdict, error) {
 			return v, fmt.Errorf("load test step %d: slot counts must be positive and distinct: %w", i, ErrInvalid)
 		}
 	}
-	first := v.Steps[0]
-	limit := -1 // index of the deciding step
+	healthy := v.Steps
 	for i, s := range v.Steps {
 		if !s.Healthy() {
-			v.CrashAt, limit, v.Why = s.Slots, i, "crash"
+			v.CrashAt, healthy = s.Slots, v.Steps[:i]
 			break
 		}
-		if i == 0 || v.SlowdownAt != 0 {
-			continue
+	}
+	if len(healthy) == 0 {
+		v.Why = "crash"
+		return v, nil
+	}
+	best := 0.0
+	for _, s := range healthy {
+		if v.SlowdownAt == 0 && best > 0 && s.Throughput < best*(1+MinThroughputGain) {
+			v.SlowdownAt = s.Slots
 		}
-		prev := v.Steps[i-1]
-		slower := first.AvgLatency > 0 && float64(s.AvgLatency) >= SlowdownFactor*float64(first.AvgLatency)
-		flat := prev.Throughput > 0 && s.Throughput < prev.Throughput*(1+MinThroughputGain)
-		if slower || flat {
-			v.SlowdownAt, limit, v.Why = s.Slots, i, "slowdown"
-			// A crash further up does not change the recommendation, but is reported.
-			for _, later := range v.Steps[i+1:] {
-				if !later.Healthy() {
-					v.CrashAt = later.Slots
-					break
-				}
+		best = max(best, s.Throughput)
+	}
+	for i, s := range healthy {
+		if s.Throughput >= KneeShare*best {
+			v.Recommended = s.Slots
+			switch {
+			case i < len(healthy)-1:
+				v.Why = "slowdown"
+			case v.CrashAt != 0:
+				v.Why = "crash"
+			default:
+				v.Why = "untested_limit"
 			}
 			break
 		}
 	}
-	switch {
-	case limit < 0:
-		v.Recommended, v.Why = v.Steps[len(v.Steps)-1].Slots, "untested_limit"
-	case limit == 0:
-		v.Recommended = 0
-	default:
-		v.Recommended = v.Steps[limit-1].Slots
-	}
 	return v, nil
+}
+
+// LoadTestSettled reports whether a load test can stop after steps (in order): a
+// step failed, or the last two steps each gained under MinThroughputGain over the
+// best before them, so that more slots cannot change the recommendation.
+func LoadTestSettled(steps []LoadStep) bool {
+	if len(steps) == 0 {
+		return false
+	}
+	if !steps[len(steps)-1].Healthy() {
+		return true
+	}
+	if len(steps) < 3 {
+		return false
+	}
+	flat := 0
+	best := 0.0
+	for _, s := range steps {
+		if best > 0 && s.Throughput < best*(1+MinThroughputGain) {
+			flat++
+		} else {
+			flat = 0
+		}
+		best = max(best, s.Throughput)
+	}
+	return flat >= 2
 }

@@ -147,12 +147,15 @@ func TestAnalyzeLoadTest(t *testing.T) {
 		crashAt, slowdownAt, recommend int
 		why                            string
 	}{
-		{"measured H200: latency doubles at 12",
+		{"latency doubles but throughput still grows: keep going",
 			[]LoadStep{step(1, 0.8), step(2, 1.6), step(4, 2.3), step(8, 3.9), step(12, 4.5)},
-			0, 12, 8, "slowdown"},
-		{"throughput flattens before latency doubles",
+			0, 0, 12, "untested_limit"},
+		{"throughput flattens",
 			[]LoadStep{step(1, 0.8), step(2, 1.5), step(3, 2.1), step(4, 2.15)},
 			0, 4, 3, "slowdown"},
+		{"measured H200 (bench host, 2026-11-29): the fewest slots within 3% of the best",
+			[]LoadStep{step(1, 2.11), step(2, 2.59), step(3, 3.81), step(4, 3.96), step(6, 4.23), step(8, 4.36)},
+			0, 4, 6, "slowdown"},
 		{"crash before slowdown",
 			[]LoadStep{step(1, 0.8), step(2, 1.6), step(3, 2.3), crash(step(4, 2.8), 2, 0)},
 			4, 0, 3, "crash"},
@@ -160,8 +163,11 @@ func TestAnalyzeLoadTest(t *testing.T) {
 			[]LoadStep{step(1, 0.8), step(2, 1.6), crash(step(3, 2.3), 0, 1)},
 			3, 0, 2, "crash"},
 		{"slowdown below a later crash",
-			[]LoadStep{step(1, 0.8), step(2, 1.6), step(4, 1.65), crash(step(6, 1.7), 1, 0)},
+			[]LoadStep{step(1, 0.8), step(2, 1.6), step(4, 1.62), crash(step(6, 1.7), 1, 0)},
 			6, 4, 2, "slowdown"},
+		{"still rising at the crash",
+			[]LoadStep{step(1, 0.8), step(2, 1.6), step(4, 1.9), crash(step(6, 1.7), 1, 0)},
+			6, 0, 4, "crash"},
 		{"no limit reached: keep the last step",
 			[]LoadStep{step(1, 0.8), step(2, 1.6), step(3, 2.4)},
 			0, 0, 3, "untested_limit"},
@@ -186,6 +192,11 @@ func TestAnalyzeLoadTest(t *testing.T) {
 			}
 		})
 	}
+	require.False(t, LoadTestSettled(nil))
+	require.False(t, LoadTestSettled([]LoadStep{step(1, 1), step(2, 1.02)}))
+	require.True(t, LoadTestSettled([]LoadStep{step(1, 1), crash(step(2, 2), 1, 0)}))
+	require.False(t, LoadTestSettled([]LoadStep{step(1, 1), step(2, 1.02), step(3, 1.5)}))
+	require.True(t, LoadTestSettled([]LoadStep{step(1, 1), step(2, 1.5), step(3, 1.52), step(4, 1.49)}))
 	_, err := AnalyzeLoadTest(nil)
 	require.ErrorIs(t, err, ErrInvalid)
 	_, err = AnalyzeLoadTest([]LoadStep{step(2, 1), step(2, 1)})

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"dubstudio/gpu"
@@ -44,6 +45,9 @@ type GPUSlotsConfig struct {
 	Pool     gpu.PoolConfig
 	Executor gpu.ExecutorConfig
 	Logger   *slog.Logger
+	// SharedMonitor: the monitor belongs to someone else, who runs and closes it
+	// (a calibration's slots share the worker's).
+	SharedMonitor bool
 }
 
 // GPUSlots is the Slots of a GPU worker: the VRAM-budgeted executor (package gpu)
@@ -215,8 +219,11 @@ func (s *GPUSlots) Start(ctx context.Context) {
 	}
 	s.started = true
 	s.runCtx, s.stopRun = context.WithCancel(ctx)
-	s.wg.Add(2)
-	go func() { defer s.wg.Done(); _ = s.cfg.Monitor.Run(s.runCtx) }()
+	if !s.cfg.SharedMonitor {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); _ = s.cfg.Monitor.Run(s.runCtx) }()
+	}
+	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.exec.Follow(s.runCtx, s.cfg.Monitor) }()
 	for _, u := range s.order {
 		e := s.gpus[u]
@@ -243,7 +250,9 @@ func (s *GPUSlots) Stop(ctx context.Context) error {
 		s.wg.Wait()
 	}
 	s.exec.Close()
-	errs = append(errs, s.cfg.Monitor.Close())
+	if !s.cfg.SharedMonitor {
+		errs = append(errs, s.cfg.Monitor.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -411,8 +420,10 @@ func (s *GPUSlots) Calibrate(ctx context.Context, id int64, uuid string, p gpu.P
 	if s.cfg.Memory != nil {
 		mem = s.cfg.Memory(uuid)
 	}
+	adm := NewCalibrationSlots(s.cfg, dev, p)
+	defer adm.Stop()
 	return calibrate.Run(ctx, calibrate.Config{
-		GPU: dev, Profile: p, Device: mem, Logger: s.log, Progress: progress,
+		GPU: dev, Profile: p, Device: mem, Logger: s.log, Progress: progress, Admission: adm,
 		Launch: func(ctx context.Context, i int) (calibrate.Host, error) {
 			h, err := s.cfg.Launcher.Launch(ctx, gpu.LaunchOpts{GPU: uuid, GPUIndex: dev.Index,
 				ID: fmt.Sprintf("%s/cal%d", uuid, i), Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + uuid}})
@@ -427,6 +438,106 @@ func (s *GPUSlots) Calibrate(ctx context.Context, id int64, uuid string, p gpu.P
 			return ch, nil
 		},
 	})
+}
+
+// CalibrationSlots runs a calibration's load test as the worker renders: slots of
+// their own (an executor and a pool of hosts on the GPU being calibrated, whose
+// worker pool, if any, is empty meanwhile), admitted by the calibration just
+// measured, with as many slots as the step asks for. Its monitor must be running
+// (Monitor.Run) while it is used; Stop it at the end.
+type CalibrationSlots struct {
+	cfg     GPUSlotsConfig
+	dev     gpu.Device
+	profile gpu.Profile
+	slots   *GPUSlots
+	seq     atomic.Int64
+}
+
+var _ calibrate.Admission = (*CalibrationSlots)(nil)
+
+// NewCalibrationSlots returns the admission of a calibration of dev with profile p;
+// cfg is the worker's slots' configuration (its monitor is shared, not closed).
+func NewCalibrationSlots(cfg GPUSlotsConfig, dev gpu.Device, p gpu.Profile) *CalibrationSlots {
+	return &CalibrationSlots{cfg: cfg, dev: dev, profile: p}
+}
+
+// Prepare readies n slots admitted by cal.
+func (c *CalibrationSlots) Prepare(ctx context.Context, n int, cal gpu.Calibration) error {
+	p := c.profile
+	p.MaxSlots, p.LongLaneLimit = n, min(p.LongLaneLimit, n)
+	if c.slots == nil {
+		cfg := c.cfg
+		cfg.GPUs, cfg.SharedMonitor, cfg.Simulated = []gpu.Device{c.dev}, true, false
+		sl, err := NewGPUSlots(cfg)
+		if err != nil {
+			return err
+		}
+		c.slots = sl
+		if err := sl.Apply(c.dev.UUID, GPUSetting{Profile: p, Calibration: cal}); err != nil {
+			return err
+		}
+		sl.Start(ctx)
+	} else if err := c.slots.Apply(c.dev.UUID, GPUSetting{Profile: p, Calibration: cal}); err != nil {
+		return err
+	}
+	return c.slots.waitServing(ctx, c.dev.UUID, n)
+}
+
+// Synthesize runs one line through a slot.
+func (c *CalibrationSlots) Synthesize(ctx context.Context, req tts.Request, audioSeconds float64) (tts.Result, error) {
+	sl, err := c.slots.Acquire(ctx, SlotRequest{LineID: c.seq.Add(1), AudioSeconds: audioSeconds,
+		TextRunes: len([]rune(req.Text))})
+	if err != nil {
+		return tts.Result{}, err
+	}
+	res, err := sl.Engine().Synthesize(ctx, req)
+	sl.Done(SlotOutcome{PeakBytes: res.PeakReservedBytes, OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil})
+	return res, err
+}
+
+// Stop drains and stops the calibration's hosts.
+func (c *CalibrationSlots) Stop() {
+	if c.slots == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.slots.Stop(ctx); err != nil {
+		c.slots.log.Warn("stopping the calibration's hosts", "err", err)
+	}
+}
+
+// waitServing waits until n of a GPU's hosts serve.
+func (s *GPUSlots) waitServing(ctx context.Context, uuid string, n int) error {
+	s.mu.Lock()
+	e := s.gpus[uuid]
+	s.mu.Unlock()
+	if e == nil {
+		return fmt.Errorf("GPU %s: %w", uuid, gpu.ErrInvalid)
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		serving := 0
+		for _, h := range e.pool.Status() {
+			if h.State == gpu.HostServing {
+				serving++
+			}
+		}
+		if serving >= n {
+			return nil
+		}
+		for _, h := range e.pool.Status() {
+			if h.Restarts >= 2 && h.LastError != "" {
+				return fmt.Errorf("model host %s does not start: %s", h.ID, h.LastError)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d model hosts serving: %w", serving, n, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // monitorMemory reads a GPU's used memory from NVML, freshly.

@@ -39,6 +39,9 @@ func (r *rig) executor(ctx context.Context, memory func(string) calibrate.Device
 		defer cancel()
 		_ = slots.Stop(sctx)
 	}()
+	// A worker's slots run before anyone calibrates (the default profile's hosts);
+	// the calibration drains them and runs its own.
+	slots.Start(ctx)
 	calStart := time.Now()
 	cal, err := slots.Calibrate(ctx, 1, r.dev.UUID, gpu.DefaultProfile(), func(key string, args ...any) {
 		r.log("calibration: %s %v", key, args)
@@ -64,9 +67,7 @@ func (r *rig) executor(ctx context.Context, memory func(string) calibrate.Device
 		res.StartError = fmt.Sprintf("applying the calibration: %v", err)
 		return res
 	}
-	res.BaselineBytes = usedNow(mon, r.dev.UUID)
 	peak := watchPeak(mon, r.dev.UUID)
-	slots.Start(ctx)
 	if err := waitServing(ctx, slots, p.MaxSlots); err != nil {
 		res.StartError = err.Error()
 		res.PeakUsedBytes = peak.end()

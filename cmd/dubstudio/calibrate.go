@@ -21,14 +21,17 @@ import (
 	"dubstudio/gpu/simdev"
 	"dubstudio/i18n"
 	"dubstudio/studio"
+	"dubstudio/workflow"
 )
 
 const calibrateUsage = `Usage: dubstudio calibrate [flags]
 
 Measures one GPU for a concurrency profile: memory after load, the worst peak of
 several runs per line length, the fall-back after each run (leaks), and a stepwise
-load test (1, 2, 3, 4, 6, ... slots); names the crash and slowdown points and
-recommends one step below the lower. The GPU should be idle: stop the worker that
+load test (1, 2, 3, 4, 6, ... slots) through the executor with the measured
+numbers, until a step fails or two steps add no throughput; names the crash and
+slowdown points and recommends the fewest slots within 3% of the best throughput
+below the crash. The GPU should be idle: stop the worker that
 owns it, or calibrate from the admin GPU page, which pauses the GPU's slots.
 
 Flags:
@@ -160,8 +163,21 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		defer func() { stop(); <-done }()
 	}
 
+	// The monitor runs for the load test's executor (foreign memory, the hosts').
+	mctx, stopMonitor := context.WithCancel(ctx)
+	monitorDone := make(chan struct{})
+	go func() { defer close(monitorDone); _ = m.Run(mctx) }()
+	defer func() { stopMonitor(); <-monitorDone }()
+
 	l := setup.launcher(cfg, eng, func(string) gpu.Profile { return profile }, logger)
-	ccfg := calibrate.Config{
+	scfg := workflow.GPUSlotsConfig{Engine: eng, Monitor: m, GPUs: []gpu.Device{dev}, Launcher: l,
+		TokensPerSecond: tokensPerSecond(cfg, eng), Logger: logger}
+	if sd := setup.simulated[dev.UUID]; sd != nil {
+		scfg.Memory = func(string) calibrate.DeviceMemory { return simulatedMemory{sd} }
+	}
+	adm := workflow.NewCalibrationSlots(scfg, dev, profile)
+	defer adm.Stop()
+	ccfg := calibrate.Config{Admission: adm,
 		GPU: dev, Profile: profile, Runs: *runs, LinesPerStep: *perStep, MaxSlots: *maxSlots, Logger: logger,
 		Launch: func(ctx context.Context, i int) (calibrate.Host, error) {
 			h, err := l.Launch(ctx, gpu.LaunchOpts{GPU: dev.UUID, GPUIndex: dev.Index, ID: fmt.Sprintf("%s/cal%d", dev.UUID, i),

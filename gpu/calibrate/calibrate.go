@@ -98,12 +98,25 @@ type Config struct {
 	// NoWarmUp skips warming new hosts up (one line of each bucket, untimed) before
 	// a load-test step.
 	NoWarmUp bool
+	// Admission, when set, runs the load test the way the worker renders: through
+	// the VRAM-budgeted executor with the measured calibration (the calibration's
+	// own hosts are stopped first). Without it the calibration's hosts take the
+	// lines unmanaged, one each, as in the source documents' method.
+	Admission Admission
 	// PollInterval is how often Device is read during a load-test step; default
 	// 100 ms.
 	PollInterval time.Duration
 	Logger       *slog.Logger
 	// Now is the clock latencies are measured with; default time.Now.
 	Now func() time.Time
+}
+
+// Admission runs load-test lines through the executor (workflow.GPUSlots).
+type Admission interface {
+	// Prepare readies n slots admitted by cal: the hosts started and serving.
+	Prepare(ctx context.Context, n int, cal gpu.Calibration) error
+	// Synthesize waits for a slot for a line of audioSeconds and runs req there.
+	Synthesize(ctx context.Context, req tts.Request, audioSeconds float64) (tts.Result, error)
 }
 
 // Failure is one failed line of the load test.
@@ -358,15 +371,24 @@ func (r *runner) run(ctx context.Context) error {
 		limit = min(max(r.res.SlotsThatFit, 1), 32)
 	}
 	var steps []gpu.LoadStep
+	if r.cfg.Admission != nil {
+		r.stopAll() // the executor's hosts take over
+	}
 	for _, n := range gpu.LoadTestSteps(limit) {
 		r.cfg.Progress("gpu.calibration.progress.step", n)
-		step, err := r.loadStep(ctx, n)
+		var step gpu.LoadStep
+		var err error
+		if r.cfg.Admission != nil {
+			step, err = r.admittedStep(ctx, n, rep.Calibration)
+		} else {
+			step, err = r.loadStep(ctx, n)
+		}
 		if err != nil {
 			return err
 		}
 		steps = append(steps, step)
-		if !step.Healthy() {
-			break // the crash point: higher steps only crash harder
+		if gpu.LoadTestSettled(steps) {
+			break // a crash, or throughput that stopped growing: more cannot change the answer
 		}
 	}
 	v, err := gpu.AnalyzeLoadTest(steps)
@@ -431,15 +453,21 @@ func (r *runner) prepare(ctx context.Context, h Host) error {
 }
 
 func (r *runner) synthesize(ctx context.Context, h Host, b Bucket) (tts.Result, error) {
+	req := r.request(b)
+	defer os.Remove(req.OutputPath)
+	return h.Engine().Synthesize(ctx, req)
+}
+
+// request is a line of bucket b, with an output file of its own.
+func (r *runner) request(b Bucket) tts.Request {
 	r.mu.Lock()
 	r.seq++
 	out := filepath.Join(r.work, fmt.Sprintf("line-%d.wav", r.seq))
 	cond := r.cond
 	r.mu.Unlock()
-	defer os.Remove(out)
-	return h.Engine().Synthesize(ctx, tts.Request{Text: b.Text, Language: "en", TargetSeconds: b.Seconds,
+	return tts.Request{Text: b.Text, Language: "en", TargetSeconds: b.Seconds,
 		MaxTextTokensPerSegment: r.cfg.Profile.SegmentTokens, Seed: 42, OutputPath: out,
-		Speaker: tts.Speaker{ReferenceAudioPath: r.ref, ConditioningPath: cond}})
+		Speaker: tts.Speaker{ReferenceAudioPath: r.ref, ConditioningPath: cond}}
 }
 
 // measure runs one line of bucket b on h: its peak over the model, its time, and
@@ -554,14 +582,118 @@ func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
 			return step, nil
 		}
 	}
-	queue := make(chan task, step.Tasks)
-	for range rounds {
-		for _, b := range r.cfg.Buckets {
-			queue <- task{b}
+	queue := r.tasks(rounds)
+	hosts := make([]Host, n)
+	for i := range n {
+		hosts[i] = r.host(i)
+	}
+	return r.timedStep(ctx, step, queue, func(ctx context.Context, i int, b Bucket) outcome {
+		h := hosts[i]
+		if h == nil {
+			return outcome{b: b, err: errors.New("the killed model host could not be restarted")}
+		}
+		t0 := r.cfg.Now()
+		res, err := r.synthesize(ctx, h, b)
+		o := outcome{b: b, err: err, latency: r.cfg.Now().Sub(t0), audio: res.AudioSeconds}
+		if errors.Is(err, tts.ErrUnavailable) && exited(h) {
+			o.killed = true
+			// The OS killed it: the rest of its lines wait for a new host.
+			if nh, lerr := r.replace(ctx, i); lerr == nil {
+				hosts[i] = nh
+			} else {
+				hosts[i] = nil
+			}
+		}
+		return o
+	}, func() int64 {
+		var sum int64
+		for i := range n {
+			if h := r.host(i); h != nil {
+				if b, _, err := h.Memory(ctx); err == nil {
+					sum += b
+				}
+			}
+		}
+		return sum
+	})
+}
+
+// admittedStep is a load-test step through cfg.Admission: n slots admitted by the
+// measured calibration, as many lines at once as slots.
+func (r *runner) admittedStep(ctx context.Context, n int, cal gpu.Calibration) (gpu.LoadStep, error) {
+	step := gpu.LoadStep{Slots: n}
+	rounds := int(math.Ceil(float64(max(r.cfg.LinesPerStep, 2*n)) / float64(len(r.cfg.Buckets))))
+	step.Tasks = rounds * len(r.cfg.Buckets)
+	if err := r.cfg.Admission.Prepare(ctx, n, cal); err != nil {
+		if ctx.Err() != nil {
+			return step, ctx.Err()
+		}
+		o := outcome{b: Bucket{Name: "start"}, err: err}
+		r.count(&step, n, o)
+		return step, nil
+	}
+	run := func(ctx context.Context, _ int, b Bucket) outcome {
+		req := r.request(b)
+		defer os.Remove(req.OutputPath)
+		t0 := r.cfg.Now()
+		res, err := r.cfg.Admission.Synthesize(ctx, req, b.Seconds)
+		// A host lost under a line is restarted by its pool; the line counts as killed.
+		return outcome{b: b, err: err, latency: r.cfg.Now().Sub(t0), audio: res.AudioSeconds,
+			killed: errors.Is(err, tts.ErrUnavailable)}
+	}
+	if !r.cfg.NoWarmUp {
+		// One line of each bucket per slot, untimed: new hosts are slow at first.
+		r.cfg.Progress("gpu.calibration.progress.warmup", n)
+		warm := r.tasks(n)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var bad []outcome
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for t := range warm {
+					if o := run(ctx, i, t.b); o.err != nil {
+						mu.Lock()
+						bad = append(bad, o)
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if ctx.Err() != nil {
+			return step, ctx.Err()
+		}
+		for _, o := range bad {
+			r.count(&step, n, o)
+		}
+		if len(bad) > 0 {
+			return step, nil
 		}
 	}
-	close(queue)
+	queue := r.tasks(rounds)
+	return r.timedStep(ctx, step, queue, run, nil)
+}
 
+// tasks queues rounds lines of every bucket.
+func (r *runner) tasks(rounds int) <-chan task {
+	q := make(chan task, rounds*len(r.cfg.Buckets))
+	for range rounds {
+		for _, b := range r.cfg.Buckets {
+			q <- task{b}
+		}
+	}
+	close(q)
+	return q
+}
+
+// timedStep runs the queued lines with step.Slots workers, each calling run, and
+// measures the step: successes and failures, latency, throughput and the card's
+// peak (from cfg.Device, else hostsMemory after the step).
+func (r *runner) timedStep(ctx context.Context, step gpu.LoadStep, queue <-chan task,
+	run func(ctx context.Context, worker int, b Bucket) outcome, hostsMemory func() int64) (gpu.LoadStep, error) {
+	n := step.Slots
 	var peak int64
 	pt, exact := r.cfg.Device.(peakTracker)
 	stopPoll := make(chan struct{})
@@ -596,25 +728,8 @@ func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h := r.host(i)
 			for t := range queue {
-				if h == nil {
-					results <- outcome{b: t.b, err: errors.New("the killed model host could not be restarted")}
-					continue
-				}
-				t0 := r.cfg.Now()
-				res, err := r.synthesize(ctx, h, t.b)
-				o := outcome{b: t.b, err: err, latency: r.cfg.Now().Sub(t0), audio: res.AudioSeconds}
-				if errors.Is(err, tts.ErrUnavailable) && exited(h) {
-					o.killed = true
-					// The OS killed it: the rest of its lines wait for a new host.
-					if nh, lerr := r.replace(ctx, i); lerr == nil {
-						h = nh
-					} else {
-						h = nil
-					}
-				}
-				results <- o
+				results <- run(ctx, i, t.b)
 			}
 		}()
 	}
@@ -655,14 +770,8 @@ func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
 		step.PeakVRAMBytes = pt.PeakUsed()
 	case r.cfg.Device != nil:
 		step.PeakVRAMBytes = peak
-	default:
-		for i := range n {
-			if h := r.host(i); h != nil {
-				if b, _, err := h.Memory(ctx); err == nil {
-					step.PeakVRAMBytes += b
-				}
-			}
-		}
+	case hostsMemory != nil:
+		step.PeakVRAMBytes = hostsMemory()
 	}
 	r.log.InfoContext(ctx, "load test step", "slots", n, "tasks", step.Tasks, "ok", step.Successes,
 		"failures", step.Failures, "ooms", step.OOMs, "killed", step.Killed, "avg", step.AvgLatency,
