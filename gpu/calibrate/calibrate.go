@@ -232,6 +232,8 @@ type runner struct {
 	hosts []Host
 	seq   int
 	mu    sync.Mutex
+	// admitted is the slot count of the last admitted step (its hosts are warm).
+	admitted int
 }
 
 // Run calibrates: it starts hosts through cfg.Launch (and stops them all before it
@@ -632,6 +634,7 @@ func (r *runner) admittedStep(ctx context.Context, n int, cal gpu.Calibration) (
 		r.count(&step, n, o)
 		return step, nil
 	}
+	defer func() { r.admitted = n }()
 	run := func(ctx context.Context, _ int, b Bucket) outcome {
 		req := r.request(b)
 		defer os.Remove(req.OutputPath)
@@ -641,10 +644,10 @@ func (r *runner) admittedStep(ctx context.Context, n int, cal gpu.Calibration) (
 		return outcome{b: b, err: err, latency: r.cfg.Now().Sub(t0), audio: res.AudioSeconds,
 			killed: errors.Is(err, tts.ErrUnavailable)}
 	}
-	if !r.cfg.NoWarmUp {
-		// One line of each bucket per slot, untimed: new hosts are slow at first.
-		r.cfg.Progress("gpu.calibration.progress.warmup", n)
-		warm := r.tasks(n)
+	if added := n - r.admitted; !r.cfg.NoWarmUp && added > 0 {
+		// One line of each bucket per new host, untimed: new hosts are slow at first.
+		r.cfg.Progress("gpu.calibration.progress.warmup", added)
+		warm := r.tasks(added)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var bad []outcome
