@@ -32,6 +32,25 @@ func writeFileAtomic(path string, write func(w io.Writer) error) (err error) {
 	return commitTemp(f, path)
 }
 
+// writeBytesAtomic is writeFileAtomic for a file already encoded in memory: one
+// write, and no buffer to allocate.
+func writeBytesAtomic(path string, b []byte) error {
+	f, err := createTemp(path)
+	if err != nil {
+		return err
+	}
+	if _, err = f.Write(b); err == nil {
+		err = commitTemp(f, path)
+	} else {
+		err = writeError(path, err, "")
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+	}
+	return err
+}
+
 // createTemp creates the temporary file that will become path.
 func createTemp(path string) (*os.File, error) {
 	if _, err := mediaArg(path); err != nil {

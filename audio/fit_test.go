@@ -1,6 +1,8 @@
 package audio
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -98,6 +100,17 @@ func requireFitted(t *testing.T, res FitResult) PCM {
 	require.Equal(t, 1, out.Channels)
 	require.Equal(t, res.SampleRate, out.SampleRate)
 	require.Equal(t, res.Samples, int64(out.Frames()))
+	b, err := os.ReadFile(res.OutputPath)
+	require.NoError(t, err)
+	sum := sha256.Sum256(b)
+	require.Equal(t, hex.EncodeToString(sum[:]), res.SHA256)
+	// The loudness reported (measured before quantising, plus the gain) is what the
+	// output measures.
+	if l, ok := integratedLoudness(downmix(out), out.SampleRate); ok {
+		require.InDelta(t, l, res.LoudnessLUFS, 0.01)
+	} else {
+		require.Equal(t, SilenceLUFS, res.LoudnessLUFS)
+	}
 	// Nothing but the output is left in its directory.
 	entries, err := os.ReadDir(filepath.Dir(res.OutputPath))
 	require.NoError(t, err)
@@ -393,4 +406,12 @@ func TestHintSurvivesJSON(t *testing.T) {
 	require.Equal(t, h.In(i18n.EN), back.In(i18n.EN))
 	require.Contains(t, back.In(i18n.EN), "About 18% too long")
 	require.Empty(t, Hint{}.In(i18n.EN))
+}
+
+func TestPeakIsTheLargestMagnitude(t *testing.T) {
+	require.Equal(t, 0.0, peak(nil))
+	require.Equal(t, 0.0, peak([]float32{0, float32(math.Copysign(0, -1))}))
+	require.Equal(t, float64(float32(0.75)), peak([]float32{0.1, -0.75, 0.5, 0}))
+	require.Equal(t, float64(float32(0.8)), peak([]float32{-0.25, 0.8, -0.79}))
+	require.Equal(t, 1.0, peak([]float32{-1, 0.999}))
 }

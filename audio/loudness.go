@@ -106,11 +106,13 @@ func integratedLoudness(x []float32, rate int) (lufs float64, ok bool) {
 	return loud(rel), true
 }
 
-// peak returns the largest absolute sample value.
+// peak returns the largest absolute sample value. It compares the values' bits
+// without their sign, which orders finite floats as their magnitudes do, several
+// times faster than max on floats (which must look for NaN).
 func peak(x []float32) float64 {
-	var p float32
+	var p uint32
 	for _, v := range x {
-		p = max(p, v, -v)
+		p = max(p, math.Float32bits(v)&^(1<<31))
 	}
-	return float64(p)
+	return float64(math.Float32frombits(p))
 }

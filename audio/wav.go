@@ -2,6 +2,7 @@ package audio
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -134,27 +135,61 @@ func ReadWAV(r io.Reader) (PCM, error) {
 			return PCM{}, fmt.Errorf("error reading WAV data: %w", err)
 		}
 	}
-	frame := 2 * f.Channels
-	data = data[:len(data)/frame*frame] // a partial last frame is dropped
+	return pcmFrom(f, data), nil
+}
+
+// pcmFrom decodes the samples of a data chunk; a partial last frame is dropped.
+func pcmFrom(f wavFormat, data []byte) PCM {
+	data = wholeFrames(data, f.Channels)
 	p := PCM{SampleRate: f.SampleRate, Channels: f.Channels, Samples: make([]int16, len(data)/2)}
 	for i := range p.Samples {
 		p.Samples[i] = int16(binary.LittleEndian.Uint16(data[2*i:]))
 	}
-	return p, nil
+	return p
+}
+
+func wholeFrames(data []byte, channels int) []byte {
+	frame := 2 * channels
+	return data[:len(data)/frame*frame]
+}
+
+// ParseWAV is ReadWAV for a file already in memory (a caller that also hashes it
+// reads it once).
+func ParseWAV(b []byte) (PCM, error) {
+	f, data, err := wavData(b)
+	if err != nil {
+		return PCM{}, err
+	}
+	return pcmFrom(f, data), nil
+}
+
+// wavData checks the header of the WAV file b and returns its format and data chunk.
+func wavData(b []byte) (wavFormat, []byte, error) {
+	r := bytes.NewReader(b)
+	f, err := readWAVHeader(r)
+	if err != nil {
+		return f, nil, err
+	}
+	data := b[len(b)-r.Len():]
+	if f.DataSize >= 0 {
+		if int64(len(data)) < f.DataSize {
+			return f, nil, fmt.Errorf("%w: WAV data is %d bytes, header says %d", ErrNotAudio, len(data), f.DataSize)
+		}
+		data = data[:f.DataSize]
+	}
+	return f, data, nil
 }
 
 // ReadWAVFile reads a 16-bit PCM WAV file from path.
 func ReadWAVFile(path string) (PCM, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return PCM{}, fmt.Errorf("error reading %s: %w", path, err)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		var p PCM
+		if p, err = ParseWAV(b); err == nil {
+			return p, nil
+		}
 	}
-	defer f.Close()
-	p, err := ReadWAV(f)
-	if err != nil {
-		return PCM{}, fmt.Errorf("error reading %s: %w", path, err)
-	}
-	return p, nil
+	return PCM{}, fmt.Errorf("error reading %s: %w", path, err)
 }
 
 // wavHeader returns the canonical 44-byte header for frames of 16-bit PCM.
