@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -60,29 +61,62 @@ func (s *Store) PutBlob(ctx context.Context, bs BlobStore, tmpPath string, meta 
 	if err != nil {
 		return nil, fmt.Errorf("error hashing upload: %w", err)
 	}
-	dst, _ := bs.Path(sum)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	meta.SHA256 = sum
+	if meta.SizeBytes, err = bs.Put(tmpPath, sum); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(dst); os.IsNotExist(err) {
-		if err := os.Rename(tmpPath, dst); err != nil {
-			return nil, fmt.Errorf("error storing blob: %w", err)
-		}
-	} else {
-		os.Remove(tmpPath)
-	}
-	fi, err := os.Stat(dst)
-	if err != nil {
-		return nil, err
-	}
-	meta.SHA256, meta.SizeBytes = sum, fi.Size()
-	err = s.db.WithContext(ctx).Exec(`INSERT INTO blobs (sha256, size_bytes, format, duration_ms, sample_rate, channels)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (sha256) DO NOTHING`,
-		meta.SHA256, meta.SizeBytes, meta.Format, meta.DurationMs, meta.SampleRate, meta.Channels).Error
-	if err != nil {
+	q, args := insertBlobs([]Blob{meta})
+	if err := s.db.WithContext(ctx).Exec(q, args...).Error; err != nil {
 		return nil, fmt.Errorf("error recording blob: %w", err)
 	}
 	return &meta, nil
+}
+
+// Put moves the file at tmpPath, whose SHA-256 its caller computed as sum (while
+// writing or reading it), into the store and returns its size. The move is atomic;
+// storing the same content twice keeps one copy. It records nothing: the blob's row
+// goes into the statement that uses it (SetRenderStateTx, FinishRender), or PutBlob
+// writes it.
+func (b BlobStore) Put(tmpPath, sum string) (int64, error) {
+	dst, err := b.Path(sum)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return 0, err
+	}
+	fi, err := os.Stat(dst)
+	if os.IsNotExist(err) {
+		if fi, err = os.Stat(tmpPath); err != nil {
+			return 0, err
+		}
+		if err := os.Rename(tmpPath, dst); err != nil {
+			return 0, fmt.Errorf("error storing blob: %w", err)
+		}
+		return fi.Size(), nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	os.Remove(tmpPath)
+	return fi.Size(), nil
+}
+
+// insertBlobs returns the statement that records blobs (none already recorded
+// changes), and its arguments.
+func insertBlobs(blobs []Blob) (string, []any) {
+	var b strings.Builder
+	b.WriteString("INSERT INTO blobs (sha256, size_bytes, format, duration_ms, sample_rate, channels) VALUES ")
+	args := make([]any, 0, 6*len(blobs))
+	for i, m := range blobs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?)")
+		args = append(args, m.SHA256, m.SizeBytes, m.Format, m.DurationMs, m.SampleRate, m.Channels)
+	}
+	b.WriteString(" ON CONFLICT (sha256) DO NOTHING")
+	return b.String(), args
 }
 
 // Blob returns a stored blob's metadata.

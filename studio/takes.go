@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
 
 	"dubstudio/i18n"
 )
@@ -169,45 +172,86 @@ type RenderInput struct {
 	Glossary []GlossaryEntry
 }
 
-// RenderInput loads a line for its render job.
+// RenderInput loads a line for its render job, in one query: a render reads it twice
+// (synthesis, fit), and every round trip costs both sides CPU time.
 func (s *Store) RenderInput(ctx context.Context, lineID int64) (*RenderInput, error) {
-	db := s.db.WithContext(ctx)
-	in := &RenderInput{}
-	if err := db.First(&in.Line, lineID).Error; err != nil {
-		return nil, notFound(err, "line")
-	}
-	if err := db.First(&in.Project, in.Line.ProjectID).Error; err != nil {
-		return nil, notFound(err, "project")
-	}
-	if in.Line.CharacterID != nil {
-		var c Character
-		if err := db.First(&c, *in.Line.CharacterID).Error; err == nil {
-			in.Character = &c
-		}
-	}
-	var next *int
-	if err := db.Raw(`SELECT min(start_ms) FROM lines WHERE project_id = ? AND idx > ?`, in.Line.ProjectID, in.Line.Idx).Scan(&next).Error; err != nil {
+	q, err := renderInputQuery()
+	if err != nil {
 		return nil, err
 	}
-	if next != nil && *next > in.Line.EndMs {
-		in.GapAfterMs = *next - in.Line.EndMs
+	var rows []renderInputRow
+	if err := s.db.WithContext(ctx).Raw(q, lineID).Scan(&rows).Error; err != nil {
+		return nil, err
 	}
-	if in.Line.CharacterID != nil {
-		var ratio *float64
-		err := db.Raw(`SELECT t.stretch_ratio FROM lines l JOIN takes t ON t.id = l.current_take_id
-			WHERE l.project_id = ? AND l.character_id = ? AND l.idx < ? ORDER BY l.idx DESC LIMIT 1`,
-			in.Line.ProjectID, *in.Line.CharacterID, in.Line.Idx).Scan(&ratio).Error
-		if err != nil {
-			return nil, err
-		}
-		if ratio != nil {
-			in.PrevRatio = *ratio
-		}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("line %d: %w", lineID, ErrNotFound)
 	}
-	var err error
-	in.Glossary, err = s.Glossary(ctx, in.Line.ProjectID)
-	return in, err
+	r := &rows[0]
+	in := &RenderInput{Line: r.Line, Project: r.Project}
+	if r.Character.ID != 0 {
+		in.Character = &r.Character
+	}
+	if r.NextStartMs != nil && *r.NextStartMs > in.Line.EndMs {
+		in.GapAfterMs = *r.NextStartMs - in.Line.EndMs
+	}
+	if r.PrevRatio != nil {
+		in.PrevRatio = *r.PrevRatio
+	}
+	if err := json.Unmarshal(r.Glossary, &in.Glossary); err != nil {
+		return nil, fmt.Errorf("error reading the glossary of project %d: %w", in.Line.ProjectID, err)
+	}
+	return in, nil
 }
+
+// renderInputRow is a row of RenderInput's query: the line, its project and its
+// character (columns prefixed p_ and c_; all NULL when the line has none), the start
+// of the first later line, the previous take's ratio and the glossary as JSON.
+type renderInputRow struct {
+	Line        `gorm:"embedded"`
+	Project     Project   `gorm:"embedded;embeddedPrefix:p_"`
+	Character   Character `gorm:"embedded;embeddedPrefix:c_"`
+	NextStartMs *int
+	PrevRatio   *float64
+	Glossary    []byte
+}
+
+// renderInputQuery builds RenderInput's query once, naming the project's and the
+// character's columns from their models so that a column added to either comes along.
+var renderInputQuery = sync.OnceValues(func() (string, error) {
+	cols := func(model any, alias string) (string, error) {
+		sch, err := schema.Parse(model, &sync.Map{}, schema.NamingStrategy{}) // the store's (gorm's default)
+		if err != nil {
+			return "", err
+		}
+		var b strings.Builder
+		for _, f := range sch.Fields {
+			if f.DBName != "" {
+				fmt.Fprintf(&b, ", %[1]s.%[2]s AS %[1]s_%[2]s", alias, f.DBName)
+			}
+		}
+		return b.String(), nil
+	}
+	pc, err := cols(&Project{}, "p")
+	if err != nil {
+		return "", err
+	}
+	cc, err := cols(&Character{}, "c")
+	if err != nil {
+		return "", err
+	}
+	// The next line's start is the earliest start of any later line (lines may
+	// overlap or be out of order); the ratio is that of the nearest earlier line of
+	// the same character that has a take (lines_project_character_idx_idx).
+	return `SELECT l.*` + pc + cc + `,
+		(SELECT min(n.start_ms) FROM lines n WHERE n.project_id = l.project_id AND n.idx > l.idx) AS next_start_ms,
+		(SELECT t.stretch_ratio FROM lines pl JOIN takes t ON t.id = pl.current_take_id
+			WHERE pl.project_id = l.project_id AND pl.character_id = l.character_id AND pl.idx < l.idx
+			ORDER BY pl.idx DESC LIMIT 1) AS prev_ratio,
+		(SELECT coalesce(json_agg(json_build_object('id', g.id, 'term', g.term, 'spoken', g.spoken)
+			ORDER BY length(g.term) DESC, g.term), '[]') FROM glossary g WHERE g.project_id = l.project_id) AS glossary
+		FROM lines l JOIN projects p ON p.id = l.project_id LEFT JOIN characters c ON c.id = l.character_id
+		WHERE l.id = ?`, nil
+})
 
 // synthesisStates are the states of a render whose synthesis has not finished. Only
 // these move on: a synthesis re-run after its render reached fitting or beyond (a job
@@ -242,35 +286,63 @@ func (s *Store) RenderFailure(ctx context.Context, lineID int64, renderSeq, atte
 
 // FinishRender stores a take for the line's current render and marks the line done
 // (or needs review). A stale render stores nothing and returns false; a render that
-// already has its take (a retried job) returns true without a second one.
-func (s *Store) FinishRender(ctx context.Context, t *Take) (bool, error) {
-	ok := false
-	err := s.Tx(ctx, func(tx *gorm.DB) error {
-		var l Line
-		if err := tx.Clauses(forUpdate).First(&l, t.LineID).Error; err != nil {
-			return notFound(err, "line")
+// already has its take (a retried job) returns true without a second one. blobs (the
+// take's audio, moved into the blob store with BlobStore.Put) are recorded first,
+// whatever the outcome, as PutBlob would have.
+//
+// It is one statement, so one round trip and one commit: the line is locked, the
+// take inserted unless its render has one, and the line updated. Where two runs of
+// the same render race (a rescued job and its original), the second waits for the
+// first's lock and then finds its take by the line's current take: the statement's
+// snapshot predates the first's commit, but the locked row is read as committed.
+func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool, error) {
+	state := StateDone
+	if t.NeedsReview {
+		state = StateNeedsReview
+	}
+	var hint *string
+	if t.Hint != nil {
+		b, err := json.Marshal(t.Hint)
+		if err != nil {
+			return false, err
 		}
-		if l.RenderSeq != t.RenderSeq || l.State == StateCancelled {
-			return nil
-		}
-		res := tx.Clauses(onConflictDoNothing).Omit("ID", "CreatedAt").Create(t)
-		if res.Error != nil {
-			return res.Error
-		}
-		if res.RowsAffected == 0 {
-			if err := tx.Raw("SELECT id FROM takes WHERE line_id = ? AND render_seq = ?", t.LineID, t.RenderSeq).Scan(&t.ID).Error; err != nil {
-				return err
-			}
-		}
-		state := StateDone
-		if t.NeedsReview {
-			state = StateNeedsReview
-		}
-		ok = true
-		return tx.Exec(`UPDATE lines SET state = ?, current_take_id = ?, last_error = '', last_traceback = '',
-			state_changed_at = now() WHERE id = ?`, state, t.ID, t.LineID).Error
-	})
-	return ok, err
+		h := string(b)
+		hint = &h
+	}
+	var q strings.Builder
+	var args []any
+	if len(blobs) > 0 {
+		ins, a := insertBlobs(blobs)
+		q.WriteString("WITH b AS (" + ins + "), ")
+		args = a
+	} else {
+		q.WriteString("WITH ")
+	}
+	q.WriteString(`l AS (SELECT id FROM lines WHERE id = ? AND render_seq = ? AND state <> 'cancelled' FOR UPDATE),
+		t AS (INSERT INTO takes (line_id, project_id, revision, render_seq, engine, model_version, gpu, worker, seed,
+			spoken_text, peak_vram_bytes, synth_ms, fit_ms, audio_ms, duration_ms, rtf, stretch_ratio, needed_ratio,
+			borrowed_ms, loudness_lufs, needs_review, hint, audio_sha256, raw_sha256, approved_at, approved_by)
+			SELECT l.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ? FROM l
+			ON CONFLICT (line_id, render_seq) DO NOTHING RETURNING id)
+		UPDATE lines SET state = ?, last_error = '', last_traceback = '', state_changed_at = now(),
+			current_take_id = coalesce((SELECT id FROM t),
+				(SELECT id FROM takes WHERE line_id = ? AND render_seq = ?), current_take_id)
+		WHERE id = (SELECT id FROM l)
+		RETURNING current_take_id`)
+	args = append(args, t.LineID, t.RenderSeq,
+		t.ProjectID, t.Revision, t.RenderSeq, t.Engine, t.ModelVersion, t.GPU, t.Worker, t.Seed,
+		t.SpokenText, t.PeakVRAMBytes, t.SynthMs, t.FitMs, t.AudioMs, t.DurationMs, t.RTF, t.StretchRatio, t.NeededRatio,
+		t.BorrowedMs, t.LoudnessLUFS, t.NeedsReview, hint, t.AudioSHA256, t.RawSHA256, t.ApprovedAt, t.ApprovedBy,
+		state, t.LineID, t.RenderSeq)
+	var ids []int64
+	if err := s.db.WithContext(ctx).Raw(q.String(), args...).Scan(&ids).Error; err != nil {
+		return false, err
+	}
+	if len(ids) == 0 {
+		return false, nil
+	}
+	t.ID = ids[0]
+	return true, nil
 }
 
 // Takes lists a line's takes, newest first.
@@ -325,10 +397,18 @@ func (s *Store) UseTake(ctx context.Context, projectID, takeID int64) error {
 	})
 }
 
-// SetRenderStateTx is SetRenderState inside a caller's transaction.
-func SetRenderStateTx(tx *gorm.DB, lineID int64, renderSeq int, state LineState) (bool, error) {
-	res := tx.Exec(`UPDATE lines SET state = ?, state_changed_at = now()
-		WHERE id = ? AND render_seq = ? AND state IN ?`, state, lineID, renderSeq, synthesisStates)
+// SetRenderStateTx is SetRenderState inside a caller's transaction. blobs (output of
+// the render so far, moved into the blob store with BlobStore.Put) are recorded in
+// the same statement, whatever the outcome, as PutBlob would have.
+func SetRenderStateTx(tx *gorm.DB, lineID int64, renderSeq int, state LineState, blobs ...Blob) (bool, error) {
+	q := `UPDATE lines SET state = ?, state_changed_at = now() WHERE id = ? AND render_seq = ? AND state IN ?`
+	args := []any{state, lineID, renderSeq, synthesisStates}
+	if len(blobs) > 0 {
+		ins, a := insertBlobs(blobs)
+		q = "WITH b AS (" + ins + ") " + q
+		args = append(a, args...)
+	}
+	res := tx.Exec(q, args...)
 	return res.RowsAffected == 1, res.Error
 }
 

@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -380,7 +381,12 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, userKey("audio.no_space"))
 	}
 	raw := w.tmpPath("raw-")
-	defer os.Remove(raw)
+	stored := false
+	defer func() {
+		if !stored {
+			os.Remove(raw)
+		}
+	}()
 	req.OutputPath = raw
 	req.Seed = job.ID
 	start := time.Now()
@@ -404,21 +410,29 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	if err != nil {
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, err)
 	}
-	info, err := outputInfo(ctx, raw)
+	// The output is read once: described, hashed, then moved into the blob store; its
+	// row is recorded with the state change below.
+	output, err := os.ReadFile(raw)
+	var info audio.Info
+	if err == nil {
+		info, err = outputInfo(ctx, raw, output)
+	}
 	if err != nil {
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, fmt.Errorf("engine output: %w", err))
 	}
-	blob, err := w.store.PutBlob(ctx, w.blobs, raw, studio.Blob{Format: info.Format, DurationMs: int(info.Duration.Milliseconds()),
-		SampleRate: info.SampleRate, Channels: info.Channels})
-	if err != nil {
+	sum := sha256.Sum256(output)
+	blob := studio.Blob{SHA256: hex.EncodeToString(sum[:]), Format: info.Format, DurationMs: int(info.Duration.Milliseconds()),
+		SampleRate: info.SampleRate, Channels: info.Channels}
+	if blob.SizeBytes, err = w.blobs.Put(raw, blob.SHA256); err != nil {
 		return err
 	}
+	stored = true
 	fit := FitArgs{LineID: a.LineID, RenderSeq: a.RenderSeq, ProjectID: a.ProjectID, Revision: in.Line.Revision,
 		RawSHA256: blob.SHA256, SpokenText: req.Text, Engine: res.Engine, ModelVersion: res.ModelVersion,
 		Device: slot.Device(), Worker: w.cfg.Name, Seed: req.Seed, PeakBytes: res.PeakReservedBytes,
 		SynthMs: synthMs, AudioSeconds: info.Duration.Seconds()}
 	err = w.store.Tx(ctx, func(tx *gorm.DB) error {
-		ok, err := studio.SetRenderStateTx(tx, a.LineID, a.RenderSeq, studio.StateFitting)
+		ok, err := studio.SetRenderStateTx(tx, a.LineID, a.RenderSeq, studio.StateFitting, blob)
 		if err != nil || !ok {
 			return err
 		}
@@ -427,11 +441,12 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	return err
 }
 
-// outputInfo describes an engine's output. The 16-bit PCM WAV that engines write is
-// read whole here, which proves it complete and decodable without starting ffprobe
-// and ffmpeg (most of a line's cost with a fast engine); anything else is probed.
-func outputInfo(ctx context.Context, path string) (audio.Info, error) {
-	pcm, err := audio.ReadWAVFile(path)
+// outputInfo describes an engine's output, the file at path whose bytes are b. The
+// 16-bit PCM WAV that engines write is decoded whole here, which proves it complete
+// and decodable without starting ffprobe and ffmpeg (most of a line's cost with a
+// fast engine); anything else is probed.
+func outputInfo(ctx context.Context, path string, b []byte) (audio.Info, error) {
+	pcm, err := audio.ParseWAV(b)
 	if err != nil || pcm.Frames() == 0 {
 		return audio.Probe(ctx, path)
 	}
@@ -612,7 +627,12 @@ func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
 		return river.JobCancel(err)
 	}
 	out := w.tmpPath("fit-")
-	defer os.Remove(out)
+	stored := false
+	defer func() {
+		if !stored {
+			os.Remove(out)
+		}
+	}()
 	pr := in.Project
 	params := audio.FitParams{InputPath: raw, OutputPath: out, StretchMin: pr.StretchMin, StretchMax: pr.StretchMax,
 		LoudnessLUFS: pr.LoudnessLUFS, MaxSpeedStep: pr.MaxSpeedStep, PrevRatio: in.PrevRatio, GapMs: in.GapAfterMs,
@@ -640,11 +660,14 @@ func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, err)
 	}
 	fitMs := int(time.Since(start).Milliseconds())
-	blob, err := w.store.PutBlob(ctx, w.blobs, out, studio.Blob{Format: audio.FormatWAV,
-		DurationMs: int(res.Samples * 1000 / int64(res.SampleRate)), SampleRate: res.SampleRate, Channels: 1})
-	if err != nil {
+	// Fit hashed the take as it wrote it: moved into the blob store as it is, recorded
+	// with the take.
+	blob := studio.Blob{SHA256: res.SHA256, Format: audio.FormatWAV,
+		DurationMs: int(res.Samples * 1000 / int64(res.SampleRate)), SampleRate: res.SampleRate, Channels: 1}
+	if blob.SizeBytes, err = w.blobs.Put(out, blob.SHA256); err != nil {
 		return err
 	}
+	stored = true
 	raw256 := a.RawSHA256
 	take := &studio.Take{LineID: a.LineID, ProjectID: a.ProjectID, Revision: a.Revision, RenderSeq: a.RenderSeq,
 		Engine: a.Engine, ModelVersion: a.ModelVersion, GPU: a.Device, Worker: a.Worker, Seed: a.Seed,
@@ -658,6 +681,6 @@ func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
 	if res.NeedsReview {
 		take.Hint = &studio.TakeHint{Key: res.Hint.Key, Args: res.Hint.Args}
 	}
-	_, err = w.store.FinishRender(ctx, take)
+	_, err = w.store.FinishRender(ctx, take, blob)
 	return err
 }

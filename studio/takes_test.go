@@ -1,0 +1,263 @@
+package studio_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"dubstudio/studio"
+)
+
+func TestRenderInputGathersWhatARenderNeeds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5) // Alice, Bob, Alice, Bob, Alice; 1.5 s each, 0.5 s apart
+	ctx := context.Background()
+	lines, err := b.store.AllLines(ctx, b.project.ID)
+	require.NoError(t, err)
+	require.NoError(t, b.store.AddGlossaryEntry(ctx, b.project.ID, "TV", "tee vee"))
+	require.NoError(t, b.store.AddGlossaryEntry(ctx, b.project.ID, "Dubstudio", "dub studio"))
+
+	in, err := b.store.RenderInput(ctx, lines[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, lines[0].ID, in.Line.ID)
+	require.Equal(t, lines[0].Text, in.Line.Text)
+	var project studio.Project
+	require.NoError(t, b.store.DB().First(&project, b.project.ID).Error)
+	require.Equal(t, project, in.Project)
+	require.NotNil(t, in.Character)
+	require.Equal(t, *lines[0].CharacterID, in.Character.ID)
+	require.Equal(t, "Alice", in.Character.Name)
+	require.Equal(t, studio.EmotionSpeaker, in.Character.Emotion.Mode)
+	require.Equal(t, 500, in.GapAfterMs)
+	require.Zero(t, in.PrevRatio, "no earlier line of Alice's")
+	require.Len(t, in.Glossary, 2)
+	require.Equal(t, []string{"Dubstudio", "TV"}, []string{in.Glossary[0].Term, in.Glossary[1].Term}, "longest first")
+	require.Equal(t, "dub studio", in.Glossary[0].Spoken)
+
+	// The ratio is the nearest earlier take of the same character.
+	bs := studio.BlobStore{Dir: t.TempDir()}
+	tk := addTake(t, b, bs, lines[0], "alice one")
+	require.NoError(t, b.store.DB().Exec(`UPDATE takes SET stretch_ratio = 1.2 WHERE id = ?`, tk.ID).Error)
+	addTake(t, b, bs, lines[1], "bob one") // ratio 1
+	in, err = b.store.RenderInput(ctx, lines[4].ID)
+	require.NoError(t, err)
+	require.InDelta(t, 1.2, in.PrevRatio, 1e-9, "line 3 has no take: line 1's")
+	require.Zero(t, in.GapAfterMs, "the last line")
+	in, err = b.store.RenderInput(ctx, lines[3].ID)
+	require.NoError(t, err)
+	require.InDelta(t, 1, in.PrevRatio, 1e-9)
+
+	// A later line that starts earlier than the next one closes the gap.
+	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, lines[2].ID, studio.LineEdit{BaseRevision: lines[2].Revision,
+		StartMs: new(1000), EndMs: new(1400)})
+	require.NoError(t, err)
+	in, err = b.store.RenderInput(ctx, lines[0].ID)
+	require.NoError(t, err)
+	require.Zero(t, in.GapAfterMs)
+
+	// A line without a character.
+	_, err = b.store.AssignCharacter(ctx, b.editor.ID, b.project.ID, []int64{lines[3].ID}, nil)
+	require.NoError(t, err)
+	in, err = b.store.RenderInput(ctx, lines[3].ID)
+	require.NoError(t, err)
+	require.Nil(t, in.Character)
+	require.Zero(t, in.PrevRatio)
+	require.Equal(t, 500, in.GapAfterMs)
+
+	_, err = b.store.RenderInput(ctx, -1)
+	require.ErrorIs(t, err, studio.ErrNotFound)
+}
+
+// setupLine is setup with n lines, a blob store, and the first line.
+func setupLine(t *testing.T, n int) (*testBundle, studio.BlobStore, studio.Line) {
+	t.Helper()
+	b := setup(t, n)
+	lines, err := b.store.AllLines(context.Background(), b.project.ID)
+	require.NoError(t, err)
+	return b, studio.BlobStore{Dir: t.TempDir()}, lines[0]
+}
+
+// requeue queues new renders of lines, as the pipeline does, without jobs.
+func requeue(t *testing.T, b *testBundle, lineIDs ...int64) {
+	t.Helper()
+	_, err := b.store.QueueRenders(context.Background(), b.project.ID, studio.RenderChosen, lineIDs,
+		func(_ context.Context, _ *gorm.DB, ls []studio.QueuedLine) ([]int64, error) { return make([]int64, len(ls)), nil })
+	require.NoError(t, err)
+}
+
+// blobFile writes content into a temporary file and moves it into bs as a render
+// does, without recording it: the statement that uses it records it.
+func blobFile(t *testing.T, bs studio.BlobStore, content string) studio.Blob {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "take.wav")
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	sum, err := studio.HashFile(p)
+	require.NoError(t, err)
+	size, err := bs.Put(p, sum)
+	require.NoError(t, err)
+	require.NoFileExists(t, p)
+	return studio.Blob{SHA256: sum, SizeBytes: size, Format: "wav", DurationMs: 1000, SampleRate: 48000, Channels: 1}
+}
+
+func TestFinishRenderStoresOneTakePerRender(t *testing.T) {
+	t.Parallel()
+	b, bs, l := setupLine(t, 2)
+	ctx := context.Background()
+	raw, fitted := blobFile(t, bs, "raw"), blobFile(t, bs, "fitted")
+	take := func() *studio.Take {
+		return &studio.Take{LineID: l.ID, ProjectID: l.ProjectID, Revision: l.Revision, RenderSeq: l.RenderSeq,
+			Engine: "test", SpokenText: l.Text, DurationMs: 1000, StretchRatio: 1.1, LoudnessLUFS: -23, NeedsReview: true,
+			Hint: &studio.TakeHint{Key: "audio.fit.too_long", Args: []any{12.0}}, AudioSHA256: fitted.SHA256, RawSHA256: &raw.SHA256}
+	}
+
+	// The blobs are recorded in the same statement as the take that refers to them.
+	tk := take()
+	ok, err := b.store.FinishRender(ctx, tk, raw, fitted)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NotZero(t, tk.ID)
+	got, err := b.store.Take(ctx, b.project.ID, tk.ID)
+	require.NoError(t, err)
+	require.Equal(t, fitted.SHA256, got.AudioSHA256)
+	require.Equal(t, raw.SHA256, *got.RawSHA256)
+	require.Equal(t, tk.Hint, got.Hint)
+	require.True(t, got.NeedsReview)
+	require.InDelta(t, 1.1, got.StretchRatio, 1e-9)
+	stored, err := b.store.Blob(ctx, fitted.SHA256)
+	require.NoError(t, err)
+	require.Equal(t, int64(len("fitted")), stored.SizeBytes)
+	line, err := b.store.Line(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, studio.StateNeedsReview, line.State)
+	require.Equal(t, tk.ID, *line.CurrentTakeID)
+
+	// A retried job of the same render: no second take, the line points at the first.
+	again := take()
+	again.NeedsReview, again.Hint = false, nil
+	ok, err = b.store.FinishRender(ctx, again, raw, fitted)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, tk.ID, again.ID)
+	takes, err := b.store.Takes(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Len(t, takes, 1)
+
+	// A stale render (the line was queued again since) stores nothing.
+	_, err = b.store.QueueRenders(ctx, b.project.ID, studio.RenderChosen, []int64{l.ID},
+		func(_ context.Context, _ *gorm.DB, ls []studio.QueuedLine) ([]int64, error) {
+			return make([]int64, len(ls)), nil
+		})
+	require.NoError(t, err)
+	ok, err = b.store.FinishRender(ctx, take(), raw, fitted)
+	require.NoError(t, err)
+	require.False(t, ok)
+	line, err = b.store.Line(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, studio.StateQueued, line.State)
+
+	// And a cancelled one neither.
+	_, err = b.store.CancelRenders(ctx, b.project.ID)
+	require.NoError(t, err)
+	line, err = b.store.Line(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	cancelled := take()
+	cancelled.RenderSeq = line.RenderSeq
+	ok, err = b.store.FinishRender(ctx, cancelled)
+	require.NoError(t, err)
+	require.False(t, ok)
+	takes, err = b.store.Takes(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Len(t, takes, 1)
+}
+
+func TestSetRenderStateTxRecordsBlobs(t *testing.T) {
+	t.Parallel()
+	b, bs, l := setupLine(t, 1)
+	ctx := context.Background()
+	requeue(t, b, l.ID)
+	raw := blobFile(t, bs, "raw output")
+	var ok bool
+	var err error
+	require.NoError(t, b.store.Tx(ctx, func(tx *gorm.DB) error {
+		ok, err = studio.SetRenderStateTx(tx, l.ID, l.RenderSeq+1, studio.StateFitting, raw)
+		return err
+	}))
+	require.True(t, ok)
+	_, err = b.store.Blob(ctx, raw.SHA256)
+	require.NoError(t, err)
+
+	// Stale: the state stays, the blob is recorded all the same (it is on disk).
+	other := blobFile(t, bs, "stale output")
+	require.NoError(t, b.store.Tx(ctx, func(tx *gorm.DB) error {
+		ok, err = studio.SetRenderStateTx(tx, l.ID, l.RenderSeq, studio.StateFitting, other)
+		return err
+	}))
+	require.False(t, ok)
+	_, err = b.store.Blob(ctx, other.SHA256)
+	require.NoError(t, err)
+	line, err := b.store.Line(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, studio.StateFitting, line.State)
+}
+
+// Two runs of one render finishing at once (a rescued job and its original): the
+// second waits for the first's commit and points the line at the first's take.
+func TestFinishRenderRacingItsTwin(t *testing.T) {
+	t.Parallel()
+	b, bs, l := setupLine(t, 1)
+	ctx := context.Background()
+	fitted := blobFile(t, bs, "fitted")
+	take := func() *studio.Take {
+		return &studio.Take{LineID: l.ID, ProjectID: l.ProjectID, Revision: l.Revision, RenderSeq: l.RenderSeq,
+			Engine: "test", SpokenText: l.Text, DurationMs: 1000, StretchRatio: 1, AudioSHA256: fitted.SHA256}
+	}
+
+	require.NoError(t, b.store.DB().Exec(`INSERT INTO blobs (sha256, size_bytes, format, duration_ms, sample_rate, channels) VALUES (?, 6, 'wav', 1000, 48000, 1)`,
+		fitted.SHA256).Error)
+	// The first run, inside a transaction that holds the line's lock until it commits.
+	tx := b.store.DB().Begin()
+	require.NoError(t, tx.Error)
+	defer tx.Rollback()
+	var firstID int64
+	require.NoError(t, tx.Exec(`SELECT id FROM lines WHERE id = ? FOR UPDATE`, l.ID).Error)
+	require.NoError(t, tx.Raw(`INSERT INTO takes (line_id, project_id, revision, render_seq, engine, spoken_text, audio_sha256)
+		VALUES (?, ?, ?, ?, 'test', '', ?) RETURNING id`, l.ID, l.ProjectID, l.Revision, l.RenderSeq, fitted.SHA256).Scan(&firstID).Error)
+	require.NoError(t, tx.Exec(`UPDATE lines SET current_take_id = ?, state = 'done' WHERE id = ?`, firstID, l.ID).Error)
+
+	second := take()
+	done := make(chan error, 1)
+	go func() {
+		ok, err := b.store.FinishRender(ctx, second, fitted)
+		if err == nil && !ok {
+			err = errors.New("the second run found its render stale")
+		}
+		done <- err
+	}()
+	// Let the second run start and wait for the lock (its snapshot then predates the
+	// first's commit); if it has not reached the lock yet, the test passes all the same.
+	var waiting bool
+	for range 200 {
+		require.NoError(t, b.store.DB().Raw(`SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting).Error)
+		if waiting {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("second run waiting for the lock: %v", waiting)
+	require.NoError(t, tx.Commit().Error)
+	require.NoError(t, <-done)
+	require.Equal(t, firstID, second.ID)
+	line, err := b.store.Line(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, firstID, *line.CurrentTakeID)
+	takes, err := b.store.Takes(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Len(t, takes, 1)
+}
