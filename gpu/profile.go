@@ -163,5 +163,16 @@ func SlotsThatFit(p Profile, cal Calibration, total, foreign int64) int {
 	return int(budget / per)
 }
 
+// HostsThatFit returns how many hosts fit under the executor: every host's model,
+// and room beside them for the peak of the longest request on one of them (the
+// executor frees caches and holds lines back while memory is short).
+func HostsThatFit(p Profile, cal Calibration, total, foreign int64) int {
+	room := p.Budget(total, foreign) - cal.PeakBytes(p.MaxGenSeconds)
+	if cal.Resident() <= 0 || room <= 0 {
+		return 0
+	}
+	return int(room / cal.Resident())
+}
+
 // gb renders bytes as decimal gigabytes for messages, as nvidia-smi users read them.
 func gb(b int64) float64 { return math.Round(float64(b)/1e8) / 10 }

@@ -137,3 +137,16 @@ func TestCurve(t *testing.T) {
 	require.Equal(t, 400*MiB, one.PeakBytes(5))
 	require.Equal(t, 400*MiB+2*DefaultPeakPerSecond, one.PeakBytes(12))
 }
+
+func TestHostsThatFit(t *testing.T) {
+	t.Parallel()
+	p := DefaultProfile()
+	p.ReservePct = 5
+	cal := Calibration{ResidentBytes: 4_300_000_000, Points: []CurvePoint{{2, 121_000_000}, {30, 1_185_000_000}}}
+	// 15.5 GB: three models and one 30 s line fit under the executor, though three
+	// hosts that each kept a 30 s line's cache would not.
+	require.Equal(t, 3, HostsThatFit(p, cal, 15_500_000_000, 0))
+	require.Equal(t, 2, SlotsThatFit(p, cal, 15_500_000_000, 0))
+	require.Zero(t, HostsThatFit(p, cal, 4_000_000_000, 0))
+	require.Equal(t, 1, HostsThatFit(p, Calibration{}, 7_000_000_000, 0), "defaults: 5 GiB a host")
+}

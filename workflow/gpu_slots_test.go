@@ -324,6 +324,28 @@ func TestGPUSlotsCalibrateTakesTheGPUAndGivesItBack(t *testing.T) {
 	b.serving(t, 2)
 }
 
+func TestGPUSlotsCalibrationLoadTestRunsThroughTheExecutor(t *testing.T) {
+	t.Parallel()
+	// 15.5 GB: three 4.3 GB models and one 30 s line fit; three hosts that each kept
+	// a 30 s line's cache (5.5 GB each) would not. Unmanaged, the third step would
+	// run out of memory; under the executor it is clean and recommended.
+	p := gpu.Profile{Name: "tight", MaxSlots: 2, ReservePct: 5, LongTextThresholdSec: 15, LongLaneLimit: 1,
+		MaxGenSeconds: 30, SegmentTokens: 120, FP16: true}
+	b := setupSimSlots(t, simSlotsOpts{total: 15_500_000_000, profile: &p})
+	b.serving(t, 2)
+	res, err := b.slots.Calibrate(context.Background(), 7, simGPU, p, nil)
+	require.NoError(t, err)
+	v := res.Verdict
+	require.Zero(t, v.CrashAt, "no step failed: %+v", res.Failures)
+	require.Zero(t, b.dev.OOMs(), "the card never ran out of memory")
+	require.Equal(t, 3, res.Verdict.Steps[len(v.Steps)-1].Slots, "the load test went up to the hosts that fit")
+	for _, st := range v.Steps {
+		require.LessOrEqual(t, st.PeakVRAMBytes, int64(15_500_000_000))
+	}
+	require.Equal(t, 3, res.Recommended, "three hosts give the most audio per second")
+	b.serving(t, 2) // the GPU's own pool is back
+}
+
 // gpuWorkerBundle renders a project on a worker whose GPU slots run real model-host
 // processes (workflow/testdata/slow_host.py) on a simulated card.
 type gpuWorkerBundle struct {

@@ -8,15 +8,20 @@
 #   mkdir -p .devbin/gpu
 #   CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o .devbin/gpu/gpucompare ./bench/gpucompare
 #
-# METHODS (default fixed,executor), STEPS (the fixed method's host counts), STRIDE
+# METHODS (default fixed,executor), STEPS (the fixed method's host counts; METHODS1
+# and STEPS1 for GPU 1 when they differ), LEAVE1 (GiB left on GPU 1; 0: the whole
+# card there too), STRIDE
 # (the benchmark host's --decode-stride: the same memory in fewer GPT steps, to fit
 # the runs in the time a GPU is lent) and LIMIT (seconds per card) can be set.
-# OUT (default ./gpu-results) receives whole/ and 24gib/: results.json, summary.md,
-# run.log, hosts.log and the calibrations.
+# OUT (default ./gpu-results) receives whole/ and 24gib/: results.json, run.log (the
+# summary at its end), hosts.log and the calibration.
 set -u
 OUT=${OUT:-./gpu-results}
 METHODS=${METHODS:-fixed,executor}
 STEPS=${STEPS:-1,2,3,4,6,8,12,16}
+METHODS1=${METHODS1:-$METHODS}
+STEPS1=${STEPS1:-$STEPS}
+LEAVE1=${LEAVE1:-24}
 STRIDE=${STRIDE:-4}
 LIMIT=${LIMIT:-540}
 HOST="tts/hosts/bench_host.py --gpt-dtype fp16 --decode-stride $STRIDE"
@@ -26,11 +31,10 @@ cp "$OUT/whole/run.log" "$OUT/24gib/run.log"
 .devbin/gpu/gpucompare -gpu 0 -methods "$METHODS" -n "$STEPS" -stop-flat 2 -host "$HOST" \
   -timeout "${LIMIT}s" -out "$OUT/whole" >>"$OUT/whole/run.log" 2>&1 &
 W=$!
-.devbin/gpu/gpucompare -gpu 1 -leave-gib 24 -methods "$METHODS" -n "$STEPS" -stop-flat 2 -host "$HOST" \
+.devbin/gpu/gpucompare -gpu 1 -leave-gib "$LEAVE1" -methods "$METHODS1" -n "$STEPS1" -stop-flat 2 -host "$HOST" \
   -timeout "${LIMIT}s" -out "$OUT/24gib" >>"$OUT/24gib/run.log" 2>&1 &
 S=$!
 wait $W; rw=$?
 wait $S; rs=$?
-cat "$OUT/whole/summary.md" "$OUT/24gib/summary.md" 2>/dev/null
-tail -5 "$OUT/whole/run.log" "$OUT/24gib/run.log"
+tail -n 16 "$OUT/whole/run.log" "$OUT/24gib/run.log"
 [ $rw -eq 0 ] && [ $rs -eq 0 ]

@@ -93,9 +93,7 @@ func (r *rig) executor(ctx context.Context, memory func(string) calibrate.Device
 			defer wg.Done()
 			l := line{ID: int64(-1 - i), Seconds: 2, Character: i % len(r.speakers.refs), Text: "A short line to warm the host up."}
 			if _, err := r.slotLine(ctx, slots, l); err != nil {
-				t.mu.Lock()
-				t.note(fmt.Sprintf("warm-up %d: %v", i, err))
-				t.mu.Unlock()
+				t.warmUpFailed(i, err)
 			}
 		}()
 	}

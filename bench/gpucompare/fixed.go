@@ -108,9 +108,7 @@ func (r *rig) fixed(ctx context.Context, n int) *result {
 			defer wg.Done()
 			l := line{ID: int64(-1 - i), Seconds: 2, Character: i % len(r.speakers.refs), Text: "A short line to warm the host up."}
 			if _, err := r.synthesize(ctx, hosts[i], l); err != nil {
-				t.mu.Lock()
-				t.note(fmt.Sprintf("warm-up of host %d: %v", i, err))
-				t.mu.Unlock()
+				t.warmUpFailed(i, err)
 			}
 		}()
 	}

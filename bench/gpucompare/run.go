@@ -83,6 +83,16 @@ func (t *tally) killed(l line, err error) {
 	t.note(fmt.Sprintf("host lost on line %d (%.1f s): %v", l.ID, l.Seconds, err))
 }
 
+// warmUpFailed records a failed warm-up line: an OOM counts, the rest is noted.
+func (t *tally) warmUpFailed(i int, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if isOOM(err) {
+		t.r.OOMs++
+	}
+	t.note(fmt.Sprintf("warm-up %d: %v", i, err))
+}
+
 func (t *tally) note(s string) {
 	if len(t.r.Errors) < 20 {
 		t.r.Errors = append(t.r.Errors, s)

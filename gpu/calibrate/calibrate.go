@@ -85,8 +85,8 @@ type Config struct {
 	// LinesPerStep is how many lines each load-test step renders at least (always at
 	// least two per slot, rounded up to whole rounds of the buckets); default 8.
 	LinesPerStep int
-	// MaxSlots bounds the load test; 0: the slots the budget fits (gpu.SlotsThatFit
-	// with the measured curve), at most 32.
+	// MaxSlots bounds the load test; 0: the slots the budget fits with the measured
+	// curve, at most 32 (gpu.HostsThatFit with Admission, else gpu.SlotsThatFit).
 	MaxSlots int
 	// Reference is the speaker's reference recording; empty: an 8 s synthetic one in
 	// WorkDir.
@@ -370,7 +370,13 @@ func (r *runner) run(ctx context.Context) error {
 	// (4) The stepwise load test.
 	limit := r.cfg.MaxSlots
 	if limit <= 0 {
-		limit = min(max(r.res.SlotsThatFit, 1), 32)
+		fit := r.res.SlotsThatFit
+		if r.cfg.Admission != nil {
+			// The executor frees caches and keeps long lines apart: hosts fit by
+			// their models, beside one longest line.
+			fit = gpu.HostsThatFit(r.cfg.Profile, rep.Calibration, total, foreign)
+		}
+		limit = min(max(fit, 1), 32)
 	}
 	var steps []gpu.LoadStep
 	if r.cfg.Admission != nil {

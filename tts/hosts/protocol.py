@@ -427,10 +427,13 @@ class Meter:
         oom = getattr(getattr(t, "cuda", None), "OutOfMemoryError", None) if t is not None else None
         if oom is not None and isinstance(exc, oom):
             return True
-        # Older torch raised a plain RuntimeError; cuBLAS/cuDNN allocation failures too.
+        # Older torch raised a plain RuntimeError; cuBLAS/cuDNN allocation failures too,
+        # and cuDNN's attention graph fails to execute when it cannot get its workspace
+        # (seen on an H200 filled to the last gigabyte).
         msg = str(exc)
         return isinstance(exc, RuntimeError) and (
             "CUDA out of memory" in msg or "CUBLAS_STATUS_ALLOC_FAILED" in msg or "CUDNN_STATUS_ALLOC_FAILED" in msg
+            or "mha_graph.execute" in msg
         )
 
     def seed(self, seed):
