@@ -524,6 +524,18 @@ func (e *Executor) Observe(s Sample) {
 	e.dispatchLocked()
 }
 
+// ForgetForeign drops a GPU's estimate of the memory other processes hold, so that
+// the next sample alone sets it: for when processes that were not the executor's
+// but were known to be temporary (a calibration's hosts) are gone.
+func (e *Executor) ForgetForeign(uuid string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if g := e.gpuLocked(uuid); g != nil {
+		g.foreignHist.reset()
+		g.foreign = 0
+	}
+}
+
 // AddHost registers a host on a GPU before it is started, and waits until its model
 // memory fits the budget (asking idle hosts to release their caches if that helps);
 // from then on the memory is counted. Start the process, then call HostReady, or

@@ -43,3 +43,8 @@ func (r *ring[T]) last() (T, bool) {
 	}
 	return r.buf[(r.next-1+len(r.buf))%len(r.buf)], true
 }
+
+// reset empties the ring.
+func (r *ring[T]) reset() {
+	r.next, r.full = 0, false
+}

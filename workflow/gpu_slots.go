@@ -421,8 +421,7 @@ func (s *GPUSlots) Calibrate(ctx context.Context, id int64, uuid string, p gpu.P
 		mem = s.cfg.Memory(uuid)
 	}
 	adm := NewCalibrationSlots(s.cfg, dev, p)
-	defer adm.Stop()
-	return calibrate.Run(ctx, calibrate.Config{
+	res, err := calibrate.Run(ctx, calibrate.Config{
 		GPU: dev, Profile: p, Device: mem, Logger: s.log, Progress: progress, Admission: adm,
 		Launch: func(ctx context.Context, i int) (calibrate.Host, error) {
 			h, err := s.cfg.Launcher.Launch(ctx, gpu.LaunchOpts{GPU: uuid, GPUIndex: dev.Index,
@@ -438,6 +437,31 @@ func (s *GPUSlots) Calibrate(ctx context.Context, id int64, uuid string, p gpu.P
 			return ch, nil
 		},
 	})
+	adm.Stop()
+	baseline := int64(-1)
+	if res != nil && res.BaselineUsedBytes > 0 {
+		baseline = res.BaselineUsedBytes
+	}
+	s.settleForeign(ctx, uuid, mem, baseline)
+	return res, err
+}
+
+// settleForeign waits (at most 10 s) until the card's memory is back to baseline
+// after a calibration's hosts stopped, then has the executor forget the foreign
+// memory it saw meanwhile: those hosts were not the pool's, and the settings the
+// calibration recommends must be checked against what others really hold.
+func (s *GPUSlots) settleForeign(ctx context.Context, uuid string, mem calibrate.DeviceMemory, baseline int64) {
+	deadline := time.Now().Add(10 * time.Second)
+	for baseline >= 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		if used, ok := mem.Used(); !ok || used <= baseline+gpu.GiB/2 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.exec.ForgetForeign(uuid)
+	for _, smp := range s.cfg.Monitor.SampleNow(context.WithoutCancel(ctx)) {
+		s.exec.Observe(smp)
+	}
 }
 
 // CalibrationSlots runs a calibration's load test as the worker renders: slots of

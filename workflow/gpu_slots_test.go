@@ -343,7 +343,11 @@ func TestGPUSlotsCalibrationLoadTestRunsThroughTheExecutor(t *testing.T) {
 		require.LessOrEqual(t, st.PeakVRAMBytes, int64(15_500_000_000))
 	}
 	require.Equal(t, 3, res.Recommended, "three hosts give the most audio per second")
-	b.serving(t, 2) // the GPU's own pool is back
+	// Applied at once: the calibration's hosts, gone, are not counted as another
+	// program's memory.
+	require.NoError(t, b.slots.Apply(simGPU, workflow.GPUSetting{Profile: res.RecommendedProfile,
+		Calibration: res.Calibration, CalibrationID: 7}))
+	b.serving(t, 3)
 }
 
 // gpuWorkerBundle renders a project on a worker whose GPU slots run real model-host

@@ -236,6 +236,11 @@ func run() error {
 		}
 	}
 	fmt.Print(summary(r, results))
+	for _, x := range results {
+		if x.Method == "executor" && !x.healthy() {
+			return errors.New("the executor's run was not clean")
+		}
+	}
 	return nil
 }
 
@@ -294,10 +299,11 @@ func summary(r *rig, results []*result) string {
 		}
 	}
 	b.WriteString("\n")
-	if firstFail != nil {
+	switch {
+	case firstFail != nil:
 		fmt.Fprintf(&b, "Fixed method: first failure at N=%d; the source documents' rule picks N=%d.\n", firstFail.Hosts, hostsOf(rule))
-	} else {
-		fmt.Fprintf(&b, "Fixed method: no failure up to N=%d.\n", hostsOf(rule))
+	case rule != nil:
+		fmt.Fprintf(&b, "Fixed method: no failure up to N=%d.\n", rule.Hosts)
 	}
 	if exec != nil && exec.healthy() {
 		if best != nil && best.Throughput > 0 {
