@@ -565,8 +565,16 @@ func (e *zeroEngine) Synthesize(_ context.Context, req tts.Request) (tts.Result,
 	if err != nil {
 		return tts.Result{}, err
 	}
-	if n > 0 {
-		f[44+n&^1] ^= byte(req.Seed) // one sample differs from take to take
+	// Every take differs from every other, as real takes do, and so is a blob of its
+	// own: 32 samples in the middle carry the seed's bits, 4 LSB each (still apart
+	// after the fit's gain and rounding). One byte of the seed, as before, made 256
+	// takes and blobs in all: most stores were then of a blob already there.
+	if n > 64 {
+		for b := range 32 {
+			if req.Seed>>b&1 == 1 {
+				f[44+2*(n/2+b)] ^= 4
+			}
+		}
 	}
 	if err := os.WriteFile(req.OutputPath, f, 0o644); err != nil {
 		return tts.Result{}, err
