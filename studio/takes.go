@@ -115,24 +115,26 @@ func (s *Store) QueueRenders(ctx context.Context, projectID int64, sel RenderSel
 		}
 		queued := make([]QueuedLine, len(lines))
 		ids := make([]int64, len(lines))
+		seqs := make([]int64, len(lines))
 		for i, l := range lines {
 			l.RenderSeq++
 			queued[i] = QueuedLine{Line: l}
 			if l.CharacterID != nil {
 				queued[i].Character = byID[*l.CharacterID]
 			}
-			ids[i] = l.ID
+			ids[i], seqs[i] = l.ID, int64(l.RenderSeq)
 		}
-		if err := tx.Exec(`UPDATE lines SET render_seq = render_seq + 1, state = 'queued', attempts = 0,
-			last_error = '', last_traceback = '', state_changed_at = now() WHERE id IN ?`, ids).Error; err != nil {
-			return err
-		}
+		// The jobs first, then one update per line (the rows are locked): a second
+		// update of each row would fire its notification trigger and foreign key
+		// checks again.
 		jobIDs, err := insert(ctx, tx, queued)
 		if err != nil {
 			return err
 		}
-		if err := tx.Exec(`UPDATE lines l SET job_id = j.job_id FROM unnest(?::bigint[], ?::bigint[]) AS j(line_id, job_id)
-			WHERE l.id = j.line_id`, int64Array(ids), int64Array(jobIDs)).Error; err != nil {
+		if err := tx.Exec(`UPDATE lines l SET render_seq = j.render_seq, state = 'queued', attempts = 0, last_error = '',
+			last_traceback = '', state_changed_at = now(), job_id = j.job_id
+			FROM unnest(?::bigint[], ?::int[], ?::bigint[]) AS j(line_id, render_seq, job_id)
+			WHERE l.id = j.line_id`, int64Array(ids), int64Array(seqs), int64Array(jobIDs)).Error; err != nil {
 			return err
 		}
 		n = len(lines)
@@ -172,12 +174,24 @@ type RenderInput struct {
 	Glossary []GlossaryEntry
 }
 
+// RenderInputOpts says what RenderInput reads besides the line, its project, its
+// character and the glossary.
+type RenderInputOpts struct {
+	// Neighbours reads GapAfterMs and PrevRatio, which only the fit needs. The gap
+	// reads every later line of the project.
+	Neighbours bool
+}
+
 // RenderInput loads a line for its render job, in one query: a render reads it twice
 // (synthesis, fit), and every round trip costs both sides CPU time.
-func (s *Store) RenderInput(ctx context.Context, lineID int64) (*RenderInput, error) {
-	q, err := renderInputQuery()
+func (s *Store) RenderInput(ctx context.Context, lineID int64, opts RenderInputOpts) (*RenderInput, error) {
+	queries, err := renderInputQueries()
 	if err != nil {
 		return nil, err
+	}
+	q := queries[0]
+	if opts.Neighbours {
+		q = queries[1]
 	}
 	var rows []renderInputRow
 	if err := s.db.WithContext(ctx).Raw(q, lineID).Scan(&rows).Error; err != nil {
@@ -215,9 +229,10 @@ type renderInputRow struct {
 	Glossary    []byte
 }
 
-// renderInputQuery builds RenderInput's query once, naming the project's and the
-// character's columns from their models so that a column added to either comes along.
-var renderInputQuery = sync.OnceValues(func() (string, error) {
+// renderInputQueries builds RenderInput's queries once, without and with the
+// neighbours, naming the project's and the character's columns from their models so
+// that a column added to either comes along.
+var renderInputQueries = sync.OnceValues(func() ([2]string, error) {
 	cols := func(model any, alias string) (string, error) {
 		sch, err := schema.Parse(model, &sync.Map{}, schema.NamingStrategy{}) // the store's (gorm's default)
 		if err != nil {
@@ -233,24 +248,27 @@ var renderInputQuery = sync.OnceValues(func() (string, error) {
 	}
 	pc, err := cols(&Project{}, "p")
 	if err != nil {
-		return "", err
+		return [2]string{}, err
 	}
 	cc, err := cols(&Character{}, "c")
 	if err != nil {
-		return "", err
+		return [2]string{}, err
+	}
+	query := func(neighbours string) string {
+		return `SELECT l.*` + pc + cc + neighbours + `,
+		(SELECT coalesce(json_agg(json_build_object('id', g.id, 'term', g.term, 'spoken', g.spoken)
+			ORDER BY length(g.term) DESC, g.term), '[]') FROM glossary g WHERE g.project_id = l.project_id) AS glossary
+		FROM lines l JOIN projects p ON p.id = l.project_id LEFT JOIN characters c ON c.id = l.character_id
+		WHERE l.id = ?`
 	}
 	// The next line's start is the earliest start of any later line (lines may
 	// overlap or be out of order); the ratio is that of the nearest earlier line of
 	// the same character that has a take (lines_project_character_idx_idx).
-	return `SELECT l.*` + pc + cc + `,
+	return [2]string{query(""), query(`,
 		(SELECT min(n.start_ms) FROM lines n WHERE n.project_id = l.project_id AND n.idx > l.idx) AS next_start_ms,
 		(SELECT t.stretch_ratio FROM lines pl JOIN takes t ON t.id = pl.current_take_id
 			WHERE pl.project_id = l.project_id AND pl.character_id = l.character_id AND pl.idx < l.idx
-			ORDER BY pl.idx DESC LIMIT 1) AS prev_ratio,
-		(SELECT coalesce(json_agg(json_build_object('id', g.id, 'term', g.term, 'spoken', g.spoken)
-			ORDER BY length(g.term) DESC, g.term), '[]') FROM glossary g WHERE g.project_id = l.project_id) AS glossary
-		FROM lines l JOIN projects p ON p.id = l.project_id LEFT JOIN characters c ON c.id = l.character_id
-		WHERE l.id = ?`, nil
+			ORDER BY pl.idx DESC LIMIT 1) AS prev_ratio`)}, nil
 })
 
 // synthesisStates are the states of a render whose synthesis has not finished. Only

@@ -16,6 +16,7 @@ import (
 
 func TestRenderInputGathersWhatARenderNeeds(t *testing.T) {
 	t.Parallel()
+	neighbours := studio.RenderInputOpts{Neighbours: true}
 	b := setup(t, 5) // Alice, Bob, Alice, Bob, Alice; 1.5 s each, 0.5 s apart
 	ctx := context.Background()
 	lines, err := b.store.AllLines(ctx, b.project.ID)
@@ -23,7 +24,7 @@ func TestRenderInputGathersWhatARenderNeeds(t *testing.T) {
 	require.NoError(t, b.store.AddGlossaryEntry(ctx, b.project.ID, "TV", "tee vee"))
 	require.NoError(t, b.store.AddGlossaryEntry(ctx, b.project.ID, "Dubstudio", "dub studio"))
 
-	in, err := b.store.RenderInput(ctx, lines[0].ID)
+	in, err := b.store.RenderInput(ctx, lines[0].ID, neighbours)
 	require.NoError(t, err)
 	require.Equal(t, lines[0].ID, in.Line.ID)
 	require.Equal(t, lines[0].Text, in.Line.Text)
@@ -45,32 +46,39 @@ func TestRenderInputGathersWhatARenderNeeds(t *testing.T) {
 	tk := addTake(t, b, bs, lines[0], "alice one")
 	require.NoError(t, b.store.DB().Exec(`UPDATE takes SET stretch_ratio = 1.2 WHERE id = ?`, tk.ID).Error)
 	addTake(t, b, bs, lines[1], "bob one") // ratio 1
-	in, err = b.store.RenderInput(ctx, lines[4].ID)
+	in, err = b.store.RenderInput(ctx, lines[4].ID, neighbours)
 	require.NoError(t, err)
 	require.InDelta(t, 1.2, in.PrevRatio, 1e-9, "line 3 has no take: line 1's")
 	require.Zero(t, in.GapAfterMs, "the last line")
-	in, err = b.store.RenderInput(ctx, lines[3].ID)
+	in, err = b.store.RenderInput(ctx, lines[3].ID, neighbours)
 	require.NoError(t, err)
 	require.InDelta(t, 1, in.PrevRatio, 1e-9)
+	// A synthesis needs neither, and does not read them.
+	in, err = b.store.RenderInput(ctx, lines[3].ID, studio.RenderInputOpts{})
+	require.NoError(t, err)
+	require.Zero(t, in.PrevRatio)
+	require.Zero(t, in.GapAfterMs)
+	require.Equal(t, "Bob", in.Character.Name)
+	require.Len(t, in.Glossary, 2)
 
 	// A later line that starts earlier than the next one closes the gap.
 	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, lines[2].ID, studio.LineEdit{BaseRevision: lines[2].Revision,
 		StartMs: new(1000), EndMs: new(1400)})
 	require.NoError(t, err)
-	in, err = b.store.RenderInput(ctx, lines[0].ID)
+	in, err = b.store.RenderInput(ctx, lines[0].ID, neighbours)
 	require.NoError(t, err)
 	require.Zero(t, in.GapAfterMs)
 
 	// A line without a character.
 	_, err = b.store.AssignCharacter(ctx, b.editor.ID, b.project.ID, []int64{lines[3].ID}, nil)
 	require.NoError(t, err)
-	in, err = b.store.RenderInput(ctx, lines[3].ID)
+	in, err = b.store.RenderInput(ctx, lines[3].ID, neighbours)
 	require.NoError(t, err)
 	require.Nil(t, in.Character)
 	require.Zero(t, in.PrevRatio)
 	require.Equal(t, 500, in.GapAfterMs)
 
-	_, err = b.store.RenderInput(ctx, -1)
+	_, err = b.store.RenderInput(ctx, -1, neighbours)
 	require.ErrorIs(t, err, studio.ErrNotFound)
 }
 
@@ -87,7 +95,9 @@ func setupLine(t *testing.T, n int) (*testBundle, studio.BlobStore, studio.Line)
 func requeue(t *testing.T, b *testBundle, lineIDs ...int64) {
 	t.Helper()
 	_, err := b.store.QueueRenders(context.Background(), b.project.ID, studio.RenderChosen, lineIDs,
-		func(_ context.Context, _ *gorm.DB, ls []studio.QueuedLine) ([]int64, error) { return make([]int64, len(ls)), nil })
+		func(_ context.Context, _ *gorm.DB, ls []studio.QueuedLine) ([]int64, error) {
+			return make([]int64, len(ls)), nil
+		})
 	require.NoError(t, err)
 }
 

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -117,6 +118,9 @@ type Worker struct {
 	client   *river.Client[pgx.Tx]
 	stopHB   context.CancelFunc
 	hbDone   chan struct{}
+	// conditioned caches the speaker conditionings found ("ref/model version" ->
+	// cache path).
+	conditioned sync.Map
 }
 
 // NewWorker builds a worker over the store's pool.
@@ -312,7 +316,7 @@ func (s *synthesizeWorker) Timeout(*river.Job[SynthesizeArgs]) time.Duration {
 func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeArgs]) error {
 	w := s.w
 	a := job.Args
-	in, err := w.store.RenderInput(ctx, a.LineID)
+	in, err := w.store.RenderInput(ctx, a.LineID, studio.RenderInputOpts{})
 	if errors.Is(err, studio.ErrNotFound) {
 		return nil // the line was deleted
 	}
@@ -566,7 +570,16 @@ func (w *Worker) conditioning(ctx context.Context, refSHA string) (bool, string,
 	if err != nil {
 		return false, "", err
 	}
+	key := refSHA + "/" + info.Version
+	if path, ok := w.conditioned.Load(key); ok {
+		return true, path.(string), nil
+	}
 	path, ok, err := w.store.SpeakerConditioning(ctx, refSHA, info.Version)
+	if ok {
+		// Conditioning is made once per reference and model and never removed: no
+		// need to ask the database again for every line.
+		w.conditioned.Store(key, path)
+	}
 	if err != nil || ok {
 		return ok, path, err
 	}
@@ -612,7 +625,7 @@ type fitWorker struct {
 func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
 	w := f.w
 	a := job.Args
-	in, err := w.store.RenderInput(ctx, a.LineID)
+	in, err := w.store.RenderInput(ctx, a.LineID, studio.RenderInputOpts{Neighbours: true})
 	if errors.Is(err, studio.ErrNotFound) {
 		return nil
 	}
