@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -165,10 +164,11 @@ func Fit(ctx context.Context, p FitParams) (FitResult, error) {
 	res.OutputPath, res.SampleRate = p.OutputPath, p.SampleRate
 
 	t0 := time.Now()
-	x, inRate, err := decodeMono(ctx, p.InputPath, p.SampleRate)
+	x, inRate, release, err := decodeMono(ctx, p.InputPath, p.SampleRate)
 	if err != nil {
 		return FitResult{}, err
 	}
+	defer release() // x, and y where it is part of x
 	res.Elapsed.Decode = time.Since(t0)
 
 	t0 = time.Now()
@@ -214,10 +214,11 @@ func Fit(ctx context.Context, p FitParams) (FitResult, error) {
 		return FitResult{}, fmt.Errorf("error fitting %s: %w", p.InputPath, err)
 	}
 	t0 = time.Now()
-	out, err := encodeMonoWAV(y, p.SampleRate)
+	out, releaseOut, err := encodeMonoWAV(y, p.SampleRate)
 	if err != nil {
 		return FitResult{}, err
 	}
+	defer releaseOut()
 	sum := sha256.Sum256(out)
 	res.SHA256 = hex.EncodeToString(sum[:])
 	if err := writeBytesAtomic(p.OutputPath, out); err != nil {
@@ -317,15 +318,27 @@ func planFit(speechMs float64, p FitParams) fitPlan {
 }
 
 // decodeMono reads path as mono samples in [-1, 1). A 16-bit PCM WAV is read here at
-// its own rate; anything else is decoded by ffmpeg at fallbackRate.
-func decodeMono(ctx context.Context, path string, fallbackRate int) ([]float32, int, error) {
-	b, err := os.ReadFile(path)
+// its own rate, into a pooled buffer that release gives back; anything else is
+// decoded by ffmpeg at fallbackRate.
+func decodeMono(ctx context.Context, path string, fallbackRate int) (x []float32, rate int, release func(), err error) {
+	b, releaseFile, err := readFilePooled(path)
 	if err != nil {
-		return nil, 0, fmt.Errorf("error reading %s: %w", path, err)
+		return nil, 0, nil, fmt.Errorf("error reading %s: %w", path, err)
 	}
-	if f, data, err := wavData(b); err == nil {
-		return monoFloats(wholeFrames(data, f.Channels), f.Channels), f.SampleRate, nil
+	f, data, err := wavData(b)
+	if err == nil {
+		x, release = monoFloats(wholeFrames(data, f.Channels), f.Channels)
 	}
+	releaseFile()
+	if err == nil {
+		return x, f.SampleRate, release, nil
+	}
+	x, rate, err = decodeFFmpeg(ctx, path, fallbackRate)
+	return x, rate, func() {}, err
+}
+
+// decodeFFmpeg decodes path as mono samples at rate.
+func decodeFFmpeg(ctx context.Context, path string, rate int) ([]float32, int, error) {
 	in, err := mediaArg(path)
 	if err != nil {
 		return nil, 0, err
@@ -333,7 +346,7 @@ func decodeMono(ctx context.Context, path string, fallbackRate int) ([]float32, 
 	var out bytes.Buffer
 	_, err = runTool(ctx, ffmpegBin, []string{
 		"-v", "error", "-nostdin", "-hide_banner", "-i", in,
-		"-map", "0:a:0", "-ac", "1", "-ar", strconv.Itoa(fallbackRate), "-f", "f32le", "pipe:1",
+		"-map", "0:a:0", "-ac", "1", "-ar", strconv.Itoa(rate), "-f", "f32le", "pipe:1",
 	}, nil, &out)
 	var te *toolError
 	if errors.As(err, &te) {
@@ -342,7 +355,7 @@ func decodeMono(ctx context.Context, path string, fallbackRate int) ([]float32, 
 	if err != nil {
 		return nil, 0, fmt.Errorf("error decoding %s: %w", path, err)
 	}
-	return bytesToFloat(out.Bytes()), fallbackRate, nil
+	return bytesToFloat(out.Bytes()), rate, nil
 }
 
 // downmix averages p's channels into mono floats.
@@ -370,16 +383,17 @@ func pcmToFloat(s []int16) []float32 {
 }
 
 // monoFloats decodes little-endian 16-bit samples of channels interleaved channels
-// straight into mono floats, as downmix does for PCM.
-func monoFloats(data []byte, channels int) []float32 {
-	if channels == 1 {
-		out := make([]float32, len(data)/2)
-		for i := range out {
-			out[i] = float32(int16(binary.LittleEndian.Uint16(data[2*i:]))) / 32768
-		}
-		return out
+// straight into mono floats, as downmix does for PCM; mono goes into a pooled buffer
+// that release gives back.
+func monoFloats(data []byte, channels int) (x []float32, release func()) {
+	if channels != 1 {
+		return downmix(pcmFrom(wavFormat{Channels: channels}, data)), func() {}
 	}
-	return downmix(pcmFrom(wavFormat{Channels: channels}, data))
+	x, release = pooled[float32](&floatPool, len(data)/2)
+	for i := range x {
+		x[i] = float32(int16(binary.LittleEndian.Uint16(data[2*i:]))) / 32768
+	}
+	return x, release
 }
 
 // quantise rounds v (full scale ±1) to a 16-bit sample, clipping.
@@ -395,19 +409,20 @@ func quantise(v float32) int16 {
 }
 
 // encodeMonoWAV returns x quantised as a canonical mono 16-bit WAV file, as
-// WriteWAV writes it, in memory: it is then hashed and written in one piece.
-func encodeMonoWAV(x []float32, rate int) ([]byte, error) {
+// WriteWAV writes it, in a pooled buffer that release gives back: it is then hashed
+// and written in one piece.
+func encodeMonoWAV(x []float32, rate int) (b []byte, release func(), err error) {
 	h, err := wavHeader(rate, 1, int64(len(x)))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	b := make([]byte, len(h)+2*len(x))
+	b, release = pooled[byte](&bytePool, len(h)+2*len(x))
 	copy(b, h)
 	s := b[len(h):]
 	for i, v := range x {
 		binary.LittleEndian.PutUint16(s[2*i:], uint16(quantise(v)))
 	}
-	return b, nil
+	return b, release, nil
 }
 
 func bytesToFloat(b []byte) []float32 {

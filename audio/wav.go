@@ -163,6 +163,19 @@ func ParseWAV(b []byte) (PCM, error) {
 	return pcmFrom(f, data), nil
 }
 
+// DescribeWAV describes the 16-bit PCM WAV file b, checked whole (header, and data as
+// long as the header says) without decoding its samples. A file without samples is
+// described with a zero duration.
+func DescribeWAV(b []byte) (Info, error) {
+	f, data, err := wavData(b)
+	if err != nil {
+		return Info{}, err
+	}
+	frames := int64(len(wholeFrames(data, f.Channels)) / (2 * f.Channels))
+	return Info{Format: FormatWAV, Codec: "pcm_s16le", SampleRate: f.SampleRate, Channels: f.Channels,
+		Duration: time.Duration(frames * int64(time.Second) / int64(f.SampleRate))}, nil
+}
+
 // wavData checks the header of the WAV file b and returns its format and data chunk.
 func wavData(b []byte) (wavFormat, []byte, error) {
 	r := bytes.NewReader(b)

@@ -446,16 +446,16 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 }
 
 // outputInfo describes an engine's output, the file at path whose bytes are b. The
-// 16-bit PCM WAV that engines write is decoded whole here, which proves it complete
-// and decodable without starting ffprobe and ffmpeg (most of a line's cost with a
-// fast engine); anything else is probed.
+// 16-bit PCM WAV that engines write is checked whole here (its header, and data as
+// long as the header says), which proves it complete and decodable without starting
+// ffprobe and ffmpeg (most of a line's cost with a fast engine); anything else is
+// probed.
 func outputInfo(ctx context.Context, path string, b []byte) (audio.Info, error) {
-	pcm, err := audio.ParseWAV(b)
-	if err != nil || pcm.Frames() == 0 {
+	info, err := audio.DescribeWAV(b)
+	if err != nil || info.Duration == 0 {
 		return audio.Probe(ctx, path)
 	}
-	return audio.Info{Format: audio.FormatWAV, Codec: "pcm_s16le", SampleRate: pcm.SampleRate, Channels: pcm.Channels,
-		Duration: time.Duration(pcm.Frames()) * time.Second / time.Duration(pcm.SampleRate)}, nil
+	return info, nil
 }
 
 // synthesisDeadline bounds one synthesis: a fixed allowance plus an allowance per
