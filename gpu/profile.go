@@ -174,5 +174,17 @@ func HostsThatFit(p Profile, cal Calibration, total, foreign int64) int {
 	return int(room / cal.Resident())
 }
 
+// LongLinesThatFit returns how many of the longest requests n hosts can run at once
+// with the memory left beside their models: a long-lane limit that only holds long
+// lines back where memory is short (at least 1, at most n).
+func LongLinesThatFit(p Profile, cal Calibration, n int, total, foreign int64) int {
+	room := p.Budget(total, foreign) - int64(n)*cal.Resident()
+	peak := cal.PeakBytes(p.MaxGenSeconds)
+	if peak <= 0 {
+		return n
+	}
+	return min(max(int(room/peak), 1), n)
+}
+
 // gb renders bytes as decimal gigabytes for messages, as nvidia-smi users read them.
 func gb(b int64) float64 { return math.Round(float64(b)/1e8) / 10 }

@@ -149,4 +149,8 @@ func TestHostsThatFit(t *testing.T) {
 	require.Equal(t, 2, SlotsThatFit(p, cal, 15_500_000_000, 0))
 	require.Zero(t, HostsThatFit(p, cal, 4_000_000_000, 0))
 	require.Equal(t, 1, HostsThatFit(p, Calibration{}, 7_000_000_000, 0), "defaults: 5 GiB a host")
+	// Three hosts on 15.5 GB leave room for one 30 s line; on 150 GB for all three.
+	require.Equal(t, 1, LongLinesThatFit(p, cal, 3, 15_500_000_000, 0))
+	require.Equal(t, 3, LongLinesThatFit(p, cal, 3, 150_000_000_000, 0))
+	require.Equal(t, 1, LongLinesThatFit(p, cal, 3, 10_000_000_000, 0), "never below one")
 }

@@ -420,7 +420,7 @@ func (s *GPUSlots) Calibrate(ctx context.Context, id int64, uuid string, p gpu.P
 	if s.cfg.Memory != nil {
 		mem = s.cfg.Memory(uuid)
 	}
-	adm := NewCalibrationSlots(s.cfg, dev, p)
+	adm := NewCalibrationSlots(s.cfg, dev)
 	res, err := calibrate.Run(ctx, calibrate.Config{
 		GPU: dev, Profile: p, Device: mem, Logger: s.log, Progress: progress, Admission: adm,
 		Launch: func(ctx context.Context, i int) (calibrate.Host, error) {
@@ -470,25 +470,23 @@ func (s *GPUSlots) settleForeign(ctx context.Context, uuid string, mem calibrate
 // measured, with as many slots as the step asks for. Its monitor must be running
 // (Monitor.Run) while it is used; Stop it at the end.
 type CalibrationSlots struct {
-	cfg     GPUSlotsConfig
-	dev     gpu.Device
-	profile gpu.Profile
-	slots   *GPUSlots
-	seq     atomic.Int64
+	cfg   GPUSlotsConfig
+	dev   gpu.Device
+	slots *GPUSlots
+	seq   atomic.Int64
 }
 
 var _ calibrate.Admission = (*CalibrationSlots)(nil)
 
 // NewCalibrationSlots returns the admission of a calibration of dev with profile p;
 // cfg is the worker's slots' configuration (its monitor is shared, not closed).
-func NewCalibrationSlots(cfg GPUSlotsConfig, dev gpu.Device, p gpu.Profile) *CalibrationSlots {
-	return &CalibrationSlots{cfg: cfg, dev: dev, profile: p}
+func NewCalibrationSlots(cfg GPUSlotsConfig, dev gpu.Device) *CalibrationSlots {
+	return &CalibrationSlots{cfg: cfg, dev: dev}
 }
 
-// Prepare readies n slots admitted by cal.
-func (c *CalibrationSlots) Prepare(ctx context.Context, n int, cal gpu.Calibration) error {
-	p := c.profile
-	p.MaxSlots, p.LongLaneLimit = n, min(p.LongLaneLimit, n)
+// Prepare readies the slots of profile p admitted by cal.
+func (c *CalibrationSlots) Prepare(ctx context.Context, p gpu.Profile, cal gpu.Calibration) error {
+	n := p.MaxSlots
 	if c.slots == nil {
 		cfg := c.cfg
 		cfg.GPUs, cfg.SharedMonitor, cfg.Simulated = []gpu.Device{c.dev}, true, false

@@ -175,7 +175,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	if sd := setup.simulated[dev.UUID]; sd != nil {
 		scfg.Memory = func(string) calibrate.DeviceMemory { return simulatedMemory{sd} }
 	}
-	adm := workflow.NewCalibrationSlots(scfg, dev, profile)
+	adm := workflow.NewCalibrationSlots(scfg, dev)
 	defer adm.Stop()
 	ccfg := calibrate.Config{Admission: adm,
 		GPU: dev, Profile: profile, Runs: *runs, LinesPerStep: *perStep, MaxSlots: *maxSlots, Logger: logger,

@@ -19,6 +19,7 @@
 package calibrate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -113,8 +114,9 @@ type Config struct {
 
 // Admission runs load-test lines through the executor (workflow.GPUSlots).
 type Admission interface {
-	// Prepare readies n slots admitted by cal: the hosts started and serving.
-	Prepare(ctx context.Context, n int, cal gpu.Calibration) error
+	// Prepare readies the slots of profile p (p.MaxSlots of them) admitted by cal:
+	// the hosts started and serving.
+	Prepare(ctx context.Context, p gpu.Profile, cal gpu.Calibration) error
 	// Synthesize waits for a slot for a line of audioSeconds and runs req there.
 	Synthesize(ctx context.Context, req tts.Request, audioSeconds float64) (tts.Result, error)
 }
@@ -387,7 +389,7 @@ func (r *runner) run(ctx context.Context) error {
 		var step gpu.LoadStep
 		var err error
 		if r.cfg.Admission != nil {
-			step, err = r.admittedStep(ctx, n, rep.Calibration)
+			step, err = r.admittedStep(ctx, r.stepProfile(n, rep.Calibration, total, foreign), rep.Calibration)
 		} else {
 			step, err = r.loadStep(ctx, n)
 		}
@@ -406,12 +408,24 @@ func (r *runner) run(ctx context.Context) error {
 	r.res.Verdict = v
 	r.res.Recommended = v.Recommended
 	p := r.cfg.Profile
-	if v.Recommended > 0 {
+	switch {
+	case v.Recommended > 0 && r.cfg.Admission != nil:
+		p = r.stepProfile(v.Recommended, rep.Calibration, total, foreign)
+	case v.Recommended > 0:
 		p.MaxSlots = v.Recommended
 		p.LongLaneLimit = min(p.LongLaneLimit, p.MaxSlots)
 	}
 	r.res.RecommendedProfile = p
 	return nil
+}
+
+// stepProfile is the profile with n slots and a long lane as wide as memory allows:
+// under the executor, long lines need holding back only where they would not fit.
+func (r *runner) stepProfile(n int, cal gpu.Calibration, total, foreign int64) gpu.Profile {
+	p := r.cfg.Profile
+	p.MaxSlots = n
+	p.LongLaneLimit = gpu.LongLinesThatFit(p, cal, n, total, foreign)
+	return p
 }
 
 func (r *runner) launch(ctx context.Context) (Host, error) {
@@ -626,13 +640,16 @@ func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
 	})
 }
 
-// admittedStep is a load-test step through cfg.Admission: n slots admitted by the
-// measured calibration, as many lines at once as slots.
-func (r *runner) admittedStep(ctx context.Context, n int, cal gpu.Calibration) (gpu.LoadStep, error) {
+// admittedStep is a load-test step through cfg.Admission: p.MaxSlots slots
+// admitted by the measured calibration, as many lines at once as slots, in the mix
+// of a script (mostly short lines, few long ones; see mix), at least three a slot.
+func (r *runner) admittedStep(ctx context.Context, p gpu.Profile, cal gpu.Calibration) (gpu.LoadStep, error) {
+	n := p.MaxSlots
 	step := gpu.LoadStep{Slots: n}
-	rounds := int(math.Ceil(float64(max(r.cfg.LinesPerStep, 2*n)) / float64(len(r.cfg.Buckets))))
-	step.Tasks = rounds * len(r.cfg.Buckets)
-	if err := r.cfg.Admission.Prepare(ctx, n, cal); err != nil {
+	round := r.mix()
+	rounds := int(math.Ceil(float64(max(r.cfg.LinesPerStep, 3*n)) / float64(len(round))))
+	step.Tasks = rounds * len(round)
+	if err := r.cfg.Admission.Prepare(ctx, p, cal); err != nil {
 		if ctx.Err() != nil {
 			return step, ctx.Err()
 		}
@@ -681,8 +698,31 @@ func (r *runner) admittedStep(ctx context.Context, n int, cal gpu.Calibration) (
 			return step, nil
 		}
 	}
-	queue := r.tasks(rounds)
+	queue := make(chan task, step.Tasks)
+	for range rounds {
+		for _, b := range round {
+			queue <- task{b}
+		}
+	}
+	close(queue)
 	return r.timedStep(ctx, step, queue, run, nil)
+}
+
+// mix is one round of a load test through the executor: the buckets from the
+// shortest to the longest, the k-th shortest of n buckets n-k+1 times (2, 6, 12
+// and 30 s: four, three, two and one lines), since a script holds many more short
+// lines than long ones. An equal share of the longest lines would time mostly the
+// long lane.
+func (r *runner) mix() []Bucket {
+	bs := slices.Clone(r.cfg.Buckets)
+	slices.SortStableFunc(bs, func(a, b Bucket) int { return cmp.Compare(a.Seconds, b.Seconds) })
+	var out []Bucket
+	for i, b := range bs {
+		for range len(bs) - i {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // tasks queues rounds lines of every bucket.
