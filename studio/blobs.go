@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -65,7 +66,7 @@ func (s *Store) PutBlob(ctx context.Context, bs BlobStore, tmpPath string, meta 
 	if meta.SizeBytes, err = bs.Put(tmpPath, sum); err != nil {
 		return nil, err
 	}
-	q, args := insertBlobs([]Blob{meta})
+	q, args := insertBlobs([]Blob{meta}, gormArg)
 	if err := s.db.WithContext(ctx).Exec(q, args...).Error; err != nil {
 		return nil, fmt.Errorf("error recording blob: %w", err)
 	}
@@ -103,8 +104,8 @@ func (b BlobStore) Put(tmpPath, sum string) (int64, error) {
 }
 
 // insertBlobs returns the statement that records blobs (none already recorded
-// changes), and its arguments.
-func insertBlobs(blobs []Blob) (string, []any) {
+// changes), and its arguments; arg(n) writes the placeholder of the nth (from 1).
+func insertBlobs(blobs []Blob, arg func(n int) string) (string, []any) {
 	var b strings.Builder
 	b.WriteString("INSERT INTO blobs (sha256, size_bytes, format, duration_ms, sample_rate, channels) VALUES ")
 	args := make([]any, 0, 6*len(blobs))
@@ -112,12 +113,23 @@ func insertBlobs(blobs []Blob) (string, []any) {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?, ?, ?, ?)")
+		b.WriteString("(")
+		for j := range 6 {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(arg(6*i + j + 1))
+		}
+		b.WriteString(")")
 		args = append(args, m.SHA256, m.SizeBytes, m.Format, m.DurationMs, m.SampleRate, m.Channels)
 	}
 	b.WriteString(" ON CONFLICT (sha256) DO NOTHING")
 	return b.String(), args
 }
+
+// gormArg and pgxArg write placeholders for gorm's statements and pgx's.
+func gormArg(int) string  { return "?" }
+func pgxArg(n int) string { return "$" + strconv.Itoa(n) }
 
 // Blob returns a stored blob's metadata.
 func (s *Store) Blob(ctx context.Context, sum string) (*Blob, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -79,6 +80,13 @@ func (s *Store) DB() *gorm.DB { return s.db }
 // Tx runs fn in a transaction.
 func (s *Store) Tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	return s.db.WithContext(ctx).Transaction(fn)
+}
+
+// TxPgx runs fn in a transaction on the pool itself, for work that goes through
+// pgx directly: the worker moving a line on to fitting and inserting its fit job with
+// River's pgx driver, without gorm's and database/sql's layers on the way.
+func (s *Store) TxPgx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, fn)
 }
 
 func isUniqueViolation(err error) bool {

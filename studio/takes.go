@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 
@@ -330,7 +331,7 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 	var q strings.Builder
 	var args []any
 	if len(blobs) > 0 {
-		ins, a := insertBlobs(blobs)
+		ins, a := insertBlobs(blobs, gormArg)
 		q.WriteString("WITH b AS (" + ins + "), ")
 		args = a
 	} else {
@@ -415,19 +416,25 @@ func (s *Store) UseTake(ctx context.Context, projectID, takeID int64) error {
 	})
 }
 
-// SetRenderStateTx is SetRenderState inside a caller's transaction. blobs (output of
-// the render so far, moved into the blob store with BlobStore.Put) are recorded in
-// the same statement, whatever the outcome, as PutBlob would have.
-func SetRenderStateTx(tx *gorm.DB, lineID int64, renderSeq int, state LineState, blobs ...Blob) (bool, error) {
-	q := `UPDATE lines SET state = ?, state_changed_at = now() WHERE id = ? AND render_seq = ? AND state IN ?`
-	args := []any{state, lineID, renderSeq, synthesisStates}
+// SetRenderStateTx is SetRenderState inside a caller's transaction (Store.TxPgx).
+// blobs (output of the render so far, moved into the blob store with BlobStore.Put)
+// are recorded in the same statement, whatever the outcome, as PutBlob would have.
+func SetRenderStateTx(ctx context.Context, tx pgx.Tx, lineID int64, renderSeq int, state LineState, blobs ...Blob) (bool, error) {
+	var q string
+	var args []any
 	if len(blobs) > 0 {
-		ins, a := insertBlobs(blobs)
-		q = "WITH b AS (" + ins + ") " + q
-		args = append(a, args...)
+		ins, a := insertBlobs(blobs, pgxArg)
+		q, args = "WITH b AS ("+ins+") ", a
 	}
-	res := tx.Exec(q, args...)
-	return res.RowsAffected == 1, res.Error
+	n := len(args)
+	q += fmt.Sprintf(`UPDATE lines SET state = $%d, state_changed_at = now()
+		WHERE id = $%d AND render_seq = $%d AND state = ANY($%d::text[])`, n+1, n+2, n+3, n+4)
+	states := make([]string, len(synthesisStates))
+	for i, st := range synthesisStates {
+		states[i] = string(st)
+	}
+	tag, err := tx.Exec(ctx, q, append(args, string(state), lineID, renderSeq, states)...)
+	return tag.RowsAffected() == 1, err
 }
 
 // SpeakerConditioning returns the conditioning cache of a reference audio for a model

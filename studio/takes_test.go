@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 
@@ -194,8 +195,8 @@ func TestSetRenderStateTxRecordsBlobs(t *testing.T) {
 	raw := blobFile(t, bs, "raw output")
 	var ok bool
 	var err error
-	require.NoError(t, b.store.Tx(ctx, func(tx *gorm.DB) error {
-		ok, err = studio.SetRenderStateTx(tx, l.ID, l.RenderSeq+1, studio.StateFitting, raw)
+	require.NoError(t, b.store.TxPgx(ctx, func(tx pgx.Tx) error {
+		ok, err = studio.SetRenderStateTx(ctx, tx, l.ID, l.RenderSeq+1, studio.StateFitting, raw)
 		return err
 	}))
 	require.True(t, ok)
@@ -203,14 +204,16 @@ func TestSetRenderStateTxRecordsBlobs(t *testing.T) {
 	require.NoError(t, err)
 
 	// Stale: the state stays, the blob is recorded all the same (it is on disk).
-	other := blobFile(t, bs, "stale output")
-	require.NoError(t, b.store.Tx(ctx, func(tx *gorm.DB) error {
-		ok, err = studio.SetRenderStateTx(tx, l.ID, l.RenderSeq, studio.StateFitting, other)
+	other, another := blobFile(t, bs, "stale output"), blobFile(t, bs, "another")
+	require.NoError(t, b.store.TxPgx(ctx, func(tx pgx.Tx) error {
+		ok, err = studio.SetRenderStateTx(ctx, tx, l.ID, l.RenderSeq, studio.StateFitting, other, another)
 		return err
 	}))
 	require.False(t, ok)
-	_, err = b.store.Blob(ctx, other.SHA256)
-	require.NoError(t, err)
+	for _, blob := range []studio.Blob{other, another} {
+		_, err = b.store.Blob(ctx, blob.SHA256)
+		require.NoError(t, err)
+	}
 	line, err := b.store.Line(ctx, b.project.ID, l.ID)
 	require.NoError(t, err)
 	require.Equal(t, studio.StateFitting, line.State)

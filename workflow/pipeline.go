@@ -18,9 +18,11 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"gorm.io/gorm"
 
 	"dubstudio/studio"
@@ -30,7 +32,11 @@ import (
 type Pipeline struct {
 	store    *studio.Store
 	inserter *river.Client[*sql.Tx]
-	logger   *slog.Logger
+	// pgxInserter inserts inside pgx transactions (Store.TxPgx): the fit job that
+	// every synthesis queues, with River's own driver, whose array parameters cost
+	// far less to encode than database/sql's.
+	pgxInserter *river.Client[pgx.Tx]
+	logger      *slog.Logger
 }
 
 // NewPipeline makes a pipeline that inserts jobs through the store's own
@@ -45,7 +51,12 @@ func NewPipeline(store *studio.Store, logger *slog.Logger) (*Pipeline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error creating River insert client: %w", err)
 	}
-	p := &Pipeline{store: store, inserter: client, logger: logger}
+	pgxClient, err := river.NewClient(riverpgxv5.New(store.Pool()), &river.Config{Logger: logger,
+		FetchCooldown: river.FetchCooldownMin})
+	if err != nil {
+		return nil, fmt.Errorf("error creating River insert client: %w", err)
+	}
+	p := &Pipeline{store: store, inserter: client, pgxInserter: pgxClient, logger: logger}
 	store.LineChanged = p.lineChanged
 	return p, nil
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
-	"gorm.io/gorm"
 
 	"dubstudio/audio"
 	"dubstudio/studio"
@@ -435,14 +434,14 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 		RawSHA256: blob.SHA256, SpokenText: req.Text, Engine: res.Engine, ModelVersion: res.ModelVersion,
 		Device: slot.Device(), Worker: w.cfg.Name, Seed: req.Seed, PeakBytes: res.PeakReservedBytes,
 		SynthMs: synthMs, AudioSeconds: info.Duration.Seconds()}
-	err = w.store.Tx(ctx, func(tx *gorm.DB) error {
-		ok, err := studio.SetRenderStateTx(tx, a.LineID, a.RenderSeq, studio.StateFitting, blob)
+	return w.store.TxPgx(ctx, func(tx pgx.Tx) error {
+		ok, err := studio.SetRenderStateTx(ctx, tx, a.LineID, a.RenderSeq, studio.StateFitting, blob)
 		if err != nil || !ok {
 			return err
 		}
-		return w.pipeline.insertTx(ctx, tx, fit)
+		_, err = w.pipeline.pgxInserter.InsertTx(ctx, tx, fit, nil)
+		return err
 	})
-	return err
 }
 
 // outputInfo describes an engine's output, the file at path whose bytes are b. The
