@@ -49,7 +49,7 @@ type WorkerConfig struct {
 	// It bounds a queue's throughput to about its workers per cooldown, and delays a
 	// job inserted right after a fetch by up to that long.
 	FetchCooldown time.Duration
-	// FitWorkers is how many fits run at once (default: twice the number of CPUs).
+	// FitWorkers is how many fits run at once (default: DefaultFitWorkers).
 	FitWorkers int
 	// SynthesisTimeoutBase + SynthesisTimeoutPerSecond × the line's seconds of audio
 	// is how long one synthesis may take before the engine is taken for hung: the
@@ -64,6 +64,14 @@ type WorkerConfig struct {
 	Heartbeat time.Duration
 	DeadAfter time.Duration
 }
+
+// DefaultFitWorkers is WorkerConfig.FitWorkers' default: four times the CPUs. A fit
+// of a fast engine's take computes for about a millisecond and waits longer than that
+// on the database, the take's fsync and River's next fetch (a queue fetches at most
+// once per FetchCooldown); at twice the CPUs the fit queue, not the CPUs, bounded a
+// 2-CPU worker's lines per second. Fits that stretch with Rubber Band compute for
+// longer, and then share the CPUs between more of them at no loss.
+func DefaultFitWorkers() int { return 4 * runtime.NumCPU() }
 
 func (c *WorkerConfig) defaults() {
 	if c.MaxAttempts == 0 {
@@ -83,8 +91,7 @@ func (c *WorkerConfig) defaults() {
 	}
 	c.FetchCooldown = min(c.FetchCooldown, c.FetchPollInterval)
 	if c.FitWorkers == 0 {
-		// Twice the CPUs: a fit waits on the database and the disk about half the time.
-		c.FitWorkers = 2 * runtime.NumCPU()
+		c.FitWorkers = DefaultFitWorkers()
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = 5 * time.Second
