@@ -153,6 +153,10 @@ func TestAnalyzeLoadTest(t *testing.T) {
 		{"throughput flattens",
 			[]LoadStep{step(1, 0.8), step(2, 1.5), step(3, 2.1), step(4, 2.15)},
 			0, 4, 3, "slowdown"},
+		{"the film workload's fixed pools on an H200 (docs/benchmarks.md): 8",
+			[]LoadStep{step(1, 3.81), step(2, 5.76), step(3, 6.17), step(4, 6.83), step(6, 8.18), step(8, 8.71),
+				step(12, 8.53), step(16, 8.69)},
+			0, 12, 8, "slowdown"},
 		{"measured H200 (bench host, 2026-11-29): the fewest slots within 3% of the best",
 			[]LoadStep{step(1, 2.11), step(2, 2.59), step(3, 3.81), step(4, 3.96), step(6, 4.23), step(8, 4.36)},
 			0, 4, 6, "slowdown"},
@@ -197,6 +201,10 @@ func TestAnalyzeLoadTest(t *testing.T) {
 	require.True(t, LoadTestSettled([]LoadStep{step(1, 1), crash(step(2, 2), 1, 0)}))
 	require.False(t, LoadTestSettled([]LoadStep{step(1, 1), step(2, 1.02), step(3, 1.5)}))
 	require.True(t, LoadTestSettled([]LoadStep{step(1, 1), step(2, 1.5), step(3, 1.52), step(4, 1.49)}))
+	require.False(t, LoadTestSettled([]LoadStep{step(1, 3.81), step(2, 5.76), step(3, 6.17), step(4, 6.83)}),
+		"still rising: go on")
+	require.True(t, LoadTestSettled([]LoadStep{step(1, 3.81), step(2, 5.76), step(3, 6.17), step(4, 6.83),
+		step(6, 8.18), step(8, 8.71), step(12, 8.53), step(16, 8.69)}))
 	_, err := AnalyzeLoadTest(nil)
 	require.ErrorIs(t, err, ErrInvalid)
 	_, err = AnalyzeLoadTest([]LoadStep{step(2, 1), step(2, 1)})
