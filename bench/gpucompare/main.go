@@ -139,6 +139,11 @@ func run() error {
 				TokensPerAudioSecond: 50, TokensPerSecond: 2000, FollowTarget: true}}
 		memory = func(string) calibrate.DeviceMemory { return simMemory{dev} }
 	} else {
+		hostsLog, err := os.OpenFile(filepath.Join(o.out, "hosts.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		defer hostsLog.Close()
 		r.newMonitor = func(ctx context.Context) *gpu.Monitor {
 			return gpu.NewMonitor(ctx, gpu.MonitorConfig{Interval: 200 * time.Millisecond})
 		}
@@ -156,7 +161,7 @@ func run() error {
 				}
 				return 0, false
 			},
-			Stderr: func(opts gpu.LaunchOpts) io.Writer { return hostLog(filepath.Join(o.out, "hosts.log"), opts.ID) },
+			Stderr: func(opts gpu.LaunchOpts) io.Writer { return &taggedWriter{w: hostsLog, tag: opts.ID} },
 		})
 	}
 	r.monitor = r.newMonitor(ctx)
@@ -383,21 +388,16 @@ type simMemory struct{ d *simdev.Device }
 
 func (m simMemory) Used() (int64, bool) { return m.d.Used(), true }
 
-// hostLog appends a host's output to one file, each line tagged with the host.
-func hostLog(path, id string) io.Writer {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return os.Stderr
-	}
-	return &taggedWriter{f: f, tag: id}
-}
-
+// taggedWriter writes a host's output to the shared log (one write a call, which
+// an append-only file keeps whole), tagged with the host.
 type taggedWriter struct {
-	f   *os.File
+	w   io.Writer
 	tag string
 }
 
-func (w *taggedWriter) Write(p []byte) (int, error) {
-	_, err := fmt.Fprintf(w.f, "[%s] %s", w.tag, p)
-	return len(p), err
+func (t *taggedWriter) Write(p []byte) (int, error) {
+	if _, err := fmt.Fprintf(t.w, "[%s] %s", t.tag, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
