@@ -59,7 +59,15 @@ const (
 
 func main() {
 	log.SetFlags(log.Ltime)
-	if err := run(); err != nil {
+	o := parseFlags()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	if err := compare(ctx, o, os.Stdout); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -72,7 +80,7 @@ type options struct {
 	timeout                                 time.Duration
 }
 
-func run() error {
+func parseFlags() options {
 	var o options
 	flag.StringVar(&o.cues, "cues", "bench/gpucompare/testdata/film_cues.tsv", "subtitle timings: start_ms, end_ms, dialogue_dash")
 	flag.IntVar(&o.from, "from", defaultFrom, "first line (0-based) of the merged script")
@@ -89,14 +97,11 @@ func run() error {
 	flag.BoolVar(&o.sim, "sim", false, "simulator hosts on a simulated card (a rehearsal, not a measurement)")
 	flag.DurationVar(&o.timeout, "timeout", 0, "stop after this long (0: no limit); the runs so far are written")
 	flag.Parse()
+	return o
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-	}
+// compare runs the methods o asks for and writes the summary to stdout.
+func compare(ctx context.Context, o options, stdout io.Writer) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
@@ -136,7 +141,7 @@ func run() error {
 		}
 		r.launcher = &ttshost.SimLauncher{Devices: map[string]*simdev.Device{uuid: dev},
 			Config: tts.SimulatorConfig{ResidentBytes: 5 * gpu.GiB, PeakBaseBytes: 100 << 20, PeakPerSecondBytes: 40 << 20,
-				TokensPerAudioSecond: 50, TokensPerSecond: 2000, FollowTarget: true}}
+				TokensPerAudioSecond: 50, TokensPerSecond: 20000, FollowTarget: true}}
 		memory = func(string) calibrate.DeviceMemory { return simMemory{dev} }
 	} else {
 		hostsLog, err := os.OpenFile(filepath.Join(o.out, "hosts.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -240,7 +245,7 @@ func run() error {
 			return err
 		}
 	}
-	fmt.Print(summary(r, results))
+	fmt.Fprint(stdout, summary(r, results))
 	for _, x := range results {
 		if x.Method == "executor" && !x.healthy() {
 			return errors.New("the executor's run was not clean")

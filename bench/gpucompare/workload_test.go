@@ -1,6 +1,11 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -29,4 +34,32 @@ func TestTheFilmScript(t *testing.T) {
 	require.LessOrEqual(t, hi, 25.0)
 	_, err = script(nil, 0, 1, 3)
 	require.Error(t, err)
+}
+
+func TestSimulatedComparison(t *testing.T) {
+	// The whole benchmark on simulator hosts and a simulated card shrunk to 24 GiB:
+	// both methods, the memory holder's place taken by the card's foreign memory.
+	o := options{cues: "testdata/film_cues.tsv", from: defaultFrom, lines: 12, characters: 3, leaveGiB: 24,
+		methods: "fixed,executor", steps: "1,2", sim: true, out: t.TempDir()}
+	var out strings.Builder
+	require.NoError(t, compare(context.Background(), o, &out))
+	s := out.String()
+	require.Contains(t, s, "| fixed | 1 |")
+	require.Contains(t, s, "| fixed | 2 |")
+	require.Contains(t, s, "| executor |")
+	require.Contains(t, s, "Executor (")
+	b, err := os.ReadFile(filepath.Join(o.out, "results.json"))
+	require.NoError(t, err)
+	var res struct {
+		Runs []result `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal(b, &res))
+	require.Len(t, res.Runs, 3)
+	for _, r := range res.Runs {
+		require.True(t, r.healthy(), "%+v", r)
+		require.Equal(t, 12, r.Done)
+		require.Positive(t, r.AudioSeconds)
+	}
+	_, err = os.Stat(filepath.Join(o.out, "calibration-24-GiB.json"))
+	require.NoError(t, err)
 }
