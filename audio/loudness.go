@@ -7,17 +7,10 @@ import "math"
 // survive JSON.
 const SilenceLUFS = -70.0
 
-// biquad is a second-order IIR filter section (direct form I, a0 = 1).
+// biquad is the coefficients of a second-order IIR filter section (direct form I,
+// a0 = 1).
 type biquad struct {
 	b0, b1, b2, a1, a2 float64
-	x1, x2, y1, y2     float64
-}
-
-func (q *biquad) step(x float64) float64 {
-	y := q.b0*x + q.b1*q.x1 + q.b2*q.x2 - q.a1*q.y1 - q.a2*q.y2
-	q.x2, q.x1 = q.x1, x
-	q.y2, q.y1 = q.y1, y
-	return y
 }
 
 // kWeighting returns BS.1770's K-weighting (high shelf, then high pass) for rate,
@@ -59,8 +52,17 @@ func integratedLoudness(x []float32, rate int) (lufs float64, ok bool) {
 	var steps []float64
 	var acc float64
 	var n int
+	// Both sections run in one loop over locals (the filters' coefficients and
+	// states), which the compiler keeps in registers: this loop is most of a fit's
+	// arithmetic.
+	sb0, sb1, sb2, sa1, sa2 := shelf.b0, shelf.b1, shelf.b2, shelf.a1, shelf.a2
+	hb0, hb1, hb2, ha1, ha2 := hp.b0, hp.b1, hp.b2, hp.a1, hp.a2
+	var sx1, sx2, sy1, sy2, hy1, hy2 float64 // the high pass's input is the shelf's output
 	for _, v := range x {
-		y := hp.step(shelf.step(float64(v)))
+		in := float64(v)
+		s := sb0*in + sb1*sx1 + sb2*sx2 - sa1*sy1 - sa2*sy2
+		y := hb0*s + hb1*sy1 + hb2*sy2 - ha1*hy1 - ha2*hy2
+		sx2, sx1, sy2, sy1, hy2, hy1 = sx1, in, sy1, s, hy1, y
 		acc += y * y
 		n++
 		if n == step {
