@@ -133,8 +133,9 @@ type FitResult struct {
 	LoudnessLUFS float64
 	GainDB       float64
 	// SHA256 is the hex SHA-256 of the output file's bytes, computed as it was
-	// written, for storing it by content without reading it again.
+	// written, for storing it by content without reading it again; Bytes is its size.
 	SHA256 string
+	Bytes  int64
 	// NeedsReview is set when the take could not be fitted within the limits (the
 	// output is then the best effort at the limit, cut to the slot) or is silent; Hint
 	// says why and what to do.
@@ -220,7 +221,7 @@ func Fit(ctx context.Context, p FitParams) (FitResult, error) {
 	}
 	defer releaseOut()
 	sum := sha256.Sum256(out)
-	res.SHA256 = hex.EncodeToString(sum[:])
+	res.SHA256, res.Bytes = hex.EncodeToString(sum[:]), int64(len(out))
 	if err := writeBytesAtomic(p.OutputPath, out); err != nil {
 		return FitResult{}, err
 	}

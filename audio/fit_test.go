@@ -104,6 +104,7 @@ func requireFitted(t *testing.T, res FitResult) PCM {
 	require.NoError(t, err)
 	sum := sha256.Sum256(b)
 	require.Equal(t, hex.EncodeToString(sum[:]), res.SHA256)
+	require.Equal(t, int64(len(b)), res.Bytes)
 	// The loudness reported (measured before quantising, plus the gain) is what the
 	// output measures.
 	if l, ok := integratedLoudness(downmix(out), out.SampleRate); ok {

@@ -4,13 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -43,27 +46,34 @@ func (b BlobStore) Path(sum string) (string, error) {
 
 // HashFile returns the SHA-256 of a file.
 func HashFile(path string) (string, error) {
+	sum, _, err := hashFile(path)
+	return sum, err
+}
+
+// hashFile returns the SHA-256 of a file and its size.
+func hashFile(path string) (string, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // PutBlob moves the (already probed) file at tmpPath into the blob store and records
 // it. The move is atomic; storing the same content twice keeps one copy.
 func (s *Store) PutBlob(ctx context.Context, bs BlobStore, tmpPath string, meta Blob) (*Blob, error) {
-	sum, err := HashFile(tmpPath)
+	var err error
+	meta.SHA256, meta.SizeBytes, err = hashFile(tmpPath)
 	if err != nil {
 		return nil, fmt.Errorf("error hashing upload: %w", err)
 	}
-	meta.SHA256 = sum
-	if meta.SizeBytes, err = bs.Put(tmpPath, sum); err != nil {
+	if err := bs.Put(tmpPath, meta.SHA256); err != nil {
 		return nil, err
 	}
 	q, args := insertBlobs([]Blob{meta}, gormArg)
@@ -73,34 +83,43 @@ func (s *Store) PutBlob(ctx context.Context, bs BlobStore, tmpPath string, meta 
 	return &meta, nil
 }
 
+// blobDirs remembers the blob store's subdirectories known to exist, so that a
+// render's two blobs cost no MkdirAll each.
+var blobDirs sync.Map
+
 // Put moves the file at tmpPath, whose SHA-256 its caller computed as sum (while
-// writing or reading it), into the store and returns its size. The move is atomic;
-// storing the same content twice keeps one copy. It records nothing: the blob's row
-// goes into the statement that uses it (SetRenderStateTx, FinishRender), or PutBlob
-// writes it.
-func (b BlobStore) Put(tmpPath, sum string) (int64, error) {
+// writing or reading it), into the store. The move is atomic; storing the same
+// content twice keeps one copy. It records nothing: the blob's row goes into the
+// statement that uses it (SetRenderStateTx, FinishRender), or PutBlob writes it.
+func (b BlobStore) Put(tmpPath, sum string) error {
 	dst, err := b.Path(sum)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return 0, err
+	dir := filepath.Dir(dst)
+	if _, ok := blobDirs.Load(dir); !ok {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		blobDirs.Store(dir, true)
 	}
-	fi, err := os.Stat(dst)
-	if os.IsNotExist(err) {
-		if fi, err = os.Stat(tmpPath); err != nil {
-			return 0, err
+	if _, err := os.Stat(dst); err == nil {
+		os.Remove(tmpPath)
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	err = os.Rename(tmpPath, dst)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The directory went away since (a store removed and made again): once more.
+		if err = os.MkdirAll(dir, 0o755); err == nil {
+			err = os.Rename(tmpPath, dst)
 		}
-		if err := os.Rename(tmpPath, dst); err != nil {
-			return 0, fmt.Errorf("error storing blob: %w", err)
-		}
-		return fi.Size(), nil
 	}
 	if err != nil {
-		return 0, err
+		return fmt.Errorf("error storing blob: %w", err)
 	}
-	os.Remove(tmpPath)
-	return fi.Size(), nil
+	return nil
 }
 
 // insertBlobs returns the statement that records blobs (none already recorded

@@ -431,9 +431,9 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, fmt.Errorf("engine output: %w", err))
 	}
 	sum := sha256.Sum256(output)
-	blob := studio.Blob{SHA256: hex.EncodeToString(sum[:]), Format: info.Format, DurationMs: int(info.Duration.Milliseconds()),
-		SampleRate: info.SampleRate, Channels: info.Channels}
-	if blob.SizeBytes, err = w.blobs.Put(raw, blob.SHA256); err != nil {
+	blob := studio.Blob{SHA256: hex.EncodeToString(sum[:]), SizeBytes: int64(len(output)), Format: info.Format,
+		DurationMs: int(info.Duration.Milliseconds()), SampleRate: info.SampleRate, Channels: info.Channels}
+	if err := w.blobs.Put(raw, blob.SHA256); err != nil {
 		return err
 	}
 	stored = true
@@ -681,9 +681,9 @@ func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
 	fitMs := int(time.Since(start).Milliseconds())
 	// Fit hashed the take as it wrote it: moved into the blob store as it is, recorded
 	// with the take.
-	blob := studio.Blob{SHA256: res.SHA256, Format: audio.FormatWAV,
+	blob := studio.Blob{SHA256: res.SHA256, SizeBytes: res.Bytes, Format: audio.FormatWAV,
 		DurationMs: int(res.Samples * 1000 / int64(res.SampleRate)), SampleRate: res.SampleRate, Channels: 1}
-	if blob.SizeBytes, err = w.blobs.Put(out, blob.SHA256); err != nil {
+	if err := w.blobs.Put(out, blob.SHA256); err != nil {
 		return err
 	}
 	stored = true
