@@ -367,7 +367,7 @@ func printCalibration(w io.Writer, r *calibrate.Result) {
 		fmt.Fprintf(w, "\n%s\n", r.DoesNotFit.In(i18n.EN))
 		return
 	}
-	fmt.Fprintf(w, "\n(4) load test (the budget fits %d slots in the worst case)\n", r.SlotsThatFit)
+	fmt.Fprintf(w, "\n(4) load test through the executor (the budget fits %d slots in the worst case)\n", r.SlotsThatFit)
 	fmt.Fprintln(tw, "slots\tlines\tok\tfailed\tOOM\tkilled\tavg\tp95\tpeak VRAM\taudio s/s\t")
 	for _, s := range r.Verdict.Steps {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f s\t%.2f s\t%s\t%.2f\t\n", s.Slots, s.Tasks, s.Successes, s.Failures,
@@ -377,8 +377,9 @@ func printCalibration(w io.Writer, r *calibrate.Result) {
 	for _, f := range r.Failures {
 		fmt.Fprintf(w, "failure at %d slots (%s, %s): %s\n", f.Slots, f.Bucket, f.Kind, f.Error)
 	}
-	fmt.Fprintf(w, "crash point: %s; slowdown point: %s; recommended: %d slots (%s)\n", point(r.Verdict.CrashAt),
-		point(r.Verdict.SlowdownAt), r.Recommended, r.Verdict.Why)
+	fmt.Fprintf(w, "crash point: %s; slowdown point: %s; recommended: %d slots, long lane %d (%s)\n",
+		point(r.Verdict.CrashAt), point(r.Verdict.SlowdownAt), r.Recommended, r.RecommendedProfile.LongLaneLimit,
+		r.Verdict.Why)
 }
 
 func point(n int) string {
