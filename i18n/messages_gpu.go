@@ -207,7 +207,7 @@ func init() {
 		"gpus.calibration.throughput":         {EN: "Audio s per s", ZH: "每秒音频秒数"},
 		"gpus.calibration.chart_throughput":   {EN: "Audio seconds per second", ZH: "每秒生成的音频秒数"},
 		"gpus.calibration.chart_latency":      {EN: "Average time per line (s)", ZH: "每句平均耗时（秒）"},
-		"gpus.calibration.verdict":            {EN: "Crash point: %s · slowdown point: %s · recommended: %d slots, one step below the lower.", ZH: "崩溃点：%s · 降速点：%s · 推荐：%d 个槽位（比较低者低一档）。"},
+		"gpus.calibration.verdict":            {EN: "Crash point: %s · slowdown point: %s · recommended: %d slots (the fewest within 3 percent of the best throughput), %d in the long lane.", ZH: "崩溃点：%s · 降速点：%s · 推荐：%d 个槽位（达到最佳吞吐量百分之九十七的最少槽位），长文本通道 %d 个。"},
 		"gpus.calibration.why.crash":          {EN: "Decided by the crash point.", ZH: "由崩溃点决定。"},
 		"gpus.calibration.why.slowdown":       {EN: "Decided by throughput: more slots gave less than 5 percent more audio per second (the fewest slots within 3 percent of the best are recommended).", ZH: "由吞吐量决定：更多槽位使每秒音频增加不足百分之五（推荐达到最佳吞吐量百分之九十七的最少槽位）。"},
 		"gpus.calibration.why.untested_limit": {EN: "Neither point was reached up to the highest step tested: more slots may work.", ZH: "在测试的最高档内均未达到：更多槽位可能可行。"},

@@ -3597,9 +3597,9 @@ func CalibrationPage(p Page, vm CalibrationVM) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var208 string
-					templ_7745c5c3_Var208, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("gpus.calibration.verdict", pointText(p, r.Verdict.CrashAt), pointText(p, r.Verdict.SlowdownAt), r.Recommended))
+					templ_7745c5c3_Var208, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("gpus.calibration.verdict", pointText(p, r.Verdict.CrashAt), pointText(p, r.Verdict.SlowdownAt), r.Recommended, r.RecommendedProfile.LongLaneLimit))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 697, Col: 122}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 697, Col: 158}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var208))
 					if templ_7745c5c3_Err != nil {
