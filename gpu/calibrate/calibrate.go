@@ -7,12 +7,14 @@
 //     runs each with the same speaker and seed, keeping the highest peak, never the
 //     mean;
 //  3. the fall-back after each run, with a leak warning when it creeps upward;
-//  4. a stepwise load test (1, 2, 3, 4, 6, ... hosts) with enough lines per step,
+//  4. a stepwise load test (1, 2, 3, 4, 6, ... slots) with enough lines per step,
 //     recording successes, failures, out-of-memory errors, killed hosts, average and
-//     p95 latency, peak VRAM and throughput.
+//     p95 latency, peak VRAM and throughput: through the executor (Config.Admission,
+//     as the worker renders), or with the calibration's own hosts unmanaged.
 //
 // The analysis (worst peaks, leaks, crash and slowdown points, the recommendation of
-// one step below the lower) is package gpu's (AnalyzeCalibration, AnalyzeLoadTest);
+// the fewest slots near the best throughput) is package gpu's (AnalyzeCalibration,
+// AnalyzeLoadTest);
 // this package drives the runs through the same interfaces the worker uses, so that
 // it runs against real model hosts (gpu/ttshost.Launcher) on a GPU and against the
 // simulator (gpu/ttshost.SimLauncher) in tests.
