@@ -95,6 +95,11 @@ class HostTest(unittest.TestCase):
     def test_error_mapping(self):
         cases = [
             (RuntimeError("CUDA out of memory. Tried to allocate"), 507, "out_of_memory"),
+            (RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"), 507,
+             "out_of_memory"),
+            # cuDNN's attention at the memory limit (seen on an H200 shrunk to 24 GiB)
+            (RuntimeError("Expected mha_graph.execute(handle, variant_pack, workspace_ptr.get()).is_good() to be "
+                          "true, but got false."), 507, "out_of_memory"),
             (FileNotFoundError("no such file"), 400, "invalid_input"),
             (ValueError("bad"), 500, "internal"),
             (HostError("invalid_input", "nope"), 400, "invalid_input"),
