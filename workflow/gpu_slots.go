@@ -489,7 +489,7 @@ func (c *CalibrationSlots) Prepare(ctx context.Context, p gpu.Profile, cal gpu.C
 	n := p.MaxSlots
 	if c.slots == nil {
 		cfg := c.cfg
-		cfg.GPUs, cfg.SharedMonitor, cfg.Simulated = []gpu.Device{c.dev}, true, false
+		cfg.GPUs, cfg.SharedMonitor = []gpu.Device{c.dev}, true
 		sl, err := NewGPUSlots(cfg)
 		if err != nil {
 			return err
@@ -502,7 +502,7 @@ func (c *CalibrationSlots) Prepare(ctx context.Context, p gpu.Profile, cal gpu.C
 	} else if err := c.slots.Apply(c.dev.UUID, GPUSetting{Profile: p, Calibration: cal}); err != nil {
 		return err
 	}
-	return c.slots.waitServing(ctx, c.dev.UUID, n)
+	return c.slots.WaitServing(ctx, c.dev.UUID, n)
 }
 
 // Synthesize runs one line through a slot.
@@ -529,8 +529,9 @@ func (c *CalibrationSlots) Stop() {
 	}
 }
 
-// waitServing waits until n of a GPU's hosts serve.
-func (s *GPUSlots) waitServing(ctx context.Context, uuid string, n int) error {
+// WaitServing waits until n of a GPU's hosts serve; it gives up when a host keeps
+// failing to start.
+func (s *GPUSlots) WaitServing(ctx context.Context, uuid string, n int) error {
 	s.mu.Lock()
 	e := s.gpus[uuid]
 	s.mu.Unlock()

@@ -68,7 +68,7 @@ func (r *rig) executor(ctx context.Context, memory func(string) calibrate.Device
 		return res
 	}
 	peak := watchPeak(mon, r.dev.UUID)
-	if err := waitServing(ctx, slots, p.MaxSlots); err != nil {
+	if err := slots.WaitServing(ctx, r.dev.UUID, p.MaxSlots); err != nil {
 		res.StartError = err.Error()
 		res.PeakUsedBytes = peak.end()
 		return res
@@ -172,30 +172,4 @@ func (r *rig) slotLineTimed(ctx context.Context, slots *workflow.GPUSlots, l lin
 	res, err := sl.Engine().Synthesize(ctx, req)
 	sl.Done(workflow.SlotOutcome{PeakBytes: res.PeakReservedBytes, OOM: isOOM(err), Failed: err != nil})
 	return res, time.Since(t0), err
-}
-
-// waitServing waits until n hosts serve.
-func waitServing(ctx context.Context, slots *workflow.GPUSlots, n int) error {
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		serving := 0
-		for _, g := range slots.Live(0).GPUs {
-			for _, h := range g.Pool {
-				if h.State == gpu.HostServing {
-					serving++
-				}
-			}
-		}
-		if serving >= n {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d of %d model hosts serving after 5 minutes", serving, n)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }

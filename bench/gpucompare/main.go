@@ -31,7 +31,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -189,7 +188,7 @@ func compare(ctx context.Context, o options, stdout io.Writer) error {
 	r.speakers = &speakers{}
 	for i := range o.characters {
 		p := filepath.Join(work, fmt.Sprintf("character%d.wav", i+1))
-		if err := writeVoice(p, i); err != nil {
+		if err := calibrate.WriteVoice(p, 110+45*float64(i)); err != nil { // a pitch per character
 			return err
 		}
 		r.speakers.refs = append(r.speakers.refs, p)
@@ -372,20 +371,6 @@ func holdMemory(ctx context.Context, python string, dev gpu.Device, leaveGiB flo
 	log.Printf("memory holder: %s", sc.Text())
 	time.Sleep(time.Second) // let NVML see it
 	return release, nil
-}
-
-// writeVoice writes character i's 8 s reference recording: a voiced buzz at a pitch
-// of its own, so each character has its own conditioning.
-func writeVoice(path string, i int) error {
-	const rate = 16000
-	f0 := 110 + 45*float64(i)
-	s := make([]int16, 8*rate)
-	for j := range s {
-		t := float64(j) / rate
-		env := 0.5 + 0.5*math.Sin(2*math.Pi*3*t)
-		s[j] = int16(6000 * env * (math.Sin(2*math.Pi*f0*t) + 0.4*math.Sin(2*math.Pi*2*f0*t)))
-	}
-	return tts.WriteWAV(path, rate, s)
 }
 
 // simMemory reads a simulated card.

@@ -86,7 +86,8 @@ type Config struct {
 	// Runs per bucket; default and minimum 3.
 	Runs int
 	// LinesPerStep is how many lines each load-test step renders at least (always at
-	// least two per slot, rounded up to whole rounds of the buckets); default 8.
+	// least two per slot unmanaged, three through Admission, rounded up to whole
+	// rounds of the buckets or of their mix); default 8.
 	LinesPerStep int
 	// MaxSlots bounds the load test; 0: the slots the budget fits with the measured
 	// curve, at most 32 (gpu.HostsThatFit with Admission, else gpu.SlotsThatFit).
@@ -304,7 +305,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.ref = r.cfg.Reference
 	if r.ref == "" {
 		r.ref = filepath.Join(r.work, "reference.wav")
-		if err := writeReference(r.ref); err != nil {
+		if err := WriteVoice(r.ref, 140); err != nil {
 			return err
 		}
 	}
@@ -891,14 +892,16 @@ func exited(h Host) bool {
 	}
 }
 
-// writeReference writes an 8 s, 16 kHz synthetic voice-like recording.
-func writeReference(path string) error {
+// WriteVoice writes an 8 s, 16 kHz synthetic voice-like recording: a buzz at pitch
+// f0 (Hz) with its octave, pulsing three times a second. Calibrations use 140 Hz;
+// different pitches give different speakers.
+func WriteVoice(path string, f0 float64) error {
 	const rate = 16000
 	s := make([]int16, 8*rate)
 	for i := range s {
 		t := float64(i) / rate
 		env := 0.5 + 0.5*math.Sin(2*math.Pi*3*t)
-		s[i] = int16(6000 * env * (math.Sin(2*math.Pi*140*t) + 0.4*math.Sin(2*math.Pi*280*t)))
+		s[i] = int16(6000 * env * (math.Sin(2*math.Pi*f0*t) + 0.4*math.Sin(2*math.Pi*2*f0*t)))
 	}
 	return tts.WriteWAV(path, rate, s)
 }
