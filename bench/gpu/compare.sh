@@ -9,11 +9,12 @@
 #   CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o .devbin/gpu/gpucompare ./bench/gpucompare
 #
 # METHODS (default fixed,executor), STEPS (the fixed method's host counts; METHODS1
-# and STEPS1 for GPU 1 when they differ), LEAVE1 (GiB left on GPU 1; 0: the whole
-# card there too), STRIDE
+# and STEPS1 for GPU 1 when they differ), LEAVE0 (GiB left on GPU 0; default 0: the
+# whole card), LEAVE1 (GiB left on GPU 1; 0: the whole card there too), STRIDE
 # (the benchmark host's --decode-stride: the same memory in fewer GPT steps, to fit
 # the runs in the time a GPU is lent) and LIMIT (seconds per card) can be set.
-# OUT (default ./gpu-results) receives whole/ and 24gib/: results.json, run.log (the
+# OUT (default ./gpu-results) receives OUT0 (GPU 0's folder, default whole) and OUT1
+# (GPU 1's, default 24gib), to be named by what they hold: results.json, run.log (the
 # summary at its end), hosts.log and the calibration.
 set -u
 OUT=${OUT:-./gpu-results}
@@ -21,20 +22,23 @@ METHODS=${METHODS:-fixed,executor}
 STEPS=${STEPS:-1,2,3,4,6,8,12,16}
 METHODS1=${METHODS1:-$METHODS}
 STEPS1=${STEPS1:-$STEPS}
+LEAVE0=${LEAVE0:-0}
 LEAVE1=${LEAVE1:-24}
+OUT0=${OUT0:-whole}
+OUT1=${OUT1:-24gib}
 STRIDE=${STRIDE:-4}
 LIMIT=${LIMIT:-540}
 HOST="tts/hosts/bench_host.py --gpt-dtype fp16 --decode-stride $STRIDE"
-mkdir -p "$OUT/whole" "$OUT/24gib"
-nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total,memory.used --format=csv >"$OUT/whole/run.log" 2>&1
-cp "$OUT/whole/run.log" "$OUT/24gib/run.log"
-.devbin/gpu/gpucompare -gpu 0 -methods "$METHODS" -n "$STEPS" -stop-flat 2 -host "$HOST" \
-  -timeout "${LIMIT}s" -out "$OUT/whole" >>"$OUT/whole/run.log" 2>&1 &
+mkdir -p "$OUT/$OUT0" "$OUT/$OUT1"
+nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total,memory.used --format=csv >"$OUT/$OUT0/run.log" 2>&1
+cp "$OUT/$OUT0/run.log" "$OUT/$OUT1/run.log"
+.devbin/gpu/gpucompare -gpu 0 -leave-gib "$LEAVE0" -methods "$METHODS" -n "$STEPS" -stop-flat 2 -host "$HOST" \
+  -timeout "${LIMIT}s" -out "$OUT/$OUT0" >>"$OUT/$OUT0/run.log" 2>&1 &
 W=$!
 .devbin/gpu/gpucompare -gpu 1 -leave-gib "$LEAVE1" -methods "$METHODS1" -n "$STEPS1" -stop-flat 2 -host "$HOST" \
-  -timeout "${LIMIT}s" -out "$OUT/24gib" >>"$OUT/24gib/run.log" 2>&1 &
+  -timeout "${LIMIT}s" -out "$OUT/$OUT1" >>"$OUT/$OUT1/run.log" 2>&1 &
 S=$!
 wait $W; rw=$?
 wait $S; rs=$?
-tail -n 16 "$OUT/whole/run.log" "$OUT/24gib/run.log"
+tail -n 16 "$OUT/$OUT0/run.log" "$OUT/$OUT1/run.log"
 [ $rw -eq 0 ] && [ $rs -eq 0 ]
