@@ -165,8 +165,9 @@ type RenderInput struct {
 	Line      Line
 	Character *Character
 	Project   Project
-	// GapAfterMs is the silence before the next line starts (0 if it overlaps or is
-	// the last line: then nothing may be borrowed).
+	// GapAfterMs is the silence between the line's end and the start of the next
+	// line in time, of any character (0 if another line starts before it ends, or
+	// none starts after it: then nothing may be borrowed).
 	GapAfterMs int
 	// PrevRatio is the stretch ratio of the previous line of the same character, for
 	// smoothing (0 if none).
@@ -178,8 +179,7 @@ type RenderInput struct {
 // RenderInputOpts says what RenderInput reads besides the line, its project, its
 // character and the glossary.
 type RenderInputOpts struct {
-	// Neighbours reads GapAfterMs and PrevRatio, which only the fit needs. The gap
-	// reads every later line of the project.
+	// Neighbours reads GapAfterMs and PrevRatio, which only the fit needs.
 	Neighbours bool
 }
 
@@ -262,11 +262,13 @@ var renderInputQueries = sync.OnceValues(func() ([2]string, error) {
 		FROM lines l JOIN projects p ON p.id = l.project_id LEFT JOIN characters c ON c.id = l.character_id
 		WHERE l.id = ?`
 	}
-	// The next line's start is the earliest start of any later line (lines may
-	// overlap or be out of order); the ratio is that of the nearest earlier line of
-	// the same character that has a take (lines_project_character_idx_idx).
+	// The next start is that of the first other line starting at or after this one,
+	// whatever their order in the script (lines_project_start_idx); the ratio is
+	// that of the nearest earlier line of the same character that has a take
+	// (lines_project_character_idx_idx).
 	return [2]string{query(""), query(`,
-		(SELECT min(n.start_ms) FROM lines n WHERE n.project_id = l.project_id AND n.idx > l.idx) AS next_start_ms,
+		(SELECT min(n.start_ms) FROM lines n
+			WHERE n.project_id = l.project_id AND n.start_ms >= l.start_ms AND n.id <> l.id) AS next_start_ms,
 		(SELECT t.stretch_ratio FROM lines pl JOIN takes t ON t.id = pl.current_take_id
 			WHERE pl.project_id = l.project_id AND pl.character_id = l.character_id AND pl.idx < l.idx
 			ORDER BY pl.idx DESC LIMIT 1) AS prev_ratio`)}, nil
@@ -280,12 +282,23 @@ var synthesisStates = []LineState{StateQueued, StateWaitingGPU, StateSynthesizin
 // activeStates are the states of a render that has not finished.
 var activeStates = []LineState{StateQueued, StateWaitingGPU, StateSynthesizing, StateFitting}
 
-// SetRenderState moves a line's current render to state. It returns false, changing
-// nothing, when the render is stale (the line was edited, re-queued or cancelled) or
-// already past synthesis.
+// commitAsync, joined into a statement, lets its transaction commit without waiting
+// for PostgreSQL to flush its log to disk (synchronous_commit off for that
+// transaction alone). Only SetRenderState uses it: its states (waiting for the GPU,
+// synthesizing) are for people to watch, nothing depends on them, and a database
+// crash that loses one leaves the line in the state before it until the render's next
+// write (fitting, or the failure), which commits synchronously and moves it on from
+// any synthesis state. Every write that hands a render on (the raw take and the fit
+// job, the take) is synchronous: River could record its job complete after a crash
+// had lost it, and the line would never move again.
+const commitAsync = `(SELECT set_config('synchronous_commit', 'off', true)) AS commit_async`
+
+// SetRenderState moves a line's current render to state, committing asynchronously
+// (commitAsync). It returns false, changing nothing, when the render is stale (the
+// line was edited, re-queued or cancelled) or already past synthesis.
 func (s *Store) SetRenderState(ctx context.Context, lineID int64, renderSeq int, state LineState, attempts int) (bool, error) {
 	res := s.db.WithContext(ctx).Exec(`UPDATE lines SET state = ?, attempts = greatest(attempts, ?), state_changed_at = now()
-		WHERE id = ? AND render_seq = ? AND state IN ?`, state, attempts, lineID, renderSeq, synthesisStates)
+		FROM `+commitAsync+` WHERE id = ? AND render_seq = ? AND state IN ?`, state, attempts, lineID, renderSeq, synthesisStates)
 	return res.RowsAffected == 1, res.Error
 }
 

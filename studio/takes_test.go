@@ -79,6 +79,15 @@ func TestRenderInputGathersWhatARenderNeeds(t *testing.T) {
 	require.Zero(t, in.PrevRatio)
 	require.Equal(t, 500, in.GapAfterMs)
 
+	// The next line in time counts, wherever it is in the script: an earlier line
+	// moved after the last one ends the last one's silence.
+	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, lines[1].ID, studio.LineEdit{BaseRevision: lines[1].Revision,
+		StartMs: new(9800), EndMs: new(10000)})
+	require.NoError(t, err)
+	in, err = b.store.RenderInput(ctx, lines[4].ID, neighbours)
+	require.NoError(t, err)
+	require.Equal(t, 300, in.GapAfterMs)
+
 	_, err = b.store.RenderInput(ctx, -1, neighbours)
 	require.ErrorIs(t, err, studio.ErrNotFound)
 }

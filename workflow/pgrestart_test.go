@@ -145,19 +145,22 @@ func (pg *privatePostgres) cmd(name string, args ...string) *exec.Cmd {
 	return c
 }
 
-// restart stops the server (fast shutdown: every connection is cut) and starts it
-// again with the same options.
-func (pg *privatePostgres) restart(t *testing.T) {
+// restart stops the server and starts it again with the same options. mode is
+// pg_ctl's shutdown mode: "fast" cuts every connection and writes everything down;
+// "immediate" is a crash (no shutdown checkpoint: the server recovers from its log
+// at start, and asynchronous commits not yet flushed are lost).
+func (pg *privatePostgres) restart(t *testing.T, mode string) {
 	t.Helper()
 	// With -l the server's output goes to its log: were it to inherit our pipe, the
 	// server would hold it open and CombinedOutput would never return.
-	out, err := pg.cmd("pg_ctl", "-D", pg.data, "-l", pg.log, "-m", "fast", "-w", "-t", "60", "restart").CombinedOutput()
+	out, err := pg.cmd("pg_ctl", "-D", pg.data, "-l", pg.log, "-m", mode, "-w", "-t", "60", "restart").CombinedOutput()
 	require.NoError(t, err, string(out))
 }
 
 // TestPostgresRestartMidRender restarts the database server twice in the middle of a
-// 200-line render. Every connection of the worker is cut and the server refuses new
-// ones for a moment; the render completes, every line done exactly once.
+// 200-line render, the second time as a crash. Every connection of the worker is cut
+// and the server refuses new ones for a moment; the render completes, every line done
+// exactly once.
 func TestPostgresRestartMidRender(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow: renders 200 lines")
@@ -176,9 +179,12 @@ func TestPostgresRestartMidRender(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 200, n)
 
-	for _, at := range []int{30, 110} {
-		b.waitProgress(t, at, 2*time.Minute)
-		pg.restart(t)
+	for _, r := range []struct {
+		at   int
+		mode string
+	}{{30, "fast"}, {110, "immediate"}} {
+		b.waitProgress(t, r.at, 2*time.Minute)
+		pg.restart(t, r.mode)
 	}
 	b.waitSettled(t, 3*time.Minute)
 	b.requireDoneOnce(t, 200)
