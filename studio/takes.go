@@ -3,6 +3,7 @@ package studio
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -160,39 +161,21 @@ func (s *Store) CancelRenders(ctx context.Context, projectID int64) ([]int64, er
 	return jobIDs, err
 }
 
-// RenderInput is everything a render job needs to know about its line.
+// RenderInput is everything a synthesis needs to know about its line.
 type RenderInput struct {
 	Line      Line
 	Character *Character
 	Project   Project
-	// GapAfterMs is the silence between the line's end and the start of the next
-	// line in time, of any character (0 if another line starts before it ends, or
-	// none starts after it: then nothing may be borrowed).
-	GapAfterMs int
-	// PrevRatio is the stretch ratio of the previous line of the same character, for
-	// smoothing (0 if none).
-	PrevRatio float64
 	// Glossary is the project's pronunciation glossary.
 	Glossary []GlossaryEntry
 }
 
-// RenderInputOpts says what RenderInput reads besides the line, its project, its
-// character and the glossary.
-type RenderInputOpts struct {
-	// Neighbours reads GapAfterMs and PrevRatio, which only the fit needs.
-	Neighbours bool
-}
-
-// RenderInput loads a line for its render job, in one query: a render reads it twice
-// (synthesis, fit), and every round trip costs both sides CPU time.
-func (s *Store) RenderInput(ctx context.Context, lineID int64, opts RenderInputOpts) (*RenderInput, error) {
-	queries, err := renderInputQueries()
+// RenderInput loads a line for its synthesis, in one query: the line, its project,
+// its character and the project's glossary.
+func (s *Store) RenderInput(ctx context.Context, lineID int64) (*RenderInput, error) {
+	q, err := renderInputQuery()
 	if err != nil {
 		return nil, err
-	}
-	q := queries[0]
-	if opts.Neighbours {
-		q = queries[1]
 	}
 	var rows []renderInputRow
 	if err := s.db.WithContext(ctx).Raw(q, lineID).Scan(&rows).Error; err != nil {
@@ -206,12 +189,6 @@ func (s *Store) RenderInput(ctx context.Context, lineID int64, opts RenderInputO
 	if r.Character.ID != 0 {
 		in.Character = &r.Character
 	}
-	if r.NextStartMs != nil && *r.NextStartMs > in.Line.EndMs {
-		in.GapAfterMs = *r.NextStartMs - in.Line.EndMs
-	}
-	if r.PrevRatio != nil {
-		in.PrevRatio = *r.PrevRatio
-	}
 	if err := json.Unmarshal(r.Glossary, &in.Glossary); err != nil {
 		return nil, fmt.Errorf("error reading the glossary of project %d: %w", in.Line.ProjectID, err)
 	}
@@ -219,21 +196,19 @@ func (s *Store) RenderInput(ctx context.Context, lineID int64, opts RenderInputO
 }
 
 // renderInputRow is a row of RenderInput's query: the line, its project and its
-// character (columns prefixed p_ and c_; all NULL when the line has none), the start
-// of the first later line, the previous take's ratio and the glossary as JSON.
+// character (columns prefixed p_ and c_; all NULL when the line has none) and the
+// glossary as JSON.
 type renderInputRow struct {
-	Line        `gorm:"embedded"`
-	Project     Project   `gorm:"embedded;embeddedPrefix:p_"`
-	Character   Character `gorm:"embedded;embeddedPrefix:c_"`
-	NextStartMs *int
-	PrevRatio   *float64
-	Glossary    []byte
+	Line      `gorm:"embedded"`
+	Project   Project   `gorm:"embedded;embeddedPrefix:p_"`
+	Character Character `gorm:"embedded;embeddedPrefix:c_"`
+	Glossary  []byte
 }
 
-// renderInputQueries builds RenderInput's queries once, without and with the
-// neighbours, naming the project's and the character's columns from their models so
-// that a column added to either comes along.
-var renderInputQueries = sync.OnceValues(func() ([2]string, error) {
+// renderInputQuery builds RenderInput's query once, naming the project's and the
+// character's columns from their models so that a column added to either comes
+// along.
+var renderInputQuery = sync.OnceValues(func() (string, error) {
 	cols := func(model any, alias string) (string, error) {
 		sch, err := schema.Parse(model, &sync.Map{}, schema.NamingStrategy{}) // the store's (gorm's default)
 		if err != nil {
@@ -249,35 +224,77 @@ var renderInputQueries = sync.OnceValues(func() ([2]string, error) {
 	}
 	pc, err := cols(&Project{}, "p")
 	if err != nil {
-		return [2]string{}, err
+		return "", err
 	}
 	cc, err := cols(&Character{}, "c")
 	if err != nil {
-		return [2]string{}, err
+		return "", err
 	}
-	query := func(neighbours string) string {
-		return `SELECT l.*` + pc + cc + neighbours + `,
+	return `SELECT l.*` + pc + cc + `,
 		(SELECT coalesce(json_agg(json_build_object('id', g.id, 'term', g.term, 'spoken', g.spoken)
 			ORDER BY length(g.term) DESC, g.term), '[]') FROM glossary g WHERE g.project_id = l.project_id) AS glossary
 		FROM lines l JOIN projects p ON p.id = l.project_id LEFT JOIN characters c ON c.id = l.character_id
-		WHERE l.id = ?`
-	}
-	// The next start is that of the first other line starting at or after this one,
-	// whatever their order in the script (lines_project_start_idx); the ratio is
-	// that of the nearest earlier line of the same character that has a take
-	// (lines_project_character_idx_idx).
-	return [2]string{query(""), query(`,
-		(SELECT min(n.start_ms) FROM lines n
-			WHERE n.project_id = l.project_id AND n.start_ms >= l.start_ms AND n.id <> l.id) AS next_start_ms,
-		(SELECT t.stretch_ratio FROM lines pl JOIN takes t ON t.id = pl.current_take_id
-			WHERE pl.project_id = l.project_id AND pl.character_id = l.character_id AND pl.idx < l.idx
-			ORDER BY pl.idx DESC LIMIT 1) AS prev_ratio`)}, nil
+		WHERE l.id = ?`, nil
 })
+
+// FitInput is what a fit needs to know about its line.
+type FitInput struct {
+	RenderSeq    int
+	State        LineState
+	DurationLock bool
+	// SlotMs is the line's slot, end minus start.
+	SlotMs int
+	// The project's fit settings.
+	StretchMin, StretchMax, LoudnessLUFS, MaxSpeedStep float64
+	GapBorrowMs                                        int
+	// GapAfterMs is the silence between the line's end and the start of the next
+	// line in time, of any character (0 if another line starts before it ends, or
+	// none starts after it: then nothing may be borrowed).
+	GapAfterMs int
+	// PrevRatio is the stretch ratio of the previous line of the same character, for
+	// smoothing (0 if none).
+	PrevRatio float64
+}
+
+// FitInput loads what a fit needs, in one query of plain columns. The next start is
+// that of the first other line starting at or after this one, whatever their order
+// in the script (lines_project_start_idx); the ratio is that of the nearest earlier
+// line of the same character that has a take (lines_project_character_idx_idx).
+func (s *Store) FitInput(ctx context.Context, lineID int64) (*FitInput, error) {
+	var in FitInput
+	err := s.pool.QueryRow(ctx, `SELECT l.render_seq, l.state, l.duration_lock, l.end_ms - l.start_ms,
+		p.stretch_min, p.stretch_max, p.loudness_lufs, p.max_speed_step, p.gap_borrow_ms,
+		greatest(coalesce((SELECT min(n.start_ms) FROM lines n
+			WHERE n.project_id = l.project_id AND n.start_ms >= l.start_ms AND n.id <> l.id) - l.end_ms, 0), 0),
+		coalesce((SELECT t.stretch_ratio FROM lines pl JOIN takes t ON t.id = pl.current_take_id
+			WHERE pl.project_id = l.project_id AND pl.character_id = l.character_id AND pl.idx < l.idx
+			ORDER BY pl.idx DESC LIMIT 1), 0)
+		FROM lines l JOIN projects p ON p.id = l.project_id WHERE l.id = $1`, lineID).Scan(
+		&in.RenderSeq, &in.State, &in.DurationLock, &in.SlotMs,
+		&in.StretchMin, &in.StretchMax, &in.LoudnessLUFS, &in.MaxSpeedStep, &in.GapBorrowMs,
+		&in.GapAfterMs, &in.PrevRatio)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("line %d: %w", lineID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &in, nil
+}
 
 // synthesisStates are the states of a render whose synthesis has not finished. Only
 // these move on: a synthesis re-run after its render reached fitting or beyond (a job
 // rescued from a worker that died after its last write) must not move the line back.
 var synthesisStates = []LineState{StateQueued, StateWaitingGPU, StateSynthesizing}
+
+// synthesisStateNames is synthesisStates for pgx, which sends a []string as text[].
+var synthesisStateNames = func() []string {
+	names := make([]string, len(synthesisStates))
+	for i, st := range synthesisStates {
+		names[i] = string(st)
+	}
+	return names
+}()
 
 // activeStates are the states of a render that has not finished.
 var activeStates = []LineState{StateQueued, StateWaitingGPU, StateSynthesizing, StateFitting}
@@ -297,9 +314,10 @@ const commitAsync = `(SELECT set_config('synchronous_commit', 'off', true)) AS c
 // (commitAsync). It returns false, changing nothing, when the render is stale (the
 // line was edited, re-queued or cancelled) or already past synthesis.
 func (s *Store) SetRenderState(ctx context.Context, lineID int64, renderSeq int, state LineState, attempts int) (bool, error) {
-	res := s.db.WithContext(ctx).Exec(`UPDATE lines SET state = ?, attempts = greatest(attempts, ?), state_changed_at = now()
-		FROM `+commitAsync+` WHERE id = ? AND render_seq = ? AND state IN ?`, state, attempts, lineID, renderSeq, synthesisStates)
-	return res.RowsAffected == 1, res.Error
+	tag, err := s.pool.Exec(ctx, `UPDATE lines SET state = $1, attempts = greatest(attempts, $2), state_changed_at = now()
+		FROM `+commitAsync+` WHERE id = $3 AND render_seq = $4 AND state = ANY($5::text[])`,
+		string(state), attempts, lineID, renderSeq, synthesisStateNames)
+	return tag.RowsAffected() == 1, err
 }
 
 // RenderFailure records a failed attempt. final means no retry follows: the line
@@ -344,36 +362,47 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 	var q strings.Builder
 	var args []any
 	if len(blobs) > 0 {
-		ins, a := insertBlobs(blobs, gormArg)
+		ins, a := insertBlobs(blobs, pgxArg)
 		q.WriteString("WITH b AS (" + ins + "), ")
 		args = a
 	} else {
 		q.WriteString("WITH ")
 	}
-	q.WriteString(`l AS (SELECT id FROM lines WHERE id = ? AND render_seq = ? AND state <> 'cancelled' FOR UPDATE),
+	// arg adds a value and returns its placeholder.
+	arg := func(v any) string {
+		args = append(args, v)
+		return pgxArg(len(args))
+	}
+	fmt.Fprintf(&q, `l AS (SELECT id FROM lines WHERE id = %s AND render_seq = %s AND state <> 'cancelled' FOR UPDATE),
 		t AS (INSERT INTO takes (line_id, project_id, revision, render_seq, engine, model_version, gpu, worker, seed,
 			spoken_text, peak_vram_bytes, synth_ms, fit_ms, audio_ms, duration_ms, rtf, stretch_ratio, needed_ratio,
 			borrowed_ms, loudness_lufs, needs_review, hint, audio_sha256, raw_sha256, approved_at, approved_by)
-			SELECT l.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ? FROM l
+			SELECT l.id, %s FROM l
 			ON CONFLICT (line_id, render_seq) DO NOTHING RETURNING id)
-		UPDATE lines SET state = ?, last_error = '', last_traceback = '', state_changed_at = now(),
+		UPDATE lines SET state = %s, last_error = '', last_traceback = '', state_changed_at = now(),
 			current_take_id = coalesce((SELECT id FROM t),
-				(SELECT id FROM takes WHERE line_id = ? AND render_seq = ?), current_take_id)
+				(SELECT id FROM takes WHERE line_id = %[1]s AND render_seq = %[2]s), current_take_id)
 		WHERE id = (SELECT id FROM l)
-		RETURNING current_take_id`)
-	args = append(args, t.LineID, t.RenderSeq,
-		t.ProjectID, t.Revision, t.RenderSeq, t.Engine, t.ModelVersion, t.GPU, t.Worker, t.Seed,
-		t.SpokenText, t.PeakVRAMBytes, t.SynthMs, t.FitMs, t.AudioMs, t.DurationMs, t.RTF, t.StretchRatio, t.NeededRatio,
-		t.BorrowedMs, t.LoudnessLUFS, t.NeedsReview, hint, t.AudioSHA256, t.RawSHA256, t.ApprovedAt, t.ApprovedBy,
-		state, t.LineID, t.RenderSeq)
-	var ids []int64
-	if err := s.db.WithContext(ctx).Raw(q.String(), args...).Scan(&ids).Error; err != nil {
-		return false, err
-	}
-	if len(ids) == 0 {
+		RETURNING current_take_id`,
+		arg(t.LineID), arg(t.RenderSeq),
+		strings.Join([]string{arg(t.ProjectID), arg(t.Revision), arg(t.RenderSeq), arg(t.Engine), arg(t.ModelVersion),
+			arg(t.GPU), arg(t.Worker), arg(t.Seed), arg(t.SpokenText), arg(t.PeakVRAMBytes), arg(t.SynthMs), arg(t.FitMs),
+			arg(t.AudioMs), arg(t.DurationMs), arg(t.RTF), arg(t.StretchRatio), arg(t.NeededRatio), arg(t.BorrowedMs),
+			arg(t.LoudnessLUFS), arg(t.NeedsReview), arg(hint) + "::jsonb", arg(t.AudioSHA256), arg(t.RawSHA256),
+			arg(t.ApprovedAt), arg(t.ApprovedBy)}, ", "),
+		arg(string(state)))
+	var id *int64
+	err := s.pool.QueryRow(ctx, q.String(), args...).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
-	t.ID = ids[0]
+	if err != nil {
+		return false, err
+	}
+	if id == nil {
+		return false, fmt.Errorf("line %d: render %d finished without a take", t.LineID, t.RenderSeq)
+	}
+	t.ID = *id
 	return true, nil
 }
 
@@ -442,11 +471,7 @@ func SetRenderStateTx(ctx context.Context, tx pgx.Tx, lineID int64, renderSeq in
 	n := len(args)
 	q += fmt.Sprintf(`UPDATE lines SET state = $%d, state_changed_at = now()
 		WHERE id = $%d AND render_seq = $%d AND state = ANY($%d::text[])`, n+1, n+2, n+3, n+4)
-	states := make([]string, len(synthesisStates))
-	for i, st := range synthesisStates {
-		states[i] = string(st)
-	}
-	tag, err := tx.Exec(ctx, q, append(args, string(state), lineID, renderSeq, states)...)
+	tag, err := tx.Exec(ctx, q, append(args, string(state), lineID, renderSeq, synthesisStateNames)...)
 	return tag.RowsAffected() == 1, err
 }
 

@@ -15,9 +15,8 @@ import (
 	"dubstudio/studio"
 )
 
-func TestRenderInputGathersWhatARenderNeeds(t *testing.T) {
+func TestRenderInputGathersWhatASynthesisNeeds(t *testing.T) {
 	t.Parallel()
-	neighbours := studio.RenderInputOpts{Neighbours: true}
 	b := setup(t, 5) // Alice, Bob, Alice, Bob, Alice; 1.5 s each, 0.5 s apart
 	ctx := context.Background()
 	lines, err := b.store.AllLines(ctx, b.project.ID)
@@ -25,7 +24,7 @@ func TestRenderInputGathersWhatARenderNeeds(t *testing.T) {
 	require.NoError(t, b.store.AddGlossaryEntry(ctx, b.project.ID, "TV", "tee vee"))
 	require.NoError(t, b.store.AddGlossaryEntry(ctx, b.project.ID, "Dubstudio", "dub studio"))
 
-	in, err := b.store.RenderInput(ctx, lines[0].ID, neighbours)
+	in, err := b.store.RenderInput(ctx, lines[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, lines[0].ID, in.Line.ID)
 	require.Equal(t, lines[0].Text, in.Line.Text)
@@ -36,46 +35,68 @@ func TestRenderInputGathersWhatARenderNeeds(t *testing.T) {
 	require.Equal(t, *lines[0].CharacterID, in.Character.ID)
 	require.Equal(t, "Alice", in.Character.Name)
 	require.Equal(t, studio.EmotionSpeaker, in.Character.Emotion.Mode)
-	require.Equal(t, 500, in.GapAfterMs)
-	require.Zero(t, in.PrevRatio, "no earlier line of Alice's")
 	require.Len(t, in.Glossary, 2)
 	require.Equal(t, []string{"Dubstudio", "TV"}, []string{in.Glossary[0].Term, in.Glossary[1].Term}, "longest first")
 	require.Equal(t, "dub studio", in.Glossary[0].Spoken)
+
+	// A line without a character.
+	_, err = b.store.AssignCharacter(ctx, b.editor.ID, b.project.ID, []int64{lines[3].ID}, nil)
+	require.NoError(t, err)
+	in, err = b.store.RenderInput(ctx, lines[3].ID)
+	require.NoError(t, err)
+	require.Nil(t, in.Character)
+	require.Len(t, in.Glossary, 2)
+
+	_, err = b.store.RenderInput(ctx, -1)
+	require.ErrorIs(t, err, studio.ErrNotFound)
+}
+
+func TestFitInputGathersWhatAFitNeeds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 5) // Alice, Bob, Alice, Bob, Alice; 1.5 s each, 0.5 s apart
+	ctx := context.Background()
+	lines, err := b.store.AllLines(ctx, b.project.ID)
+	require.NoError(t, err)
+	require.NoError(t, b.store.DB().Exec(`UPDATE projects SET stretch_min = 0.8, stretch_max = 1.25, loudness_lufs = -20,
+		max_speed_step = 0.1, gap_borrow_ms = 250 WHERE id = ?`, b.project.ID).Error)
+	require.NoError(t, b.store.DB().Exec(`UPDATE lines SET duration_lock = false WHERE id = ?`, lines[1].ID).Error)
+
+	in, err := b.store.FitInput(ctx, lines[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, studio.FitInput{RenderSeq: lines[0].RenderSeq, State: lines[0].State, DurationLock: true, SlotMs: 1500,
+		StretchMin: 0.8, StretchMax: 1.25, LoudnessLUFS: -20, MaxSpeedStep: 0.1, GapBorrowMs: 250, GapAfterMs: 500}, *in,
+		"no earlier line of Alice's: no ratio")
+	in, err = b.store.FitInput(ctx, lines[1].ID)
+	require.NoError(t, err)
+	require.False(t, in.DurationLock)
 
 	// The ratio is the nearest earlier take of the same character.
 	bs := studio.BlobStore{Dir: t.TempDir()}
 	tk := addTake(t, b, bs, lines[0], "alice one")
 	require.NoError(t, b.store.DB().Exec(`UPDATE takes SET stretch_ratio = 1.2 WHERE id = ?`, tk.ID).Error)
 	addTake(t, b, bs, lines[1], "bob one") // ratio 1
-	in, err = b.store.RenderInput(ctx, lines[4].ID, neighbours)
+	in, err = b.store.FitInput(ctx, lines[4].ID)
 	require.NoError(t, err)
 	require.InDelta(t, 1.2, in.PrevRatio, 1e-9, "line 3 has no take: line 1's")
 	require.Zero(t, in.GapAfterMs, "the last line")
-	in, err = b.store.RenderInput(ctx, lines[3].ID, neighbours)
+	in, err = b.store.FitInput(ctx, lines[3].ID)
 	require.NoError(t, err)
 	require.InDelta(t, 1, in.PrevRatio, 1e-9)
-	// A synthesis needs neither, and does not read them.
-	in, err = b.store.RenderInput(ctx, lines[3].ID, studio.RenderInputOpts{})
-	require.NoError(t, err)
-	require.Zero(t, in.PrevRatio)
-	require.Zero(t, in.GapAfterMs)
-	require.Equal(t, "Bob", in.Character.Name)
-	require.Len(t, in.Glossary, 2)
+	require.Equal(t, 500, in.GapAfterMs)
 
-	// A later line that starts earlier than the next one closes the gap.
+	// A later line that starts before this one ends closes the gap.
 	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, lines[2].ID, studio.LineEdit{BaseRevision: lines[2].Revision,
 		StartMs: new(1000), EndMs: new(1400)})
 	require.NoError(t, err)
-	in, err = b.store.RenderInput(ctx, lines[0].ID, neighbours)
+	in, err = b.store.FitInput(ctx, lines[0].ID)
 	require.NoError(t, err)
 	require.Zero(t, in.GapAfterMs)
 
-	// A line without a character.
+	// A line without a character has no ratio to follow.
 	_, err = b.store.AssignCharacter(ctx, b.editor.ID, b.project.ID, []int64{lines[3].ID}, nil)
 	require.NoError(t, err)
-	in, err = b.store.RenderInput(ctx, lines[3].ID, neighbours)
+	in, err = b.store.FitInput(ctx, lines[3].ID)
 	require.NoError(t, err)
-	require.Nil(t, in.Character)
 	require.Zero(t, in.PrevRatio)
 	require.Equal(t, 500, in.GapAfterMs)
 
@@ -84,11 +105,11 @@ func TestRenderInputGathersWhatARenderNeeds(t *testing.T) {
 	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, lines[1].ID, studio.LineEdit{BaseRevision: lines[1].Revision,
 		StartMs: new(9800), EndMs: new(10000)})
 	require.NoError(t, err)
-	in, err = b.store.RenderInput(ctx, lines[4].ID, neighbours)
+	in, err = b.store.FitInput(ctx, lines[4].ID)
 	require.NoError(t, err)
 	require.Equal(t, 300, in.GapAfterMs)
 
-	_, err = b.store.RenderInput(ctx, -1, neighbours)
+	_, err = b.store.FitInput(ctx, -1)
 	require.ErrorIs(t, err, studio.ErrNotFound)
 }
 

@@ -322,7 +322,7 @@ func (s *synthesizeWorker) Timeout(*river.Job[SynthesizeArgs]) time.Duration {
 func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeArgs]) error {
 	w := s.w
 	a := job.Args
-	in, err := w.store.RenderInput(ctx, a.LineID, studio.RenderInputOpts{})
+	in, err := w.store.RenderInput(ctx, a.LineID)
 	if errors.Is(err, studio.ErrNotFound) {
 		return nil // the line was deleted
 	}
@@ -631,14 +631,14 @@ type fitWorker struct {
 func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
 	w := f.w
 	a := job.Args
-	in, err := w.store.RenderInput(ctx, a.LineID, studio.RenderInputOpts{Neighbours: true})
+	in, err := w.store.FitInput(ctx, a.LineID)
 	if errors.Is(err, studio.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if in.Line.RenderSeq != a.RenderSeq || in.Line.State == studio.StateCancelled {
+	if in.RenderSeq != a.RenderSeq || in.State == studio.StateCancelled {
 		return nil
 	}
 	raw, err := w.blobs.Path(a.RawSHA256)
@@ -652,18 +652,17 @@ func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
 			os.Remove(out)
 		}
 	}()
-	pr := in.Project
-	params := audio.FitParams{InputPath: raw, OutputPath: out, StretchMin: pr.StretchMin, StretchMax: pr.StretchMax,
-		LoudnessLUFS: pr.LoudnessLUFS, MaxSpeedStep: pr.MaxSpeedStep, PrevRatio: in.PrevRatio, GapMs: in.GapAfterMs,
-		GapBorrowMs: pr.GapBorrowMs}
-	if pr.GapBorrowMs == 0 {
+	params := audio.FitParams{InputPath: raw, OutputPath: out, StretchMin: in.StretchMin, StretchMax: in.StretchMax,
+		LoudnessLUFS: in.LoudnessLUFS, MaxSpeedStep: in.MaxSpeedStep, PrevRatio: in.PrevRatio, GapMs: in.GapAfterMs,
+		GapBorrowMs: in.GapBorrowMs}
+	if in.GapBorrowMs == 0 {
 		params.GapBorrowMs = -1 // audio treats 0 as "default"; the project asked for none
 	}
-	if pr.MaxSpeedStep == 0 {
+	if in.MaxSpeedStep == 0 {
 		params.MaxSpeedStep = -1
 	}
-	if in.Line.DurationLock && in.Line.DurationMs() > 0 {
-		params.SlotMs = in.Line.DurationMs()
+	if in.DurationLock && in.SlotMs > 0 {
+		params.SlotMs = in.SlotMs
 	} else {
 		// Not locked: keep the natural length (trim and loudness only).
 		params.SlotMs = int(a.AudioSeconds*1000 + 0.5)
