@@ -50,6 +50,10 @@ type FitParams struct {
 	// OutputPath receives the fitted take: mono 16-bit PCM WAV at SampleRate. It may
 	// equal InputPath.
 	OutputPath string
+	// OutputFor, set instead of OutputPath, names the output from the take's
+	// SHA-256, for a store that files takes by content (studio.BlobStore.Dest): the
+	// take is then written once, straight into its place.
+	OutputFor func(sha256 string) (string, error)
 	// SlotMs is the line's length (end - start); it must be positive.
 	SlotMs int
 	// GapMs is the silence between this line's end and the next line's start (0 or
@@ -145,7 +149,7 @@ type FitResult struct {
 }
 
 // Fit is the duration lock: it fits the take at p.InputPath to its slot and writes
-// the result to p.OutputPath. It trims leading and trailing silence, borrows from the
+// the result to p.OutputPath (or where p.OutputFor says). It trims leading and trailing silence, borrows from the
 // following gap what the speech needs (up to GapBorrowMs), time-stretches with pitch
 // preserved when the speech is still too long (Rubber Band, or chained atempo where
 // ffmpeg lacks it), pads with silence or cuts to the exact sample count, and
@@ -162,7 +166,7 @@ func Fit(ctx context.Context, p FitParams) (FitResult, error) {
 		return FitResult{}, err
 	}
 	var res FitResult
-	res.OutputPath, res.SampleRate = p.OutputPath, p.SampleRate
+	res.SampleRate = p.SampleRate
 
 	t0 := time.Now()
 	x, inRate, release, err := decodeMono(ctx, p.InputPath, p.SampleRate)
@@ -222,7 +226,13 @@ func Fit(ctx context.Context, p FitParams) (FitResult, error) {
 	defer releaseOut()
 	sum := sha256.Sum256(out)
 	res.SHA256, res.Bytes = hex.EncodeToString(sum[:]), int64(len(out))
-	if err := writeBytesAtomic(p.OutputPath, out); err != nil {
+	res.OutputPath = p.OutputPath
+	if p.OutputFor != nil {
+		if res.OutputPath, err = p.OutputFor(res.SHA256); err != nil {
+			return FitResult{}, err
+		}
+	}
+	if err := writeBytesAtomic(res.OutputPath, out); err != nil {
 		return FitResult{}, err
 	}
 	res.Elapsed.Write = time.Since(t0)
@@ -251,8 +261,12 @@ func (p FitParams) withDefaults() (FitParams, error) {
 	if _, err := mediaArg(p.InputPath); err != nil {
 		bad = append(bad, "input: "+err.Error())
 	}
-	if _, err := mediaArg(p.OutputPath); err != nil {
-		bad = append(bad, "output: "+err.Error())
+	if p.OutputFor == nil {
+		if _, err := mediaArg(p.OutputPath); err != nil {
+			bad = append(bad, "output: "+err.Error())
+		}
+	} else if p.OutputPath != "" {
+		bad = append(bad, "both an output path and a way to name the output")
 	}
 	if p.SlotMs <= 0 {
 		bad = append(bad, fmt.Sprintf("slot of %d ms", p.SlotMs))

@@ -288,6 +288,38 @@ func TestFitErrors(t *testing.T) {
 	_, err = Fit(ctxT(t), FitParams{InputPath: take, OutputPath: filepath.Join(dir, "no", "such", "dir.wav"), SlotMs: 1000})
 	require.Error(t, err)
 	require.NoFileExists(t, out)
+
+	_, err = Fit(ctxT(t), FitParams{InputPath: take, OutputPath: out, SlotMs: 1000,
+		OutputFor: func(string) (string, error) { return out, nil }})
+	require.ErrorIs(t, err, ErrInvalid, "two outputs")
+	refused := errors.New("refused")
+	_, err = Fit(ctxT(t), FitParams{InputPath: take, SlotMs: 1000,
+		OutputFor: func(string) (string, error) { return "", refused }})
+	require.ErrorIs(t, err, refused)
+	require.NoFileExists(t, out)
+}
+
+// TestFitNamesItsOutputByContent writes a take where OutputFor says, given the
+// SHA-256 of the bytes it writes.
+func TestFitNamesItsOutputByContent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	take := tone(t, dir, "t.wav", "1", "24000")
+	var asked string
+	res, err := Fit(ctxT(t), FitParams{InputPath: take, SlotMs: 1000, OutputFor: func(sum string) (string, error) {
+		asked = sum
+		return filepath.Join(dir, sum+".wav"), nil
+	}})
+	require.NoError(t, err)
+	require.Equal(t, res.SHA256, asked)
+	require.Equal(t, filepath.Join(dir, res.SHA256+".wav"), res.OutputPath)
+	b, err := os.ReadFile(res.OutputPath)
+	require.NoError(t, err)
+	sum := sha256.Sum256(b)
+	require.Equal(t, res.SHA256, hex.EncodeToString(sum[:]))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 2, "the take and its output, no temporary file left")
 }
 
 func TestWriteFileAtomicLeavesNothingOnFullDisk(t *testing.T) {

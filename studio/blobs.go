@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -83,25 +82,29 @@ func (s *Store) PutBlob(ctx context.Context, bs BlobStore, tmpPath string, meta 
 	return &meta, nil
 }
 
-// blobDirs remembers the blob store's subdirectories known to exist, so that a
-// render's two blobs cost no MkdirAll each.
-var blobDirs sync.Map
+// Dest returns where the blob with sum lives, like Path, and makes sure that its
+// directory exists, for a writer that writes the blob straight into its place
+// (through a temporary file in that directory and a rename, as audio.Fit does).
+// Writing a blob that is already there replaces it with the same bytes.
+func (b BlobStore) Dest(sum string) (string, error) {
+	dst, err := b.Path(sum)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", err
+	}
+	return dst, nil
+}
 
 // Put moves the file at tmpPath, whose SHA-256 its caller computed as sum (while
 // writing or reading it), into the store. The move is atomic; storing the same
 // content twice keeps one copy. It records nothing: the blob's row goes into the
 // statement that uses it (SetRenderStateTx, FinishRender), or PutBlob writes it.
 func (b BlobStore) Put(tmpPath, sum string) error {
-	dst, err := b.Path(sum)
+	dst, err := b.Dest(sum)
 	if err != nil {
 		return err
-	}
-	dir := filepath.Dir(dst)
-	if _, ok := blobDirs.Load(dir); !ok {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		blobDirs.Store(dir, true)
 	}
 	if _, err := os.Stat(dst); err == nil {
 		os.Remove(tmpPath)
@@ -109,14 +112,7 @@ func (b BlobStore) Put(tmpPath, sum string) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	err = os.Rename(tmpPath, dst)
-	if errors.Is(err, fs.ErrNotExist) {
-		// The directory went away since (a store removed and made again): once more.
-		if err = os.MkdirAll(dir, 0o755); err == nil {
-			err = os.Rename(tmpPath, dst)
-		}
-	}
-	if err != nil {
+	if err := os.Rename(tmpPath, dst); err != nil {
 		return fmt.Errorf("error storing blob: %w", err)
 	}
 	return nil

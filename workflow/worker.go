@@ -234,10 +234,10 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	}
 }
 
-// tmpPath returns a new path in the worker's temporary directory, for a file that
-// the engine or the fit then writes (through its own temporary file and a rename).
-// The name is random; the file is not created, which would cost a file creation
-// per line for nothing.
+// tmpPath returns a new path in the worker's temporary directory, for the engine's
+// output (which the engine writes through its own temporary file and a rename). The
+// name is random; the file is not created, which would cost a file creation per
+// line for nothing.
 func (w *Worker) tmpPath(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
@@ -645,14 +645,11 @@ func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
 	if err != nil {
 		return river.JobCancel(err)
 	}
-	out := w.tmpPath("fit-")
-	stored := false
-	defer func() {
-		if !stored {
-			os.Remove(out)
-		}
-	}()
-	params := audio.FitParams{InputPath: raw, OutputPath: out, StretchMin: in.StretchMin, StretchMax: in.StretchMax,
+	// The take goes straight into the blob store, written once in its directory
+	// (through a temporary file there and a rename): a shared scratch directory cost
+	// a second rename across directories, and its lock was contended by every fit
+	// and synthesis at once.
+	params := audio.FitParams{InputPath: raw, OutputFor: w.blobs.Dest, StretchMin: in.StretchMin, StretchMax: in.StretchMax,
 		LoudnessLUFS: in.LoudnessLUFS, MaxSpeedStep: in.MaxSpeedStep, PrevRatio: in.PrevRatio, GapMs: in.GapAfterMs,
 		GapBorrowMs: in.GapBorrowMs}
 	if in.GapBorrowMs == 0 {
@@ -678,14 +675,9 @@ func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, err)
 	}
 	fitMs := int(time.Since(start).Milliseconds())
-	// Fit hashed the take as it wrote it: moved into the blob store as it is, recorded
-	// with the take.
+	// Fit hashed the take as it wrote it; its row is recorded with the take.
 	blob := studio.Blob{SHA256: res.SHA256, SizeBytes: res.Bytes, Format: audio.FormatWAV,
 		DurationMs: int(res.Samples * 1000 / int64(res.SampleRate)), SampleRate: res.SampleRate, Channels: 1}
-	if err := w.blobs.Put(out, blob.SHA256); err != nil {
-		return err
-	}
-	stored = true
 	raw256 := a.RawSHA256
 	take := &studio.Take{LineID: a.LineID, ProjectID: a.ProjectID, Revision: a.Revision, RenderSeq: a.RenderSeq,
 		Engine: a.Engine, ModelVersion: a.ModelVersion, GPU: a.Device, Worker: a.Worker, Seed: a.Seed,
