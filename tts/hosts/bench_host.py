@@ -37,14 +37,26 @@ it the file still imports, so `python3 -m py_compile` and the unit tests work an
     python3 tts/hosts/bench_host.py --socket /run/dubstudio/bench0.sock
     python3 tts/hosts/bench_host.py --selftest           # tiny dimensions, CPU or GPU
     python3 tts/hosts/bench_host.py --selftest --full    # real dimensions, on the GPU
+
+With --share-weights PATH, hosts on one GPU hold one copy of the weights: the first
+host to start with PATH loads them and lends them over the Unix socket PATH (CUDA
+IPC handles), and the hosts started after it map that copy instead of loading their
+own, each keeping its own CUDA context, caches and activations. The lender must
+outlive the borrowers (a borrower whose lender died fails its next request). An
+experiment for the GPU comparison (bench/gpu/compare.sh), not yet what dubstudio's
+executor runs: it sizes every host as holding the model.
 """
 
 import argparse
 import dataclasses
+import fcntl
 import json
 import math
 import os
+import pickle
+import socket
 import sys
+import threading
 import time
 import wave
 
@@ -483,12 +495,91 @@ def text_token_count(text):
     return max(1, cjk + sum(1 + len(w) // 4 for w in rest.split()))
 
 
+def _assign(modules, name, tensor):
+    """Puts tensor in place of the parameter or buffer called name ("gpt.blocks.0.w")
+    in modules (a dict of the host's modules by their first name)."""
+    first, *path, leaf = name.split(".")
+    m = modules[first]
+    for p in path:
+        m = getattr(m, p)
+    if leaf in m._parameters:
+        m._parameters[leaf] = nn.Parameter(tensor, requires_grad=False)
+    else:
+        m._buffers[leaf] = tensor
+
+
+class WeightShare:
+    """One copy of the weights for the hosts on a GPU (--share-weights): the first
+    host to take the lock file finds no lender and lends its own; the others borrow."""
+
+    def __init__(self, path):
+        self.path = path
+        self.lock = open(path + ".lock", "a")
+
+    def borrow(self):
+        """Returns the lender's tensors by name, or None when this host must load
+        the weights and lend them (it then holds the lock until lend())."""
+        fcntl.flock(self.lock, fcntl.LOCK_EX)
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(self.path)
+        except (FileNotFoundError, ConnectionRefusedError):
+            conn.close()
+            return None
+        fcntl.flock(self.lock, fcntl.LOCK_UN)
+        with conn:
+            chunks = []
+            while True:
+                b = conn.recv(1 << 20)
+                if not b:
+                    break
+                chunks.append(b)
+        handles = pickle.loads(b"".join(chunks))
+        return {name: fn(*args) for name, (fn, args) in handles.items()}
+
+    def lend(self, modules):
+        """Serves modules' parameters and buffers to borrowers, from a thread, for as
+        long as the process lives."""
+        from torch.multiprocessing.reductions import reduce_tensor
+
+        handles = {}
+        for first, m in modules.items():
+            for name, t in list(m.named_parameters()) + list(m.named_buffers()):
+                handles[f"{first}.{name}"] = reduce_tensor(t.detach())
+        payload = pickle.dumps(handles)
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(self.path)
+        srv.listen(64)
+        fcntl.flock(self.lock, fcntl.LOCK_UN)
+
+        def serve():
+            while True:
+                conn, _ = srv.accept()
+                with conn:
+                    conn.sendall(payload)
+
+        threading.Thread(target=serve, name="weight-share", daemon=True).start()
+
+
 class BenchBackend:
     def __init__(self, opts, dims=None):
         self.opts = opts
         self.dims = dims or Dims()
         self.version = opts.model_version
         self.current = None  # {"sha", "reference", "tensors"}: the conditioning cache slot
+
+    def _build(self, device):
+        d = self.dims
+        with torch.device(device):
+            self.semantic = SemanticEncoder(d).eval()
+            self.style = StyleNet(d).eval()
+            self.gpt = UnifiedVoice(d).eval()
+            self.s2mel = S2Mel(d).eval()
+            self.vocoder = Vocoder(d).eval()
+        return {"semantic": self.semantic, "style": self.style, "gpt": self.gpt, "s2mel": self.s2mel,
+                "vocoder": self.vocoder}
 
     def load(self):
         if torch is None:
@@ -498,17 +589,24 @@ class BenchBackend:
         self.gpt_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[self.opts.gpt_dtype]
         if self.device.type == "cpu" and self.gpt_dtype == torch.float16:
             self.gpt_dtype = torch.float32
-        torch.manual_seed(self.opts.weight_seed)
-        d = self.dims
-        with torch.device(self.device):
-            self.semantic = SemanticEncoder(d).eval()
-            self.style = StyleNet(d).eval()
-            self.gpt = UnifiedVoice(d).eval()
-            self.s2mel = S2Mel(d).eval()
-            self.vocoder = Vocoder(d).eval()
-        for m in (self.semantic, self.style, self.gpt, self.s2mel, self.vocoder):
-            _init(m)
-        self.gpt.to(self.gpt_dtype)  # fp16 applies to the GPT only, as in IndexTTS-2
+        share = None
+        if self.opts.share_weights:
+            if self.device.type != "cuda":
+                raise RuntimeError("--share-weights needs a CUDA device")
+            share = WeightShare(self.opts.share_weights)
+        tensors = share.borrow() if share else None
+        if tensors is not None:
+            modules = self._build("meta")
+            for name, t in tensors.items():
+                _assign(modules, name, t)
+        else:
+            torch.manual_seed(self.opts.weight_seed)
+            modules = self._build(self.device)
+            for m in modules.values():
+                _init(m)
+            self.gpt.to(self.gpt_dtype)  # fp16 applies to the GPT only, as in IndexTTS-2
+            if share:
+                share.lend(modules)
         self.store = protocol.ConditioningStore(self.version, torch)
         self.params = sum(p.numel() for m in (self.semantic, self.style, self.gpt, self.s2mel, self.vocoder)
                           for p in m.parameters())
@@ -663,6 +761,8 @@ def parse_args(argv=None):
     p.add_argument("--decode-stride", type=int, default=int(env("BENCH_DECODE_STRIDE", "1")),
                    help="mel tokens per GPT step: the same memory in fewer steps (1: as IndexTTS-2)")
     p.add_argument("--weight-seed", type=int, default=0)
+    p.add_argument("--share-weights", default=env("BENCH_SHARE_WEIGHTS", ""), metavar="PATH",
+                   help="Unix socket through which the hosts of one GPU share one copy of the weights (CUDA IPC)")
     p.add_argument("--selftest", action="store_true", help="run prepare and two syntheses without HTTP, then exit")
     p.add_argument("--full", action="store_true", help="with --selftest: real dimensions instead of tiny ones")
     protocol.add_listen_args(p)

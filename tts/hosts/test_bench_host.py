@@ -1,14 +1,24 @@
 """bench_host.py: importable and well-formed without torch; a CPU self-test with torch."""
 
 import importlib.util
+import json
 import os
 import py_compile
 import subprocess
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def has_cuda():
+    if not HAS_TORCH:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
 
 
 class BenchHostTest(unittest.TestCase):
@@ -25,6 +35,7 @@ class BenchHostTest(unittest.TestCase):
         self.assertEqual(hop, bench_host.HOP)
         opts = bench_host.parse_args(["--port", "0"])
         self.assertEqual((opts.beams, opts.diffusion_steps, opts.tokens_per_second), (3, 25, 50))
+        self.assertEqual(opts.share_weights, "")
 
     def test_text_estimates(self):
         import bench_host
@@ -46,6 +57,57 @@ class BenchHostTest(unittest.TestCase):
         r = subprocess.run([sys.executable, os.path.join(HERE, "bench_host.py"), "--selftest", "--device", "cpu"],
                            capture_output=True, text=True, timeout=600)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    @unittest.skipUnless(HAS_TORCH, "needs torch")
+    def test_borrowed_weights_compute_what_the_lenders_do(self):
+        """A host built on the meta device and given another's tensors (what a borrower
+        of --share-weights does with the lender's) computes the same as the lender."""
+        import torch
+
+        import bench_host
+
+        opts = bench_host.parse_args(["--device", "cpu", "--port", "0"])
+        lender = bench_host.BenchBackend(opts, bench_host.Dims.tiny())
+        lender.load()
+        borrower = bench_host.BenchBackend(opts, bench_host.Dims.tiny())
+        modules = borrower._build("meta")
+        for first, m in {"semantic": lender.semantic, "style": lender.style, "gpt": lender.gpt,
+                         "s2mel": lender.s2mel, "vocoder": lender.vocoder}.items():
+            for name, t in list(m.named_parameters()) + list(m.named_buffers()):
+                bench_host._assign(modules, f"{first}.{name}", t.detach())
+        for m in modules.values():
+            for name, t in list(m.named_parameters()) + list(m.named_buffers()):
+                self.assertFalse(t.is_meta, name)
+        mel = torch.randn(1, lender.dims.n_mels, 20)
+        with torch.inference_mode():
+            self.assertTrue(torch.equal(lender.vocoder(mel), borrower.vocoder(mel)))
+
+    @unittest.skipUnless(has_cuda(), "needs a CUDA GPU")
+    def test_hosts_share_one_copy_of_the_weights_on_a_gpu(self):
+        """A host serving with --share-weights lends its weights; a second host started
+        with the same path borrows them, holds far less memory and synthesizes."""
+        with tempfile.TemporaryDirectory() as tmp:
+            share = os.path.join(tmp, "weights.sock")
+            lender = subprocess.Popen([sys.executable, os.path.join(HERE, "bench_host.py"), "--share-weights", share,
+                                       "--socket", os.path.join(tmp, "lender.sock")],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                self.assertTrue(lender.stdout.readline().startswith("LISTENING"))
+                for line in lender.stderr:  # the model loads after the LISTENING line
+                    if "ready on" in line or "failed" in line:
+                        self.assertIn("ready on", line)
+                        break
+                r = subprocess.run([sys.executable, os.path.join(HERE, "bench_host.py"), "--selftest", "--full",
+                                    "--share-weights", share], capture_output=True, text=True, timeout=600)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                loaded = json.loads(r.stdout.splitlines()[0])
+                print("borrower:", loaded, file=sys.stderr)
+                self.assertLess(loaded["resident_bytes"], 1 << 30, "the borrower allocated no weights of its own")
+            finally:
+                lender.terminate()
+                lender.wait(timeout=60)
+                lender.stdout.close()
+                lender.stderr.close()
 
 
 if __name__ == "__main__":
