@@ -303,15 +303,27 @@ func TestReviewWithTheKeyboard(t *testing.T) {
 	require.Equal(t, *second.CurrentTakeID, *regenerated.ApprovedTakeID)
 
 	// In the script, space plays the focused line's take and b switches to its
-	// original at the same position.
+	// original at the same position. Each lasts as long as the line (1.5 s), which a
+	// loaded machine's browser can let pass between two looks: a recorder keeps every
+	// state the row shows.
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(base),
 		chromedp.WaitVisible(css(`[data-testid=lines]`)),
-		chromedp.KeyEvent("j"),
-		chromedp.KeyEvent(" "),
-		chromedp.WaitVisible(css(fmt.Sprintf(`#line-%d[data-kb-playing=take] button[data-play].playing`, first.ID))),
-		chromedp.KeyEvent("b"),
-		chromedp.WaitVisible(css(fmt.Sprintf(`#line-%d[data-kb-playing=original]`, first.ID))),
+	))
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`(() => { window.kbSeen = [];
+		new MutationObserver(() => { const row = document.getElementById('line-%d');
+			const s = row && row.getAttribute('data-kb-playing'), b = row && row.querySelector('button[data-play]');
+			if (s) window.kbSeen.push(s + (b && b.classList.contains('playing') ? '+playing' : '')); })
+		.observe(document.body, {subtree: true, attributes: true, attributeFilter: ['data-kb-playing', 'class']});
+		return true })()`, first.ID)))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, chromedp.KeyEvent("j"), chromedp.KeyEvent(" ")))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.kbSeen.includes('take+playing')`, chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "space plays the take")
+	require.NoError(t, chromedp.Do(ctx, chromedp.KeyEvent("b")))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.kbSeen.some(s => s.startsWith('original'))`, chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "b plays the original")
+	require.NoError(t, chromedp.Do(ctx,
 		chromedp.KeyEvent(kb.Escape),
 		chromedp.WaitNotPresent(css(`[data-kb-playing]`)),
 	))
