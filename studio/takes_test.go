@@ -84,10 +84,14 @@ func TestFitInputGathersWhatAFitNeeds(t *testing.T) {
 	require.InDelta(t, 1, in.PrevRatio, 1e-9)
 	require.Equal(t, 500, in.GapAfterMs)
 
+	move := func(l studio.Line, startMs, endMs int) {
+		t.Helper()
+		_, err := b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: l.Revision,
+			StartMs: &startMs, EndMs: &endMs})
+		require.NoError(t, err)
+	}
 	// A later line that starts before this one ends closes the gap.
-	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, lines[2].ID, studio.LineEdit{BaseRevision: lines[2].Revision,
-		StartMs: new(1000), EndMs: new(1400)})
-	require.NoError(t, err)
+	move(lines[2], 1000, 1400)
 	in, err = b.store.FitInput(ctx, lines[0].ID)
 	require.NoError(t, err)
 	require.Zero(t, in.GapAfterMs)
@@ -102,9 +106,7 @@ func TestFitInputGathersWhatAFitNeeds(t *testing.T) {
 
 	// The next line in time counts, wherever it is in the script: an earlier line
 	// moved after the last one ends the last one's silence.
-	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, lines[1].ID, studio.LineEdit{BaseRevision: lines[1].Revision,
-		StartMs: new(9800), EndMs: new(10000)})
-	require.NoError(t, err)
+	move(lines[1], 9800, 10000)
 	in, err = b.store.FitInput(ctx, lines[4].ID)
 	require.NoError(t, err)
 	require.Equal(t, 300, in.GapAfterMs)
