@@ -149,11 +149,11 @@ type FitResult struct {
 }
 
 // Fit is the duration lock: it fits the take at p.InputPath to its slot and writes
-// the result to p.OutputPath (or where p.OutputFor says). It trims leading and trailing silence, borrows from the
-// following gap what the speech needs (up to GapBorrowMs), time-stretches with pitch
-// preserved when the speech is still too long (Rubber Band, or chained atempo where
-// ffmpeg lacks it), pads with silence or cuts to the exact sample count, and
-// normalises loudness (BS.1770 measurement and gain, peaks kept under -1 dBFS).
+// the result to p.OutputPath (or where p.OutputFor says). It trims leading and
+// trailing silence, borrows from the following gap what the speech needs (up to
+// GapBorrowMs), time-stretches with pitch preserved when the speech is still too
+// long (Rubber Band, or chained atempo where ffmpeg lacks it), pads with silence or
+// cuts to the exact sample count, and normalises loudness (BS.1770 measurement and gain, peaks kept under -1 dBFS).
 //
 // A take that cannot fit within StretchMax is still written, stretched at the limit
 // and cut to the available length so that the editor can listen to it, and the

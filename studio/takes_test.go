@@ -17,10 +17,8 @@ import (
 
 func TestRenderInputGathersWhatASynthesisNeeds(t *testing.T) {
 	t.Parallel()
-	b := setup(t, 5) // Alice, Bob, Alice, Bob, Alice; 1.5 s each, 0.5 s apart
+	b, lines := setupLines(t, 5) // Alice, Bob, Alice, Bob, Alice; 1.5 s each, 0.5 s apart
 	ctx := context.Background()
-	lines, err := b.store.AllLines(ctx, b.project.ID)
-	require.NoError(t, err)
 	require.NoError(t, b.store.AddGlossaryEntry(ctx, b.project.ID, "TV", "tee vee"))
 	require.NoError(t, b.store.AddGlossaryEntry(ctx, b.project.ID, "Dubstudio", "dub studio"))
 
@@ -53,10 +51,8 @@ func TestRenderInputGathersWhatASynthesisNeeds(t *testing.T) {
 
 func TestFitInputGathersWhatAFitNeeds(t *testing.T) {
 	t.Parallel()
-	b := setup(t, 5) // Alice, Bob, Alice, Bob, Alice; 1.5 s each, 0.5 s apart
+	b, lines := setupLines(t, 5) // Alice, Bob, Alice, Bob, Alice; 1.5 s each, 0.5 s apart
 	ctx := context.Background()
-	lines, err := b.store.AllLines(ctx, b.project.ID)
-	require.NoError(t, err)
 	require.NoError(t, b.store.DB().Exec(`UPDATE projects SET stretch_min = 0.8, stretch_max = 1.25, loudness_lufs = -20,
 		max_speed_step = 0.1, gap_borrow_ms = 250 WHERE id = ?`, b.project.ID).Error)
 	require.NoError(t, b.store.DB().Exec(`UPDATE lines SET duration_lock = false WHERE id = ?`, lines[1].ID).Error)
@@ -118,10 +114,17 @@ func TestFitInputGathersWhatAFitNeeds(t *testing.T) {
 // setupLine is setup with n lines, a blob store, and the first line.
 func setupLine(t *testing.T, n int) (*testBundle, studio.BlobStore, studio.Line) {
 	t.Helper()
+	b, lines := setupLines(t, n)
+	return b, studio.BlobStore{Dir: t.TempDir()}, lines[0]
+}
+
+// setupLines is setup with n lines, and the lines.
+func setupLines(t *testing.T, n int) (*testBundle, []studio.Line) {
+	t.Helper()
 	b := setup(t, n)
 	lines, err := b.store.AllLines(context.Background(), b.project.ID)
 	require.NoError(t, err)
-	return b, studio.BlobStore{Dir: t.TempDir()}, lines[0]
+	return b, lines
 }
 
 // requeue queues new renders of lines, as the pipeline does, without jobs.

@@ -234,14 +234,14 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	}
 }
 
-// tmpPath returns a new path in the worker's temporary directory, for the engine's
+// rawPath returns a new path in the worker's temporary directory, for the engine's
 // output (which the engine writes through its own temporary file and a rename). The
 // name is random; the file is not created, which would cost a file creation per
 // line for nothing.
-func (w *Worker) tmpPath(prefix string) string {
+func (w *Worker) rawPath() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	return filepath.Join(w.cfg.DataDir, "tmp", prefix+hex.EncodeToString(b[:])+".wav")
+	return filepath.Join(w.cfg.DataDir, "tmp", "raw-"+hex.EncodeToString(b[:])+".wav")
 }
 
 // needsReference reports whether an engine clones a voice from a reference recording.
@@ -390,7 +390,7 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	if !hasSpace(tmpDir, takeBytes(max(req.TargetSeconds, tts.PredictNaturalSeconds(req.Text, req.Language)))) {
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, userKey("audio.no_space"))
 	}
-	raw := w.tmpPath("raw-")
+	raw := w.rawPath()
 	stored := false
 	defer func() {
 		if !stored {
