@@ -448,3 +448,42 @@ func TestPeakIsTheLargestMagnitude(t *testing.T) {
 	require.Equal(t, float64(float32(0.8)), peak([]float32{-0.25, 0.8, -0.79}))
 	require.Equal(t, 1.0, peak([]float32{-1, 0.999}))
 }
+
+// TestQuantiseRoundsAsMathRound checks quantise against rounding with math.Round on
+// the values where they could differ: every sample value's half-way point and its
+// float32 neighbours, the clipping bounds, tiny values, and a spread of all float32
+// bit patterns of either sign up to twice full scale.
+func TestQuantiseRoundsAsMathRound(t *testing.T) {
+	want := func(v float32) int16 {
+		f := float64(v) * 32768
+		switch {
+		case f >= math.MaxInt16:
+			return math.MaxInt16
+		case f <= math.MinInt16:
+			return math.MinInt16
+		}
+		return int16(math.Round(f))
+	}
+	check := func(v float32) {
+		if got, w := quantise(v), want(v); got != w {
+			t.Fatalf("quantise(%g) = %d, want %d", v, got, w)
+		}
+	}
+	for k := -32769; k <= 32768; k++ {
+		for _, h := range []float64{0, 0.5} {
+			v := float32((float64(k) + h) / 32768)
+			check(v)
+			check(math.Nextafter32(v, float32(math.Inf(1))))
+			check(math.Nextafter32(v, float32(math.Inf(-1))))
+		}
+	}
+	for _, v := range []float32{0, float32(math.Copysign(0, -1)), math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32,
+		1e-20, -1e-20, 1, -1, 2, -2, math.MaxFloat32, -math.MaxFloat32} {
+		check(v)
+	}
+	limit := math.Float32bits(2)
+	for b := uint32(0); b < limit; b += 997 {
+		check(math.Float32frombits(b))
+		check(-math.Float32frombits(b))
+	}
+}
