@@ -336,7 +336,7 @@ func planFit(speechMs float64, p FitParams) fitPlan {
 // its own rate, into a pooled buffer that release gives back; anything else is
 // decoded by ffmpeg at fallbackRate.
 func decodeMono(ctx context.Context, path string, fallbackRate int) (x []float32, rate int, release func(), err error) {
-	b, releaseFile, err := readFilePooled(path)
+	b, releaseFile, err := ReadFilePooled(path)
 	if err != nil {
 		return nil, 0, nil, fmt.Errorf("error reading %s: %w", path, err)
 	}

@@ -26,8 +26,11 @@ func pooled[T any](pool *sync.Pool, n int) ([]T, func()) {
 	return s, func() { pool.Put(&s) }
 }
 
-// readFilePooled reads the file at path into a pooled buffer.
-func readFilePooled(path string) ([]byte, func(), error) {
+// ReadFilePooled reads the file at path into a buffer from the pool Fit reads and
+// encodes takes with, and returns a function that gives it back once its caller no
+// longer uses the bytes: the worker reads every engine output once to describe and
+// hash it, and a new buffer for each was most of a line's garbage.
+func ReadFilePooled(path string) ([]byte, func(), error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err

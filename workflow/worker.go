@@ -420,18 +420,22 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	if err != nil {
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, err)
 	}
-	// The output is read once: described, hashed, then moved into the blob store; its
-	// row is recorded with the state change below.
-	output, err := os.ReadFile(raw)
+	// The output is read once, into a pooled buffer: described, hashed, then moved
+	// into the blob store; its row is recorded with the state change below.
+	output, releaseOutput, err := audio.ReadFilePooled(raw)
 	var info audio.Info
+	var sum [sha256.Size]byte
+	size := int64(len(output))
 	if err == nil {
-		info, err = outputInfo(ctx, raw, output)
+		if info, err = outputInfo(ctx, raw, output); err == nil {
+			sum = sha256.Sum256(output)
+		}
+		releaseOutput()
 	}
 	if err != nil {
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, fmt.Errorf("engine output: %w", err))
 	}
-	sum := sha256.Sum256(output)
-	blob := studio.Blob{SHA256: hex.EncodeToString(sum[:]), SizeBytes: int64(len(output)), Format: info.Format,
+	blob := studio.Blob{SHA256: hex.EncodeToString(sum[:]), SizeBytes: size, Format: info.Format,
 		DurationMs: int(info.Duration.Milliseconds()), SampleRate: info.SampleRate, Channels: info.Channels}
 	if err := w.blobs.Put(raw, blob.SHA256); err != nil {
 		return err
