@@ -47,30 +47,46 @@ func integratedLoudness(x []float32, rate int) (lufs float64, ok bool) {
 		return SilenceLUFS, false
 	}
 	shelf, hp := kWeighting(rate)
-	// Energy per 100 ms step; a block is four consecutive steps.
+	// Energy per 100 ms step; a block is four consecutive steps. acc is what the
+	// samples after the last whole step add up to.
 	step := rate / 10
+	if step == 0 {
+		step = len(x) + 1 // no whole step
+	}
 	var steps []float64
 	var acc float64
-	var n int
-	// Both sections run in one loop over locals (the filters' coefficients and
-	// states), which the compiler keeps in registers: this loop is most of a fit's
-	// arithmetic.
+	// Both sections run in one loop over locals, which the compiler keeps in
+	// registers: this loop is most of a fit's arithmetic, and its speed is how long
+	// each sample waits for the one before. So the terms of the last output come
+	// last (a sample waits for one multiplication and one subtraction, not the whole
+	// sum); the high pass's numerator (1, -2, 1) is written as such, the products
+	// being exact (kWeighting's is always that); the shelf's inputs are read again
+	// from x rather than carried; and the inner loop calls nothing (a call, to
+	// append, made the compiler keep the filter states on the stack).
 	sb0, sb1, sb2, sa1, sa2 := shelf.b0, shelf.b1, shelf.b2, shelf.a1, shelf.a2
-	hb0, hb1, hb2, ha1, ha2 := hp.b0, hp.b1, hp.b2, hp.a1, hp.a2
-	var sx1, sx2, sy1, sy2, hy1, hy2 float64 // the high pass's input is the shelf's output
-	for _, v := range x {
-		in := float64(v)
-		// The terms of the last output come last: each sample waits on the one
-		// before it only for a multiplication and a subtraction, not for the whole
-		// sum (the loop's speed is that chain's length).
-		s := (sb0*in + sb1*sx1 + sb2*sx2 - sa2*sy2) - sa1*sy1
-		y := (hb0*s + hb1*sy1 + hb2*sy2 - ha2*hy2) - ha1*hy1
-		sx2, sx1, sy2, sy1, hy2, hy1 = sx1, in, sy1, s, hy1, y
-		acc += y * y
-		n++
-		if n == step {
-			steps = append(steps, acc)
-			acc, n = 0, 0
+	ha1, ha2 := hp.a1, hp.a2
+	var sy1, sy2, hy1, hy2 float64 // the high pass's input is the shelf's output
+	for first := 0; first < len(x); first += step {
+		last := min(first+step, len(x))
+		var sx1, sx2 float64
+		if first > 0 {
+			sx1 = float64(x[first-1])
+		}
+		if first > 1 {
+			sx2 = float64(x[first-2])
+		}
+		var e float64
+		for _, v := range x[first:last] {
+			in := float64(v)
+			s := (sb0*in + sb1*sx1 + sb2*sx2 - sa2*sy2) - sa1*sy1
+			y := (s - 2*sy1 + sy2 - ha2*hy2) - ha1*hy1
+			sx2, sx1, sy2, sy1, hy2, hy1 = sx1, in, sy1, s, hy1, y
+			e += y * y
+		}
+		if last-first == step {
+			steps = append(steps, e)
+		} else {
+			acc = e
 		}
 	}
 	var blocks []float64 // mean square per block
