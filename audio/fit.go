@@ -202,7 +202,8 @@ func Fit(ctx context.Context, p FitParams) (FitResult, error) {
 	y = fitLength(y, res.Samples, p.SampleRate)
 
 	t0 = time.Now()
-	res.LoudnessLUFS, res.GainDB = normalize(y, p.SampleRate, p.LoudnessLUFS)
+	var gain float32
+	res.LoudnessLUFS, res.GainDB, gain = normalize(y, p.SampleRate, p.LoudnessLUFS)
 	res.Elapsed.Loudness = time.Since(t0)
 
 	switch {
@@ -219,7 +220,7 @@ func Fit(ctx context.Context, p FitParams) (FitResult, error) {
 		return FitResult{}, fmt.Errorf("error fitting %s: %w", p.InputPath, err)
 	}
 	t0 = time.Now()
-	out, releaseOut, err := encodeMonoWAV(y, p.SampleRate)
+	out, releaseOut, err := encodeMonoWAV(y, gain, p.SampleRate)
 	if err != nil {
 		return FitResult{}, err
 	}
@@ -405,8 +406,9 @@ func monoFloats(data []byte, channels int) (x []float32, release func()) {
 		return downmix(pcmFrom(wavFormat{Channels: channels}, data)), func() {}
 	}
 	x, release = pooled[float32](&floatPool, len(data)/2)
+	data = data[:2*len(x)] // one bounds check for the loop
 	for i := range x {
-		x[i] = float32(int16(binary.LittleEndian.Uint16(data[2*i:]))) / 32768
+		x[i] = float32(int16(uint16(data[2*i])|uint16(data[2*i+1])<<8)) / 32768
 	}
 	return x, release
 }
@@ -431,10 +433,11 @@ func quantise(v float32) int16 {
 	}
 }
 
-// encodeMonoWAV returns x quantised as a canonical mono 16-bit WAV file, as
+// encodeMonoWAV returns x × gain quantised as a canonical mono 16-bit WAV file, as
 // WriteWAV writes it, in a pooled buffer that release gives back: it is then hashed
-// and written in one piece.
-func encodeMonoWAV(x []float32, rate int) (b []byte, release func(), err error) {
+// and written in one piece. The gain is applied here, sample by sample as normalize
+// computed it, rather than in a pass of its own over x.
+func encodeMonoWAV(x []float32, gain float32, rate int) (b []byte, release func(), err error) {
 	h, err := wavHeader(rate, 1, int64(len(x)))
 	if err != nil {
 		return nil, nil, err
@@ -442,8 +445,10 @@ func encodeMonoWAV(x []float32, rate int) (b []byte, release func(), err error) 
 	b, release = pooled[byte](&bytePool, len(h)+2*len(x))
 	copy(b, h)
 	s := b[len(h):]
+	s = s[:2*len(x)] // one bounds check for the loop
 	for i, v := range x {
-		binary.LittleEndian.PutUint16(s[2*i:], uint16(quantise(v)))
+		q := uint16(quantise(v * gain))
+		s[2*i], s[2*i+1] = byte(q), byte(q>>8)
 	}
 	return b, release, nil
 }
@@ -564,21 +569,17 @@ func fitLength(y []float32, n int64, rate int) []float32 {
 	return y
 }
 
-// normalize applies the gain that brings y to target LUFS, limited so that the peak
-// stays under peakCeiling, and returns the loudness expected and the gain. Silence is
-// left alone.
-func normalize(y []float32, rate int, target float64) (lufs, gainDB float64) {
+// normalize returns the gain that brings y to target LUFS, limited so that the peak
+// stays under peakCeiling (in dB, and as the factor to multiply y's samples with),
+// and the loudness expected once applied. Silence is left alone (a gain of 1).
+func normalize(y []float32, rate int, target float64) (lufs, gainDB float64, gain float32) {
 	l, ok := integratedLoudness(y, rate)
 	if !ok {
-		return SilenceLUFS, 0
+		return SilenceLUFS, 0, 1
 	}
 	gainDB = target - l
 	if pk := peak(y); pk > 0 {
 		gainDB = min(gainDB, peakCeiling-20*math.Log10(pk))
 	}
-	g := float32(math.Pow(10, gainDB/20))
-	for i := range y {
-		y[i] *= g
-	}
-	return l + gainDB, gainDB
+	return l + gainDB, gainDB, float32(math.Pow(10, gainDB/20))
 }
