@@ -133,8 +133,10 @@ func (l LeakWarning) Warning() Warning {
 
 // CalibrationInput is what a calibration run measured.
 type CalibrationInput struct {
-	// ResidentBytes is NVML's reading of one idle host after load and warm-up.
+	// ResidentBytes is NVML's reading of one idle host after load and warm-up;
+	// BorrowerBytes of one that maps the first's weights (0: not measured).
 	ResidentBytes int64
+	BorrowerBytes int64
 	// Runs in the order they ran.
 	Runs []Run
 	// MinRuns per bucket for its peak to count; default 3.
@@ -168,7 +170,8 @@ func AnalyzeCalibration(in CalibrationInput) CalibrationReport {
 	if in.LeakRuns <= 0 {
 		in.LeakRuns = 3
 	}
-	rep := CalibrationReport{Calibration: Calibration{ResidentBytes: in.ResidentBytes, MeasuredAt: in.MeasuredAt}}
+	rep := CalibrationReport{Calibration: Calibration{ResidentBytes: in.ResidentBytes,
+		BorrowerBytes: in.BorrowerBytes, MeasuredAt: in.MeasuredAt}}
 
 	byBucket := map[string]*BucketResult{}
 	var order []string

@@ -36,6 +36,11 @@ type Calibration struct {
 	// ResidentBytes is NVML's reading for one idle host after load and warm-up,
 	// before any cache grows; 0 means DefaultResidentBytes.
 	ResidentBytes int64
+	// BorrowerBytes is NVML's reading for one idle host that maps the lender's
+	// weights (Profile.ShareWeights), after warm-up and a cache release: its CUDA
+	// context and what it does not share. 0: not measured, and a borrower counts as
+	// a whole host.
+	BorrowerBytes int64
 	// Points are the worst peaks per length bucket (see AnalyzeBuckets).
 	Points     []CurvePoint
 	MeasuredAt time.Time
@@ -60,6 +65,15 @@ func (c Calibration) Resident() int64 {
 		return c.ResidentBytes
 	}
 	return DefaultResidentBytes
+}
+
+// Borrower returns the memory one host that borrows the weights holds after load:
+// the measured figure, or a whole host's when there is none.
+func (c Calibration) Borrower() int64 {
+	if c.BorrowerBytes > 0 {
+		return c.BorrowerBytes
+	}
+	return c.Resident()
 }
 
 // PeakBytes predicts the extra peak of a request producing audioSeconds of speech,

@@ -20,4 +20,7 @@ var (
 	// ErrNeverFits means a request cannot run on any GPU as configured, however long it
 	// waits.
 	ErrNeverFits = errors.New("gpu: request can never fit")
+	// ErrLenderGone means a host that mapped another host's weights was stopped
+	// because that host ended.
+	ErrLenderGone = errors.New("gpu: the host lending the weights has ended")
 )

@@ -103,8 +103,10 @@ type HostSpec struct {
 	// are above the profile's MaxSlots take no work. The pool uses its slot index.
 	Order int
 	// ModelBytes is the memory the host holds after load; 0 means the GPU's
-	// calibrated resident size.
+	// calibrated resident size, or its borrower's size for a host that Borrows.
 	ModelBytes int64
+	// Borrows: the host maps another host's weights (Profile.ShareWeights).
+	Borrows bool
 }
 
 // ReadyHost describes a started host.
@@ -554,7 +556,11 @@ func (e *Executor) AddHost(ctx context.Context, uuid string, spec HostSpec) erro
 		}
 	}
 	model := spec.ModelBytes
-	if model <= 0 {
+	switch {
+	case model > 0:
+	case spec.Borrows:
+		model = g.cal.Borrower()
+	default:
 		model = g.cal.Resident()
 	}
 	h := &hostState{spec: spec, model: model, busy: make([]*Lease, 1), pristine: true}

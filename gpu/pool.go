@@ -36,7 +36,20 @@ type LaunchOpts struct {
 	// Env is the environment the host must get on top of the worker's: it pins the
 	// process to the GPU (CUDA_VISIBLE_DEVICES=<uuid>, CUDA_DEVICE_ORDER=PCI_BUS_ID).
 	Env []string
+	// Weights says whether the host loads its own weights (""), loads them and lends
+	// them to the GPU's other hosts, or maps the lender's (Profile.ShareWeights).
+	Weights WeightsRole
 }
+
+// WeightsRole is a host's part in sharing one copy of the weights on a GPU.
+type WeightsRole string
+
+// Weights roles.
+const (
+	WeightsOwn    WeightsRole = ""
+	WeightsLend   WeightsRole = "lend"
+	WeightsBorrow WeightsRole = "borrow"
+)
 
 // HostLauncher starts model hosts. Launch returns once the host serves (or fails).
 type HostLauncher interface {
@@ -105,6 +118,11 @@ type PoolConfig struct {
 // Pool keeps a GPU's model hosts running: one per slot, each started with the GPU
 // pinned, health-checked, and restarted when it dies (an OS kill included) or stops
 // answering. Resize adds hosts at once and drains extra ones before stopping them.
+//
+// With shared weights (SetShareWeights), slot 0's host lends the weights and the
+// others borrow them: a borrower starts once the lender serves, is killed (and
+// restarted, to borrow from the next lender) when the lender ends, and a retiring
+// lender waits until its borrowers are gone.
 type Pool struct {
 	cfg PoolConfig
 
@@ -114,7 +132,17 @@ type Pool struct {
 	retiring []*poolSlot
 	wg       sync.WaitGroup
 	started  bool
+	share    bool
+	lending  *lending // the current lender's, while share is on
 }
+
+// lending is one lender host's life: up is closed when it serves, gone when it has
+// ended (or failed to start).
+type lending struct {
+	up, gone chan struct{}
+}
+
+func newLending() *lending { return &lending{up: make(chan struct{}), gone: make(chan struct{})} }
 
 type poolSlot struct {
 	index int
@@ -123,6 +151,7 @@ type poolSlot struct {
 
 	mu        sync.Mutex
 	host      Host
+	role      WeightsRole // the current host's
 	state     HostState
 	restarts  int
 	lastErr   error
@@ -138,6 +167,8 @@ type HostStatus struct {
 	Restarts  int
 	LastError string
 	StartedAt time.Time
+	// Weights is the host's part in sharing the weights.
+	Weights WeightsRole
 	// ResidentBytes is NVML's reading for the process (0 if unknown).
 	ResidentBytes int64
 }
@@ -168,6 +199,56 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		cfg.Now = time.Now
 	}
 	return &Pool{cfg: cfg}, nil
+}
+
+// SetShareWeights sets whether hosts started from now on share one copy of the
+// weights. Hosts already running keep their role: restart them (Resize(0), then
+// back) to change it.
+func (p *Pool) SetShareWeights(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.share = on
+	if on && p.lending == nil {
+		p.lending = newLending()
+	}
+}
+
+// weightsRole is the role slot index's next host starts with, and the lending it
+// belongs to (nil for a host with its own weights).
+func (p *Pool) weightsRole(index int) (WeightsRole, *lending) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.share {
+		return WeightsOwn, nil
+	}
+	return Profile{ShareWeights: true}.WeightsRole(index), p.lending
+}
+
+// endLending marks lender l as ended: its borrowers are killed, and the next host
+// of slot 0 lends anew.
+func (p *Pool) endLending(l *lending) {
+	p.mu.Lock()
+	if p.lending == l {
+		p.lending = newLending()
+	}
+	p.mu.Unlock()
+	closeOnce(l.gone)
+}
+
+// borrowersLeft reports whether any slot's host borrows the weights.
+func (p *Pool) borrowersLeft() bool {
+	p.mu.Lock()
+	all := append(append([]*poolSlot(nil), p.slots...), p.retiring...)
+	p.mu.Unlock()
+	for _, s := range all {
+		s.mu.Lock()
+		b := s.role == WeightsBorrow && s.state != HostStopped
+		s.mu.Unlock()
+		if b {
+			return true
+		}
+	}
+	return false
 }
 
 // Start runs n hosts until ctx ends (then they are stopped without draining) or
@@ -246,7 +327,8 @@ func (p *Pool) Status() []HostStatus {
 	out := make([]HostStatus, 0, len(all))
 	for _, s := range all {
 		s.mu.Lock()
-		st := HostStatus{ID: s.id, Index: s.index, State: s.state, Restarts: s.restarts, StartedAt: s.startedAt}
+		st := HostStatus{ID: s.id, Index: s.index, State: s.state, Restarts: s.restarts, StartedAt: s.startedAt,
+			Weights: s.role}
 		if s.lastErr != nil {
 			st.LastError = s.lastErr.Error()
 		}
@@ -278,6 +360,9 @@ func (s *poolSlot) set(h Host, state HostState, err error, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.host, s.state = h, state
+	if h == nil && state != HostStarting {
+		s.role = WeightsOwn
+	}
 	if err != nil {
 		s.lastErr = err
 	}
@@ -356,7 +441,38 @@ func (p *Pool) supervise(ctx context.Context, s *poolSlot) {
 func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSlot) (time.Duration, error) {
 	uuid := p.cfg.GPU
 	s.set(nil, HostStarting, nil, time.Time{})
-	if err := p.cfg.Registry.AddHost(stopCtx, uuid, HostSpec{ID: s.id, Order: s.index, ModelBytes: p.cfg.ModelBytes}); err != nil {
+	role, lend := p.weightsRole(s.index)
+	if role == WeightsBorrow {
+		// A borrower starts once a lender serves (one that ended before is replaced
+		// by the next).
+		for ready := false; !ready; {
+			select {
+			case <-lend.up:
+				ready = true
+			case <-lend.gone:
+				role, lend = p.weightsRole(s.index)
+				if role != WeightsBorrow {
+					ready = true
+				}
+			case <-stopCtx.Done():
+				return 0, nil
+			}
+		}
+	}
+	// gone is closed when the lender whose weights this host maps has ended; never
+	// for a host with weights of its own.
+	var gone <-chan struct{}
+	switch role {
+	case WeightsLend:
+		defer p.endLending(lend)
+	case WeightsBorrow:
+		gone = lend.gone
+	}
+	s.mu.Lock()
+	s.role = role
+	s.mu.Unlock()
+	if err := p.cfg.Registry.AddHost(stopCtx, uuid, HostSpec{ID: s.id, Order: s.index, ModelBytes: p.cfg.ModelBytes,
+		Borrows: role == WeightsBorrow}); err != nil {
 		if stopCtx.Err() != nil {
 			return 0, nil
 		}
@@ -364,7 +480,8 @@ func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSlot) (time.Duration
 	}
 	host, err := p.cfg.Launcher.Launch(stopCtx, LaunchOpts{
 		GPU: uuid, GPUIndex: p.cfg.GPUIndex, ID: s.id,
-		Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + uuid},
+		Env:     []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + uuid},
+		Weights: role,
 	})
 	if err != nil {
 		p.cfg.Registry.RemoveHost(uuid, s.id, nil)
@@ -388,7 +505,17 @@ func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSlot) (time.Duration
 	}
 	s.set(host, HostServing, nil, started)
 	p.event(s, pid, EventStarted, nil)
+	if role == WeightsLend {
+		close(lend.up)
+	}
 
+	// died ends the host after a failure: it is removed, and the slot restarts it.
+	died := func(kind HostEventKind, err error) (time.Duration, error) {
+		p.cfg.Registry.RemoveHost(uuid, s.id, err)
+		s.set(nil, HostDead, err, time.Time{})
+		p.event(s, pid, kind, err)
+		return p.cfg.Now().Sub(started), err
+	}
 	tick := time.NewTicker(p.cfg.HealthInterval)
 	defer tick.Stop()
 	failures := 0
@@ -399,11 +526,18 @@ func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSlot) (time.Duration
 			if err == nil {
 				err = errors.New("exited")
 			}
-			err = fmt.Errorf("host %s (pid %d) died: %w", s.id, pid, err)
-			p.cfg.Registry.RemoveHost(uuid, s.id, err)
-			s.set(nil, HostDead, err, time.Time{})
-			p.event(s, pid, EventExited, err)
-			return p.cfg.Now().Sub(started), err
+			return died(EventExited, fmt.Errorf("host %s (pid %d) died: %w", s.id, pid, err))
+
+		case <-gone:
+			// The weights it maps are gone with their lender.
+			_ = host.Kill()
+			<-host.Exited()
+			if stopCtx.Err() != nil {
+				p.cfg.Registry.RemoveHost(uuid, s.id, nil)
+				p.event(s, pid, EventStopped, nil)
+				return 0, nil
+			}
+			return died(EventExited, fmt.Errorf("host %s (pid %d) killed: %w", s.id, pid, ErrLenderGone))
 
 		case <-tick.C:
 			hctx, cancel := context.WithTimeout(stopCtx, p.cfg.HealthTimeout)
@@ -420,13 +554,9 @@ func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSlot) (time.Duration
 			if failures < p.cfg.HealthFailures {
 				continue
 			}
-			err := fmt.Errorf("host %s (pid %d) failed %d health checks: %w", s.id, pid, failures, herr)
 			_ = host.Kill()
 			<-host.Exited()
-			p.cfg.Registry.RemoveHost(uuid, s.id, err)
-			s.set(nil, HostDead, err, time.Time{})
-			p.event(s, pid, EventUnhealthy, err)
-			return p.cfg.Now().Sub(started), err
+			return died(EventUnhealthy, fmt.Errorf("host %s (pid %d) failed %d health checks: %w", s.id, pid, failures, herr))
 
 		case <-s.stop:
 			// Retired: let its work finish unless the pool is shutting down.
@@ -438,6 +568,9 @@ func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSlot) (time.Duration
 				case <-host.Exited():
 				}
 			}
+			if role == WeightsLend {
+				p.awaitBorrowers(ctx, host)
+			}
 			p.stopHost(host)
 			p.cfg.Registry.RemoveHost(uuid, s.id, nil)
 			p.event(s, pid, EventStopped, nil)
@@ -448,6 +581,22 @@ func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSlot) (time.Duration
 			p.cfg.Registry.RemoveHost(uuid, s.id, nil)
 			p.event(s, pid, EventStopped, nil)
 			return 0, nil
+		}
+	}
+}
+
+// awaitBorrowers waits until no host borrows the weights of lender (they drain
+// before it stops), or until the pool shuts down or the lender exits.
+func (p *Pool) awaitBorrowers(ctx context.Context, lender Host) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for p.borrowersLeft() {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		case <-lender.Exited():
+			return
 		}
 	}
 }

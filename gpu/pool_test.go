@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -21,11 +22,20 @@ type poolBundle struct {
 	e      *Executor
 	pool   *Pool
 	events chan HostEvent
+	ctx    context.Context
 	cancel context.CancelFunc
 }
 
 // setupPool runs a pool of `sleep` processes on a fake GPU "GPU-test".
 func setupPool(t *testing.T, launcher *CommandLauncher, cfg PoolConfig, n int) *poolBundle {
+	t.Helper()
+	b := newTestPool(t, launcher, cfg)
+	b.pool.Start(b.ctx, n)
+	return b
+}
+
+// newTestPool is setupPool's pool before it starts.
+func newTestPool(t *testing.T, launcher *CommandLauncher, cfg PoolConfig) *poolBundle {
 	t.Helper()
 	if _, err := exec.LookPath("sleep"); err != nil {
 		t.Skip("no sleep binary")
@@ -42,8 +52,7 @@ func setupPool(t *testing.T, launcher *CommandLauncher, cfg PoolConfig, n int) *
 	pool, err := NewPool(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	pool.Start(ctx, n)
-	b := &poolBundle{e: e, pool: pool, events: events, cancel: cancel}
+	b := &poolBundle{e: e, pool: pool, events: events, ctx: ctx, cancel: cancel}
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()
@@ -237,4 +246,78 @@ func TestNewPoolNeedsLauncherAndRegistry(t *testing.T) {
 	t.Parallel()
 	_, err := NewPool(PoolConfig{GPU: "GPU-x"})
 	require.ErrorIs(t, err, ErrInvalid)
+}
+
+func TestPoolSharedWeights(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	roles := map[string][]WeightsRole{} // by host ID, in launch order
+	launcher := &CommandLauncher{Command: func(o LaunchOpts) (*exec.Cmd, error) {
+		mu.Lock()
+		roles[o.ID] = append(roles[o.ID], o.Weights)
+		mu.Unlock()
+		return exec.Command("sleep", "300"), nil
+	}}
+	b := newTestPool(t, launcher, PoolConfig{HealthInterval: time.Hour})
+	require.NoError(t, b.e.SetCalibration("GPU-test", Calibration{ResidentBytes: 5 * GiB, BorrowerBytes: GiB / 2}))
+	b.pool.SetShareWeights(true)
+	b.pool.Start(b.ctx, 3)
+
+	// The lender serves before any borrower starts.
+	lender := b.next(t, EventStarted)
+	require.Equal(t, "GPU-test/0", lender.ID)
+	b.next(t, EventStarted)
+	b.next(t, EventStarted)
+	mu.Lock()
+	require.Equal(t, map[string][]WeightsRole{"GPU-test/0": {WeightsLend}, "GPU-test/1": {WeightsBorrow},
+		"GPU-test/2": {WeightsBorrow}}, roles)
+	mu.Unlock()
+	models := map[string]int64{}
+	for _, h := range b.e.Snapshot()[0].Hosts {
+		models[h.ID] = h.ModelBytes
+	}
+	require.Equal(t, map[string]int64{"GPU-test/0": 5 * GiB, "GPU-test/1": GiB / 2, "GPU-test/2": GiB / 2}, models)
+	for _, h := range b.pool.Status() {
+		require.Equal(t, map[bool]WeightsRole{true: WeightsLend, false: WeightsBorrow}[h.Index == 0], h.Weights)
+	}
+
+	// The lender dies: its borrowers are killed with it, and all come back, the
+	// borrowers mapping the new lender's weights.
+	require.NoError(t, syscall.Kill(lender.PID, syscall.SIGKILL))
+	var gone []string
+	for range 3 {
+		ev := b.next(t, EventExited)
+		if ev.ID != lender.ID {
+			require.ErrorIs(t, ev.Err, ErrLenderGone)
+			gone = append(gone, ev.ID)
+		}
+	}
+	require.ElementsMatch(t, []string{"GPU-test/1", "GPU-test/2"}, gone)
+	again := b.next(t, EventStarted)
+	require.Equal(t, "GPU-test/0", again.ID, "the lender starts first")
+	b.next(t, EventStarted)
+	b.next(t, EventStarted)
+	mu.Lock()
+	require.Equal(t, []WeightsRole{WeightsLend, WeightsLend}, roles["GPU-test/0"])
+	require.Equal(t, []WeightsRole{WeightsBorrow, WeightsBorrow}, roles["GPU-test/1"])
+	mu.Unlock()
+
+	// Stopping: a borrower busy with a line drains, and the lender waits for it.
+	l, err := b.e.Acquire(context.Background(), Request{ID: "x", AudioSeconds: 2})
+	require.NoError(t, err)
+	busy := l.HostPID
+	for l.HostPID == again.PID { // keep a borrower busy, not the lender
+		l2, err := b.e.Acquire(context.Background(), Request{ID: "y", AudioSeconds: 2})
+		require.NoError(t, err)
+		require.NoError(t, l.Done(Outcome{}))
+		l, busy = l2, l2.HostPID
+	}
+	b.pool.Resize(0)
+	b.next(t, EventStopped) // the idle borrower
+	require.True(t, alive(again.PID), "the lender outlives a draining borrower")
+	require.True(t, alive(busy))
+	require.NoError(t, l.Done(Outcome{}))
+	b.next(t, EventStopped)
+	last := b.next(t, EventStopped)
+	require.Equal(t, "GPU-test/0", last.ID)
 }

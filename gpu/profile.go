@@ -30,6 +30,12 @@ type Profile struct {
 	// EmotionTextModel loads the Qwen emotion-from-text model (about 1 GB more per
 	// host).
 	EmotionTextModel bool
+	// ShareWeights has the GPU's hosts hold one copy of the model's weights: the
+	// first host (the lender) loads them and the others map them (CUDA IPC), each
+	// keeping its own context, caches and activations. It needs an engine whose
+	// hosts can (the bench host); each borrower then costs the calibration's
+	// BorrowerBytes instead of a whole model.
+	ShareWeights bool
 }
 
 // Limits on profile fields.
@@ -130,6 +136,19 @@ func (p Profile) Budget(total, foreign int64) int64 {
 	return int64(float64(total-foreign) * (1 - p.ReservePct/100))
 }
 
+// WeightsRole is the part the i-th host (from 0) started on a GPU plays in sharing
+// the weights: with ShareWeights the first lends and the others borrow.
+func (p Profile) WeightsRole(i int) WeightsRole {
+	switch {
+	case !p.ShareWeights:
+		return WeightsOwn
+	case i == 0:
+		return WeightsLend
+	default:
+		return WeightsBorrow
+	}
+}
+
 // IsLong reports whether a request of audioSeconds belongs to the long lane.
 func (p Profile) IsLong(audioSeconds float64) bool { return audioSeconds >= p.LongTextThresholdSec }
 
@@ -152,33 +171,47 @@ func CheckFits(p Profile, cal Calibration, total, foreign int64) error {
 		gb(resident), gb(peak), p.MaxGenSeconds, gb(max(budget, 0)), gb(total), p.ReservePct, gb(foreign))
 }
 
+// ModelsBytes is the memory n hosts of profile p hold after load: n models, or with
+// shared weights one model and n-1 borrowers.
+func ModelsBytes(p Profile, cal Calibration, n int) int64 {
+	if n <= 0 {
+		return 0
+	}
+	if !p.ShareWeights {
+		return int64(n) * cal.Resident()
+	}
+	return cal.Resident() + int64(n-1)*cal.Borrower()
+}
+
+// fitHosts returns how many hosts fit in room when the first costs first and each
+// other one next.
+func fitHosts(room, first, next int64) int {
+	if first <= 0 || next <= 0 || room < first {
+		return 0
+	}
+	return 1 + int((room-first)/next)
+}
+
 // SlotsThatFit returns how many slots fit when every host has run the longest
 // request and kept its cache (the worst steady state, without cache releases).
 func SlotsThatFit(p Profile, cal Calibration, total, foreign int64) int {
-	per := cal.Resident() + cal.PeakBytes(p.MaxGenSeconds)
-	budget := p.Budget(total, foreign)
-	if per <= 0 || budget <= 0 {
-		return 0
-	}
-	return int(budget / per)
+	peak := cal.PeakBytes(p.MaxGenSeconds)
+	return fitHosts(p.Budget(total, foreign), cal.Resident()+peak, ModelsBytes(p, cal, 2)-cal.Resident()+peak)
 }
 
-// HostsThatFit returns how many hosts fit under the executor: every host's model,
-// and room beside them for the peak of the longest request on one of them (the
-// executor frees caches and holds lines back while memory is short).
+// HostsThatFit returns how many hosts fit under the executor: every host's model
+// (or borrower), and room beside them for the peak of the longest request on one of
+// them (the executor frees caches and holds lines back while memory is short).
 func HostsThatFit(p Profile, cal Calibration, total, foreign int64) int {
 	room := p.Budget(total, foreign) - cal.PeakBytes(p.MaxGenSeconds)
-	if cal.Resident() <= 0 || room <= 0 {
-		return 0
-	}
-	return int(room / cal.Resident())
+	return fitHosts(room, cal.Resident(), ModelsBytes(p, cal, 2)-cal.Resident())
 }
 
 // LongLinesThatFit returns how many of the longest requests n hosts can run at once
 // with the memory left beside their models: a long-lane limit that only holds long
 // lines back where memory is short (at least 1, at most n).
 func LongLinesThatFit(p Profile, cal Calibration, n int, total, foreign int64) int {
-	room := p.Budget(total, foreign) - int64(n)*cal.Resident()
+	room := p.Budget(total, foreign) - ModelsBytes(p, cal, n)
 	peak := cal.PeakBytes(p.MaxGenSeconds)
 	if peak <= 0 {
 		return n

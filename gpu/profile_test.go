@@ -154,3 +154,34 @@ func TestHostsThatFit(t *testing.T) {
 	require.Equal(t, 3, LongLinesThatFit(p, cal, 3, 150_000_000_000, 0))
 	require.Equal(t, 1, LongLinesThatFit(p, cal, 3, 10_000_000_000, 0), "never below one")
 }
+
+func TestSharedWeightsFitMoreHosts(t *testing.T) {
+	t.Parallel()
+	p := DefaultProfile()
+	p.ReservePct = 5
+	cal := Calibration{ResidentBytes: 5_500_000_000, BorrowerBytes: 700_000_000,
+		Points: []CurvePoint{{2, 121_000_000}, {30, 1_185_000_000}}}
+	total := int64(24 * GiB) // budget 24.48 GB
+
+	// Each host its own model: four models beside a 30 s line.
+	require.Equal(t, 4, HostsThatFit(p, cal, total, 0))
+	require.Equal(t, int64(4*5_500_000_000), ModelsBytes(p, cal, 4))
+
+	p.ShareWeights = true
+	require.Equal(t, int64(5_500_000_000+3*700_000_000), ModelsBytes(p, cal, 4))
+	require.Zero(t, ModelsBytes(p, cal, 0))
+	// One model and 25 borrowers beside a 30 s line: (24.48-1.185-5.5)/0.7 = 25.4.
+	require.Equal(t, 26, HostsThatFit(p, cal, total, 0))
+	// Without caches released: the lender with its line, then a borrower with one each.
+	require.Equal(t, 1+int((24_482_733_260-5_500_000_000-1_185_000_000)/(700_000_000+1_185_000_000)), SlotsThatFit(p, cal, total, 0))
+	// Ten hosts hold 11.8 GB and leave room for ten 30 s lines; twenty hold 18.8 GB
+	// and leave room for four.
+	require.Equal(t, 10, LongLinesThatFit(p, cal, 10, total, 0))
+	require.Equal(t, 4, LongLinesThatFit(p, cal, 20, total, 0))
+
+	// A calibration without a borrower's figure counts every host whole.
+	unmeasured := cal
+	unmeasured.BorrowerBytes = 0
+	require.Equal(t, unmeasured.Resident(), unmeasured.Borrower())
+	require.Equal(t, 4, HostsThatFit(p, unmeasured, total, 0))
+}

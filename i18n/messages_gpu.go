@@ -66,6 +66,14 @@ func init() {
 			EN: "Loading a model host and measuring its memory",
 			ZH: "正在加载模型进程并测量其显存",
 		},
+		"gpu.calibration.progress.borrower": {
+			EN: "Starting a second host that borrows the weights and measuring its memory",
+			ZH: "正在启动共享权重的第二个模型进程并测量其显存",
+		},
+		"gpu.profile.share_unsupported": {
+			EN: "The %s engine's hosts cannot share weights: turn \"Share weights\" off in the profile.",
+			ZH: "%s 引擎的模型进程不能共享权重：请在配置中关闭“共享权重”。",
+		},
 		"gpu.calibration.progress.bucket": {
 			EN: "Measuring %s lines (%.0f s), run %d of %d",
 			ZH: "正在测量%s台词（%.0f 秒），第 %d 次，共 %d 次",
@@ -152,6 +160,11 @@ func init() {
 		"gpus.field.segment":                  {EN: "Tokens per segment", ZH: "每段 token 数"},
 		"gpus.field.fp16":                     {EN: "fp16", ZH: "fp16"},
 		"gpus.field.emotion":                  {EN: "Emotion text model", ZH: "情感文本模型"},
+		"gpus.field.share_weights":            {EN: "Share weights", ZH: "共享权重"},
+		"gpus.field.share_weights_hint":       {EN: "The GPU's hosts hold one copy of the model's weights: the first loads them, the others map them and cost only their own context and caches. Bench engine only; calibrate to measure a borrower.", ZH: "该显卡上的模型进程共用一份权重：第一个进程加载，其余进程映射，只占用各自的上下文和缓存。仅限 bench 引擎；请校准以测量借用进程的显存。"},
+		"gpus.weights.lend":                   {EN: "lends its weights", ZH: "出借权重"},
+		"gpus.weights.borrow":                 {EN: "borrows the weights", ZH: "借用权重"},
+		"gpus.calibration.borrower":           {EN: "A second host that borrows the first's weights holds %s after a warm-up line and a cache release.", ZH: "借用第一个进程权重的第二个进程，在预热一句并释放缓存后占用 %s。"},
 		"gpus.profile.create":                 {EN: "Create", ZH: "创建"},
 		"gpus.profile.save":                   {EN: "Save", ZH: "保存"},
 		"gpus.profile.delete":                 {EN: "Delete", ZH: "删除"},

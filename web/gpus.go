@@ -330,12 +330,13 @@ func (s *Server) parseProfileForm(c echo.Context, id int64) (gpu.Profile, views.
 	for _, k := range views.ProfileFields {
 		f.Values[k] = strings.TrimSpace(c.FormValue(k))
 	}
-	for _, k := range []string{"FP16", "EmotionTextModel"} {
+	for _, k := range []string{"FP16", "EmotionTextModel", "ShareWeights"} {
 		if c.FormValue(k) != "" {
 			f.Values[k] = "on"
 		}
 	}
-	p := gpu.Profile{Name: f.Values["Name"], FP16: f.Values["FP16"] != "", EmotionTextModel: f.Values["EmotionTextModel"] != ""}
+	p := gpu.Profile{Name: f.Values["Name"], FP16: f.Values["FP16"] != "", EmotionTextModel: f.Values["EmotionTextModel"] != "",
+		ShareWeights: f.Values["ShareWeights"] != ""}
 	num := func(k string, dst *float64) {
 		v, err := strconv.ParseFloat(f.Values[k], 64)
 		if err != nil {
@@ -457,10 +458,8 @@ func (s *Server) saveGPUProfile(c echo.Context) error {
 	}
 	var err error
 	if ok {
-		sp := &studio.GPUProfile{ID: id, Name: p.Name, MaxSlots: p.MaxSlots, ReservePct: p.ReservePct,
-			LongTextThresholdSec: p.LongTextThresholdSec, LongLaneLimit: p.LongLaneLimit, MaxGenSeconds: p.MaxGenSeconds,
-			SegmentTokens: p.SegmentTokens, FP16: p.FP16, EmotionTextModel: p.EmotionTextModel}
-		err = s.store.SaveGPUProfile(ctx, currentUser(c).ID, sp)
+		sp := workflow.StoredProfile(id, p)
+		err = s.store.SaveGPUProfile(ctx, currentUser(c).ID, &sp)
 		if err == nil {
 			return redirectNotice(c, "/admin/gpus", "gpus.profile.saved", sp.Name)
 		}
@@ -550,10 +549,7 @@ func (s *Server) startCalibration(c echo.Context) error {
 	if name == "" {
 		return echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "gpus.unknown_gpu"))
 	}
-	d := gpu.DefaultProfile()
-	sp := studio.GPUProfile{Name: d.Name, MaxSlots: d.MaxSlots, ReservePct: d.ReservePct,
-		LongTextThresholdSec: d.LongTextThresholdSec, LongLaneLimit: d.LongLaneLimit, MaxGenSeconds: d.MaxGenSeconds,
-		SegmentTokens: d.SegmentTokens, FP16: d.FP16, EmotionTextModel: d.EmotionTextModel}
+	sp := workflow.StoredProfile(0, gpu.DefaultProfile())
 	if id != 0 {
 		p, err := s.store.GPUProfileByID(ctx, id)
 		if err != nil {

@@ -239,6 +239,7 @@ func TestGPUProfileFormValidatesInline(t *testing.T) {
 	require.Equal(t, 3, ps[0].MaxSlots)
 	require.True(t, ps[0].FP16)
 	require.False(t, ps[0].EmotionTextModel)
+	require.False(t, ps[0].ShareWeights)
 
 	// The same name twice, inline.
 	resp = c.post("/admin/gpus/profiles", profileForm("h200-fast"), true)
@@ -251,11 +252,14 @@ func TestGPUProfileFormValidatesInline(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
 	d = doc(t, resp)
 	require.Contains(t, d.Find(`[data-testid=profile-row] [data-testid=error-LongLaneLimit]`).Text(), "between 1 and 3")
-	resp = c.post(path, profileForm("h200-fast", "MaxSlots", "6", "EmotionTextModel", "on"), true)
+	resp = c.post(path, profileForm("h200-fast", "MaxSlots", "6", "EmotionTextModel", "on", "ShareWeights", "on"), true)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	p, _ := b.store.GPUProfileByID(ctx, ps[0].ID)
 	require.Equal(t, 6, p.MaxSlots)
 	require.True(t, p.EmotionTextModel)
+	require.True(t, p.ShareWeights)
+	checked := doc(t, c.get("/admin/gpus")).Find(`[data-testid=profile-row] input[name=ShareWeights][checked]`)
+	require.Equal(t, 1, checked.Length(), "the form shows the stored flag")
 
 	require.Equal(t, http.StatusSeeOther, c.post(path+"/delete", nil, true).StatusCode)
 	ps, _ = b.store.GPUProfiles(ctx)

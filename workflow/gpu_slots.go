@@ -48,6 +48,9 @@ type GPUSlotsConfig struct {
 	// SharedMonitor: the monitor belongs to someone else, who runs and closes it
 	// (a calibration's slots share the worker's).
 	SharedMonitor bool
+	// ShareWeights: the engine's hosts can share one copy of the weights on a GPU
+	// (gpu.Profile.ShareWeights); a profile asking for it is refused otherwise.
+	ShareWeights bool
 }
 
 // GPUSlots is the Slots of a GPU worker: the VRAM-budgeted executor (package gpu)
@@ -266,8 +269,8 @@ type GPUSetting struct {
 
 // Apply puts a GPU's profile and calibration in force without a restart: the
 // executor admits by them at once, the pool grows at once or drains its extra hosts
-// first, and a change of the hosts' own settings (fp16, the emotion model) restarts
-// them after their work. A profile that cannot run one slot on the card with the
+// first, and a change of the hosts' own settings (fp16, the emotion model, shared
+// weights) restarts them after their work. A profile that cannot run one slot on the card with the
 // measured numbers is refused (gpu.CheckFits) and the GPU keeps what it had; the
 // refusal is shown with the GPU (Live).
 func (s *GPUSlots) Apply(uuid string, st GPUSetting) error {
@@ -286,7 +289,11 @@ func (s *GPUSlots) Apply(uuid string, st GPUSetting) error {
 			snap = g
 		}
 	}
-	if err := gpu.CheckFits(st.Profile, st.Calibration, snap.TotalBytes, snap.ForeignBytes); err != nil {
+	err := gpu.CheckFits(st.Profile, st.Calibration, snap.TotalBytes, snap.ForeignBytes)
+	if err == nil && st.Profile.ShareWeights && !s.cfg.ShareWeights {
+		err = i18n.Errorf(gpu.ErrInvalid, "gpu.profile.share_unsupported", s.cfg.Engine)
+	}
+	if err != nil {
 		if e.problem == nil || e.problem.Key != problemOf(err).Key {
 			s.log.Warn("GPU profile refused", "gpu", uuid, "profile", st.Profile.Name, "error", err)
 		}
@@ -305,12 +312,14 @@ func (s *GPUSlots) Apply(uuid string, st GPUSetting) error {
 		return err
 	}
 	e.profile, e.cal, e.profileID, e.calibrationID = st.Profile, st.Calibration, st.ProfileID, st.CalibrationID
+	e.pool.SetShareWeights(st.Profile.ShareWeights) // for the hosts started from now on
 	s.log.Info("GPU settings applied", "gpu", uuid, "profile", st.Profile.Name, "slots", st.Profile.MaxSlots,
 		"calibration", st.CalibrationID)
 	if !s.started || e.calibrating != 0 {
 		return nil
 	}
-	if old.FP16 != st.Profile.FP16 || old.EmotionTextModel != st.Profile.EmotionTextModel {
+	if old.FP16 != st.Profile.FP16 || old.EmotionTextModel != st.Profile.EmotionTextModel ||
+		old.ShareWeights != st.Profile.ShareWeights {
 		s.restartLocked(e)
 		return nil
 	}
@@ -425,7 +434,8 @@ func (s *GPUSlots) Calibrate(ctx context.Context, id int64, uuid string, p gpu.P
 		GPU: dev, Profile: p, Device: mem, Logger: s.log, Progress: progress, Admission: adm,
 		Launch: func(ctx context.Context, i int) (calibrate.Host, error) {
 			h, err := s.cfg.Launcher.Launch(ctx, gpu.LaunchOpts{GPU: uuid, GPUIndex: dev.Index,
-				ID: fmt.Sprintf("%s/cal%d", uuid, i), Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + uuid}})
+				ID: fmt.Sprintf("%s/cal%d", uuid, i), Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + uuid},
+				Weights: p.WeightsRole(i)})
 			if err != nil {
 				return nil, err
 			}
@@ -639,7 +649,7 @@ func (s *GPUSlots) fitsCalibrated(secs float64) bool {
 	defer s.mu.Unlock()
 	for _, e := range s.gpus {
 		p := e.profile
-		room := p.Budget(e.dev.TotalBytes, 0) - int64(p.MaxSlots)*e.cal.Resident()
+		room := p.Budget(e.dev.TotalBytes, 0) - gpu.ModelsBytes(p, e.cal, p.MaxSlots)
 		if secs <= p.MaxGenSeconds && e.cal.PeakBytes(secs) <= room {
 			return true
 		}
@@ -962,7 +972,14 @@ func (a *GPUAgent) ApplySettings(ctx context.Context) error {
 func ProfileOf(p studio.GPUProfile) gpu.Profile {
 	return gpu.Profile{Name: p.Name, MaxSlots: p.MaxSlots, ReservePct: p.ReservePct,
 		LongTextThresholdSec: p.LongTextThresholdSec, LongLaneLimit: p.LongLaneLimit, MaxGenSeconds: p.MaxGenSeconds,
-		SegmentTokens: p.SegmentTokens, FP16: p.FP16, EmotionTextModel: p.EmotionTextModel}
+		SegmentTokens: p.SegmentTokens, FP16: p.FP16, EmotionTextModel: p.EmotionTextModel, ShareWeights: p.ShareWeights}
+}
+
+// StoredProfile converts a profile to be stored with id (0: a new one).
+func StoredProfile(id int64, p gpu.Profile) studio.GPUProfile {
+	return studio.GPUProfile{ID: id, Name: p.Name, MaxSlots: p.MaxSlots, ReservePct: p.ReservePct,
+		LongTextThresholdSec: p.LongTextThresholdSec, LongLaneLimit: p.LongLaneLimit, MaxGenSeconds: p.MaxGenSeconds,
+		SegmentTokens: p.SegmentTokens, FP16: p.FP16, EmotionTextModel: p.EmotionTextModel, ShareWeights: p.ShareWeights}
 }
 
 // Run works until ctx ends, then waits for the calibrations it started.

@@ -38,6 +38,8 @@ type simSlotsOpts struct {
 	profile   *gpu.Profile
 	cal       gpu.Calibration
 	configure func(gpu.LaunchOpts, *tts.SimulatorConfig)
+	// ownWeights: the engine's hosts cannot share weights.
+	ownWeights bool
 }
 
 type simBundle struct {
@@ -65,8 +67,9 @@ func setupSimSlots(t *testing.T, o simSlotsOpts) *simBundle {
 		Engine: "simulator", Monitor: mon, Simulated: true,
 		Launcher: &ttshost.SimLauncher{Devices: map[string]*simdev.Device{simGPU: dev},
 			Config: tts.SimulatorConfig{FollowTarget: true, TokensPerSecond: 20000}, Configure: o.configure},
-		Memory: func(string) calibrate.DeviceMemory { return simDeviceMemory{dev} },
-		Pool:   gpu.PoolConfig{HealthInterval: 20 * time.Millisecond, RestartBackoff: 10 * time.Millisecond},
+		Memory:       func(string) calibrate.DeviceMemory { return simDeviceMemory{dev} },
+		Pool:         gpu.PoolConfig{HealthInterval: 20 * time.Millisecond, RestartBackoff: 10 * time.Millisecond},
+		ShareWeights: !o.ownWeights,
 	})
 	require.NoError(t, err)
 	if o.profile != nil {
@@ -365,6 +368,100 @@ func TestGPUSlotsCalibrationLoadTestRunsThroughTheExecutor(t *testing.T) {
 	require.NoError(t, b.slots.Apply(simGPU, workflow.GPUSetting{Profile: res.RecommendedProfile,
 		Calibration: res.Calibration, CalibrationID: 7}))
 	b.serving(t, res.Recommended)
+}
+
+func TestGPUSlotsShareWeights(t *testing.T) {
+	t.Parallel()
+	// Eight hosts on a 24 GiB card: eight 4.3 GB models would not fit, one model and
+	// seven 0.6 GB borrowers do.
+	p := gpu.Profile{Name: "shared", MaxSlots: 8, ReservePct: 5, LongTextThresholdSec: 15, LongLaneLimit: 8,
+		MaxGenSeconds: 30, SegmentTokens: 120, FP16: true, ShareWeights: true}
+	cal := gpu.Calibration{ResidentBytes: tts.SimResidentBytes, BorrowerBytes: ttshost.SimBorrowerBytes}
+	var crashLender atomic.Bool
+	b := setupSimSlots(t, simSlotsOpts{profile: &p, cal: cal, configure: func(o gpu.LaunchOpts, c *tts.SimulatorConfig) {
+		if o.Weights == gpu.WeightsLend {
+			c.FaultFunc = func(tts.Request) tts.Fault {
+				if crashLender.CompareAndSwap(true, false) {
+					return tts.FaultCrash
+				}
+				return tts.FaultNone
+			}
+		}
+	}})
+	first := b.serving(t, 8)
+	require.Equal(t, int64(tts.SimResidentBytes+7*ttshost.SimBorrowerBytes), b.dev.Used())
+	roles := func() map[gpu.WeightsRole]int {
+		out := map[gpu.WeightsRole]int{}
+		for _, h := range b.slots.Live(time.Minute).GPUs[0].Pool {
+			out[h.Weights]++
+		}
+		return out
+	}
+	require.Equal(t, map[gpu.WeightsRole]int{gpu.WeightsLend: 1, gpu.WeightsBorrow: 7}, roles())
+
+	// Eight lines at once, one a host, long ones included: no out-of-memory.
+	ctx := context.Background()
+	eight := func() []error {
+		var wg sync.WaitGroup
+		errs := make([]error, 8)
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sl, err := b.slots.Acquire(ctx, workflow.SlotRequest{LineID: int64(i + 1), AudioSeconds: float64(4 + 3*i), TextRunes: 40})
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				_, errs[i] = synth(ctx, t, sl, float64(4+3*i))
+				sl.Done(workflow.SlotOutcome{Failed: errs[i] != nil})
+			}()
+		}
+		wg.Wait()
+		return errs
+	}
+	for _, err := range eight() {
+		require.NoError(t, err)
+	}
+	require.Zero(t, b.dev.OOMs())
+
+	// The lender crashes: its borrowers go with it, and all eight come back.
+	crashLender.Store(true)
+	failed := 0
+	for _, err := range eight() {
+		if err != nil {
+			require.ErrorIs(t, err, tts.ErrUnavailable)
+			failed++
+		}
+	}
+	require.Positive(t, failed, "the lender's line failed")
+	b.replaced(t, first, 8)
+	require.Equal(t, map[gpu.WeightsRole]int{gpu.WeightsLend: 1, gpu.WeightsBorrow: 7}, roles())
+	require.Zero(t, b.dev.OOMs())
+
+	// Calibrating with shared weights measures a borrower, and fits more hosts than
+	// whole models would.
+	res, err := b.slots.Calibrate(ctx, 9, simGPU, p, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(ttshost.SimBorrowerBytes), res.BorrowerBytes)
+	require.Equal(t, int64(ttshost.SimBorrowerBytes), res.Calibration.BorrowerBytes)
+	require.True(t, res.RecommendedProfile.ShareWeights)
+	require.Greater(t, res.Recommended, 4, "more hosts than four whole models: %+v", res.Verdict)
+	require.Zero(t, b.dev.OOMs())
+}
+
+func TestGPUSlotsRefuseSharedWeightsTheEngineCannotDo(t *testing.T) {
+	t.Parallel()
+	b := setupSimSlots(t, simSlotsOpts{ownWeights: true})
+	b.serving(t, 2)
+	p := gpu.DefaultProfile()
+	p.ShareWeights = true
+	err := b.slots.Apply(simGPU, workflow.GPUSetting{Profile: p, ProfileID: 3})
+	require.ErrorIs(t, err, gpu.ErrInvalid)
+	g := b.slots.Live(time.Minute).GPUs[0]
+	require.NotNil(t, g.ProfileProblem)
+	require.Equal(t, "gpu.profile.share_unsupported", g.ProfileProblem.Key)
+	require.False(t, g.Snapshot.Profile.ShareWeights, "the GPU kept its profile")
 }
 
 // gpuWorkerBundle renders a project on a worker whose GPU slots run real model-host

@@ -29,7 +29,7 @@ func (r *rig) executor(ctx context.Context, memory func(string) calibrate.Device
 	res := &result{Situation: r.situation, Method: "executor", Lines: len(r.lines),
 		BaselineBytes: usedNow(mon, r.dev.UUID)}
 	slots, err := workflow.NewGPUSlots(workflow.GPUSlotsConfig{Engine: "bench", Monitor: mon,
-		GPUs: []gpu.Device{r.dev}, Launcher: r.launcher, Memory: memory, TokensPerSecond: r.tps})
+		GPUs: []gpu.Device{r.dev}, Launcher: r.launcher, Memory: memory, TokensPerSecond: r.tps, ShareWeights: true})
 	if err != nil {
 		res.StartError = err.Error()
 		return res
@@ -43,7 +43,7 @@ func (r *rig) executor(ctx context.Context, memory func(string) calibrate.Device
 	// the calibration drains them and runs its own.
 	slots.Start(ctx)
 	calStart := time.Now()
-	cal, err := slots.Calibrate(ctx, 1, r.dev.UUID, gpu.DefaultProfile(), func(key string, args ...any) {
+	cal, err := slots.Calibrate(ctx, 1, r.dev.UUID, r.profile, func(key string, args ...any) {
 		r.log("calibration: %s %v", key, args)
 	})
 	if cal != nil && calOut != "" {

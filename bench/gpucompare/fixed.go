@@ -37,9 +37,11 @@ type rig struct {
 	log        func(format string, args ...any)
 }
 
-func (r *rig) launch(ctx context.Context, id string) (benchHost, error) {
+// launch starts the i-th host of a pool (with shared weights the first lends them).
+func (r *rig) launch(ctx context.Context, id string, i int) (benchHost, error) {
 	h, err := r.launcher.Launch(ctx, gpu.LaunchOpts{GPU: r.dev.UUID, GPUIndex: r.dev.Index, ID: id,
-		Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + r.dev.UUID}})
+		Env:     []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + r.dev.UUID},
+		Weights: r.profile.WeightsRole(i)})
 	if err != nil {
 		return nil, err
 	}
@@ -76,14 +78,20 @@ func (r *rig) fixed(ctx context.Context, n int) *result {
 		wg.Wait()
 	}()
 
-	// Start the hosts together, as a fixed pool does.
+	// Start the hosts together, as a fixed pool does (with shared weights, the
+	// lender first).
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i := range n {
+	first := 0
+	if r.profile.ShareWeights {
+		hosts[0], errs[0] = r.launch(ctx, fmt.Sprintf("fixed%d-0", n), 0)
+		first = 1
+	}
+	for i := first; i < n && errs[0] == nil; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hosts[i], errs[i] = r.launch(ctx, fmt.Sprintf("fixed%d-%d", n, i))
+			hosts[i], errs[i] = r.launch(ctx, fmt.Sprintf("fixed%d-%d", n, i), i)
 		}()
 	}
 	wg.Wait()
@@ -149,7 +157,7 @@ func (r *rig) fixed(ctx context.Context, n int) *result {
 				case exited(h):
 					t.killed(l, err)
 					t.fail(l, err)
-					if nh, lerr := r.launch(ctx, fmt.Sprintf("fixed%d-%d-again", n, i)); lerr == nil {
+					if nh, lerr := r.launch(ctx, fmt.Sprintf("fixed%d-%d-again", n, i), i); lerr == nil {
 						hosts[i] = nh
 					} else {
 						t.mu.Lock()

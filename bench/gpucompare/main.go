@@ -75,7 +75,7 @@ type options struct {
 	cues, out, methods, steps, host, python string
 	from, lines, characters, gpuIndex, stop int
 	leaveGiB                                float64
-	sim                                     bool
+	sim, shareWeights                       bool
 	timeout                                 time.Duration
 }
 
@@ -95,6 +95,7 @@ func parseFlags() options {
 	flag.StringVar(&o.out, "out", "gpucompare-results", "directory for the results")
 	flag.BoolVar(&o.sim, "sim", false, "simulator hosts on a simulated card (a rehearsal, not a measurement)")
 	flag.DurationVar(&o.timeout, "timeout", 0, "stop after this long (0: no limit); the runs so far are written")
+	flag.BoolVar(&o.shareWeights, "share-weights", false, "the hosts of the GPU share one copy of the weights (both methods; bench_host.py --share-weights)")
 	flag.Parse()
 	return o
 }
@@ -126,6 +127,10 @@ func compare(ctx context.Context, o options, stdout io.Writer) error {
 		log: func(f string, a ...any) { log.Printf(f, a...) }}
 	if o.leaveGiB > 0 {
 		r.situation = fmt.Sprintf("%g GiB", o.leaveGiB)
+	}
+	r.profile.ShareWeights = o.shareWeights
+	if o.shareWeights {
+		r.situation += " shared weights"
 	}
 	var memory func(string) calibrate.DeviceMemory
 	if o.sim {

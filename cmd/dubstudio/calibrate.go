@@ -54,6 +54,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		segment   = fs.Int("segment", def.SegmentTokens, "profile: text tokens per segment")
 		fp16      = fs.Bool("fp16", def.FP16, "profile: half-precision GPT")
 		emoText   = fs.Bool("emotion-text", def.EmotionTextModel, "profile: load the Qwen emotion-from-text model")
+		share     = fs.Bool("share-weights", def.ShareWeights, "profile: the GPU's hosts share one copy of the weights (bench engine)")
 		runs      = fs.Int("runs", 3, "runs per length bucket (at least 3)")
 		buckets   = fs.String("buckets", "", "bucket lengths in seconds, e.g. 2,6,12 (default: 2, 6, 12 and the profile's longest)")
 		perStep   = fs.Int("lines-per-step", 8, "lines per load-test step (at least two per slot)")
@@ -106,7 +107,8 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		store = s
 	}
 	profile := gpu.Profile{Name: "calibration", MaxSlots: *slots, ReservePct: *reserve, LongTextThresholdSec: *threshold,
-		LongLaneLimit: *lane, MaxGenSeconds: *maxGen, SegmentTokens: *segment, FP16: *fp16, EmotionTextModel: *emoText}
+		LongLaneLimit: *lane, MaxGenSeconds: *maxGen, SegmentTokens: *segment, FP16: *fp16, EmotionTextModel: *emoText,
+		ShareWeights: *share}
 	var stored *studio.GPUProfile
 	if *profName != "" {
 		if store == nil {
@@ -124,7 +126,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		if stored == nil {
 			return fmt.Errorf("no GPU profile is named %q", *profName)
 		}
-		profile = profileOf(*stored)
+		profile = workflow.ProfileOf(*stored)
 	}
 	if err := profile.Validate(); err != nil {
 		return err
@@ -171,7 +173,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 
 	l := setup.launcher(cfg, eng, func(string) gpu.Profile { return profile }, logger)
 	scfg := workflow.GPUSlotsConfig{Engine: eng, Monitor: m, GPUs: []gpu.Device{dev}, Launcher: l,
-		TokensPerSecond: tokensPerSecond(cfg, eng), Logger: logger}
+		TokensPerSecond: tokensPerSecond(cfg, eng), Logger: logger, ShareWeights: sharesWeights(eng)}
 	if sd := setup.simulated[dev.UUID]; sd != nil {
 		scfg.Memory = func(string) calibrate.DeviceMemory { return simulatedMemory{sd} }
 	}
@@ -181,7 +183,8 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		GPU: dev, Profile: profile, Runs: *runs, LinesPerStep: *perStep, MaxSlots: *maxSlots, Logger: logger,
 		Launch: func(ctx context.Context, i int) (calibrate.Host, error) {
 			h, err := l.Launch(ctx, gpu.LaunchOpts{GPU: dev.UUID, GPUIndex: dev.Index, ID: fmt.Sprintf("%s/cal%d", dev.UUID, i),
-				Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + dev.UUID}})
+				Env:     []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + dev.UUID},
+				Weights: profile.WeightsRole(i)})
 			if err != nil {
 				return nil, err
 			}
@@ -225,10 +228,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		if err != nil {
 			return err
 		}
-		sp := studio.GPUProfile{Name: profile.Name, MaxSlots: profile.MaxSlots, ReservePct: profile.ReservePct,
-			LongTextThresholdSec: profile.LongTextThresholdSec, LongLaneLimit: profile.LongLaneLimit,
-			MaxGenSeconds: profile.MaxGenSeconds, SegmentTokens: profile.SegmentTokens, FP16: profile.FP16,
-			EmotionTextModel: profile.EmotionTextModel}
+		sp := workflow.StoredProfile(0, profile)
 		if stored != nil {
 			sp = *stored
 		}
@@ -261,13 +261,6 @@ func bucketName(i int, sec float64) string {
 		return []string{"short", "medium", "long", "longest"}[i]
 	}
 	return fmt.Sprintf("%.0fs", sec)
-}
-
-// profileOf converts a stored profile.
-func profileOf(p studio.GPUProfile) gpu.Profile {
-	return gpu.Profile{Name: p.Name, MaxSlots: p.MaxSlots, ReservePct: p.ReservePct,
-		LongTextThresholdSec: p.LongTextThresholdSec, LongLaneLimit: p.LongLaneLimit, MaxGenSeconds: p.MaxGenSeconds,
-		SegmentTokens: p.SegmentTokens, FP16: p.FP16, EmotionTextModel: p.EmotionTextModel}
 }
 
 // monitorMemory reads a GPU's used memory from NVML.
@@ -342,11 +335,14 @@ func printCalibration(w io.Writer, r *calibrate.Result) {
 	gb := func(b int64) string { return fmt.Sprintf("%.2f GB", float64(b)/1e9) }
 	fmt.Fprintf(w, "\nGPU %d %s (%s), %s total; engine %s, model %s %s\n", r.GPU.Index, r.GPU.Name, r.GPU.UUID,
 		gb(r.GPU.TotalBytes), r.Engine, r.Model, r.ModelVersion)
-	fmt.Fprintf(w, "profile %q: %d slots, %.0f%% reserve, long lane from %.0f s (%d at once), at most %.0f s, %d tokens a segment, fp16 %v\n",
+	fmt.Fprintf(w, "profile %q: %d slots, %.0f%% reserve, long lane from %.0f s (%d at once), at most %.0f s, %d tokens a segment, fp16 %v, shared weights %v\n",
 		r.Profile.Name, r.Profile.MaxSlots, r.Profile.ReservePct, r.Profile.LongTextThresholdSec, r.Profile.LongLaneLimit,
-		r.Profile.MaxGenSeconds, r.Profile.SegmentTokens, r.Profile.FP16)
+		r.Profile.MaxGenSeconds, r.Profile.SegmentTokens, r.Profile.FP16, r.Profile.ShareWeights)
 	fmt.Fprintf(w, "\n(1) memory after load: allocator %s; process %s (%s); after warm-up and cache release %s; others held %s before\n",
 		gb(r.LoadedAllocatedBytes), gb(r.LoadedBytes), r.MemoryCounter, gb(r.ResidentBytes), gb(r.BaselineUsedBytes))
+	if r.BorrowerBytes > 0 {
+		fmt.Fprintf(w, "    a second host borrowing the weights: %s after warm-up and cache release\n", gb(r.BorrowerBytes))
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "\n(2) peaks per bucket (%s, worst of the runs) and (3) fall-back after the runs\n", r.PeakCounter)
 	fmt.Fprintln(tw, "bucket\truns\taudio s\tchars\tpeak\tmean time\tmax time\t")

@@ -74,6 +74,11 @@ func hostEnv(cfg *config.Config, engine string) []string {
 	return env
 }
 
+// sharesWeights reports whether engine's hosts can share one copy of the weights
+// on a GPU (gpu.Profile.ShareWeights): the bench host and the simulator can; the
+// IndexTTS host cannot yet (docs/engines.md).
+func sharesWeights(engine string) bool { return engine == engineBench || engine == engineSimulator }
+
 // tokensPerSecond is the engine's mel tokens per second of audio.
 func tokensPerSecond(cfg *config.Config, engine string) float64 {
 	if engine == engineIndexTTS && cfg.IndexTTSVariant == "2.5" {
@@ -238,7 +243,7 @@ func newGPUWorker(ctx context.Context, cfg *config.Config, store *studio.Store, 
 	}
 	var slots *workflow.GPUSlots
 	scfg := workflow.GPUSlotsConfig{Engine: engine, Monitor: setup.monitor, GPUs: devs, Simulated: setup.simulated != nil,
-		TokensPerSecond: tokensPerSecond(cfg, engine), Logger: logger,
+		TokensPerSecond: tokensPerSecond(cfg, engine), Logger: logger, ShareWeights: sharesWeights(engine),
 		Launcher: setup.launcher(cfg, engine, func(uuid string) gpu.Profile { return slots.LaunchProfile(uuid) }, logger)}
 	if setup.simulated != nil {
 		scfg.Memory = func(uuid string) calibrate.DeviceMemory { return simulatedMemory{setup.simulated[uuid]} }

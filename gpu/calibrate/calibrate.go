@@ -2,7 +2,8 @@
 // concurrency profile, following the memory-first method of docs/gpu.md:
 //
 //  1. memory after load: one model host is started, warmed up, and its memory read
-//     after load and after releasing its cache;
+//     after load and after releasing its cache; with shared weights, a second host
+//     that borrows the first's weights is measured the same way;
 //  2. peaks per length bucket (short, medium, long, longest allowed): at least three
 //     runs each with the same speaker and seed, keeping the highest peak, never the
 //     mean;
@@ -152,6 +153,9 @@ type Result struct {
 	LoadedBytes   int64             `json:"loaded_bytes"`
 	ResidentBytes int64             `json:"resident_bytes"`
 	MemoryCounter gpu.MemoryCounter `json:"memory_counter"`
+	// BorrowerBytes is a host that maps the first's weights (Profile.ShareWeights),
+	// after a warm-up line and a cache release; 0 without shared weights.
+	BorrowerBytes int64 `json:"borrower_bytes,omitempty"`
 	// PeakCounter is where run peaks come from (the allocator's peak over the
 	// request, minus the model).
 	PeakCounter gpu.MemoryCounter  `json:"peak_counter"`
@@ -342,6 +346,12 @@ func (r *runner) run(ctx context.Context) error {
 	if r.res.ResidentBytes, _, err = h.Memory(ctx); err != nil {
 		return err
 	}
+	if r.cfg.Profile.ShareWeights {
+		r.cfg.Progress("gpu.calibration.progress.borrower")
+		if r.res.BorrowerBytes, err = r.measureBorrower(ctx); err != nil {
+			return fmt.Errorf("a host borrowing the weights: %w", err)
+		}
+	}
 
 	// (2) and (3): peaks per bucket, fall-back after each run.
 	for _, b := range r.cfg.Buckets {
@@ -354,8 +364,8 @@ func (r *runner) run(ctx context.Context) error {
 			r.res.Runs = append(r.res.Runs, run)
 		}
 	}
-	rep := gpu.AnalyzeCalibration(gpu.CalibrationInput{ResidentBytes: r.res.ResidentBytes, Runs: r.res.Runs,
-		MinRuns: r.cfg.Runs, MeasuredAt: time.Now()})
+	rep := gpu.AnalyzeCalibration(gpu.CalibrationInput{ResidentBytes: r.res.ResidentBytes,
+		BorrowerBytes: r.res.BorrowerBytes, Runs: r.res.Runs, MinRuns: r.cfg.Runs, MeasuredAt: time.Now()})
 	r.res.Analysis, r.res.Calibration, r.res.Leaks, r.res.Warnings = rep.Buckets, rep.Calibration, rep.Leaks, rep.Warnings
 
 	// The budget with what was measured.
@@ -420,6 +430,27 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.res.RecommendedProfile = p
 	return nil
+}
+
+// measureBorrower starts the second host, which maps the first's weights, and
+// reads its memory after a warm-up line and a cache release. It stays for the
+// load test.
+func (r *runner) measureBorrower(ctx context.Context) (int64, error) {
+	h, err := r.launch(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := r.prepare(ctx, h); err != nil {
+		return 0, err
+	}
+	if _, err := r.synthesize(ctx, h, r.cfg.Buckets[0]); err != nil {
+		return 0, fmt.Errorf("warm-up request: %w", err)
+	}
+	if _, err := h.ReleaseCache(ctx); err != nil && !errors.Is(err, gpu.ErrNotSupported) {
+		return 0, fmt.Errorf("releasing its cache: %w", err)
+	}
+	b, _, err := h.Memory(ctx)
+	return b, err
 }
 
 // stepProfile is the profile with n slots and a long lane as wide as memory allows:

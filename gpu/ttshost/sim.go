@@ -1,6 +1,7 @@
 package ttshost
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +22,17 @@ type SimLauncher struct {
 	Config tts.SimulatorConfig
 	// Configure, when set, adjusts the template for one launch (faults, speed).
 	Configure func(opts gpu.LaunchOpts, cfg *tts.SimulatorConfig)
+	// BorrowerBytes is what a host that borrows the weights holds (its CUDA
+	// context); default SimBorrowerBytes.
+	BorrowerBytes int64
+
+	mu      sync.Mutex
+	lenders map[string]*SimHost // by GPU, the host lending its weights
 }
+
+// SimBorrowerBytes is a simulated borrower's memory: about what a CUDA context and
+// a host's own small buffers take.
+const SimBorrowerBytes = 600_000_000
 
 var _ gpu.HostLauncher = (*SimLauncher)(nil)
 
@@ -45,11 +56,31 @@ func (l *SimLauncher) LaunchHost(ctx context.Context, opts gpu.LaunchOpts) (*Sim
 	if l.Configure != nil {
 		l.Configure(opts, &cfg)
 	}
+	var lender *SimHost
+	if opts.Weights == gpu.WeightsBorrow {
+		l.mu.Lock()
+		lender = l.lenders[opts.GPU]
+		l.mu.Unlock()
+		if lender == nil || lender.check() {
+			return nil, fmt.Errorf("starting simulated host %s: no host lends the weights on GPU %s", opts.ID, opts.GPU)
+		}
+		cfg.ResidentBytes = cmp.Or(l.BorrowerBytes, SimBorrowerBytes)
+	}
 	sim, err := tts.NewSimulator(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("starting simulated host %s: %w", opts.ID, err)
 	}
-	return NewSimHost(sim), nil
+	h := NewSimHost(sim)
+	h.lender = lender
+	if opts.Weights == gpu.WeightsLend {
+		l.mu.Lock()
+		if l.lenders == nil {
+			l.lenders = map[string]*SimHost{}
+		}
+		l.lenders[opts.GPU] = h
+		l.mu.Unlock()
+	}
+	return h, nil
 }
 
 // SimHost is an in-process simulator host. It implements gpu.Host; its process id
@@ -58,6 +89,9 @@ type SimHost struct {
 	sim    *tts.Simulator
 	pid    int
 	engine *simEngine
+	// lender is the host whose weights this one maps; a request after it ended
+	// crashes this one, as reading freed device memory would.
+	lender *SimHost
 
 	mu     sync.Mutex
 	exited chan struct{}
@@ -188,7 +222,20 @@ type simEngine struct {
 	h *SimHost
 }
 
+// lenderGone crashes the host when the host whose weights it maps has ended.
+func (e *simEngine) lenderGone() error {
+	if l := e.h.lender; l == nil || !l.check() {
+		return nil
+	}
+	_ = e.h.sim.Close()
+	e.h.exit(errors.New("simulated host crashed: the weights it mapped were freed"))
+	return fmt.Errorf("simulated host %d: %w", e.h.pid, tts.ErrUnavailable)
+}
+
 func (e *simEngine) Synthesize(ctx context.Context, req tts.Request) (tts.Result, error) {
+	if err := e.lenderGone(); err != nil {
+		return tts.Result{}, err
+	}
 	res, err := e.Simulator.Synthesize(ctx, req)
 	if errors.Is(err, tts.ErrUnavailable) {
 		e.h.check()
@@ -197,6 +244,9 @@ func (e *simEngine) Synthesize(ctx context.Context, req tts.Request) (tts.Result
 }
 
 func (e *simEngine) PrepareSpeaker(ctx context.Context, req tts.PrepareRequest) (tts.PrepareResult, error) {
+	if err := e.lenderGone(); err != nil {
+		return tts.PrepareResult{}, err
+	}
 	res, err := e.Simulator.PrepareSpeaker(ctx, req)
 	if errors.Is(err, tts.ErrUnavailable) {
 		e.h.check()

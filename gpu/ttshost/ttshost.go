@@ -27,7 +27,8 @@ type LauncherConfig struct {
 	// Name is the engine name the hosts' clients report ("indextts", "bench").
 	Name string
 	// Command returns the host's argv without the listen flag for a launch (the
-	// profile's flags, such as --fp16, are the caller's business).
+	// profile's flags, such as --fp16, are the caller's business; the launcher adds
+	// the flags of LaunchOpts.Weights).
 	Command func(opts gpu.LaunchOpts) ([]string, error)
 	// Env is added to the worker's environment, before LaunchOpts.Env (which pins the
 	// GPU).
@@ -97,6 +98,12 @@ func (l *Launcher) LaunchHost(ctx context.Context, opts gpu.LaunchOpts) (*Host, 
 		return nil, fmt.Errorf("socket directory for host %s: %w", opts.ID, err)
 	}
 	sock := filepath.Join(dir, fmt.Sprintf("g%d-%d.sock", opts.GPUIndex, l.seq.Add(1)))
+	if opts.Weights != gpu.WeightsOwn {
+		// The hosts of one GPU meet at one socket: the lender serves its weights
+		// there (docs/engines.md, --share-weights).
+		argv = append(argv[:len(argv):len(argv)], "--share-weights", filepath.Join(dir, fmt.Sprintf("w%d.sock", opts.GPUIndex)),
+			"--weights-role", string(opts.Weights))
+	}
 	var stderr io.Writer = os.Stderr
 	if l.cfg.Stderr != nil {
 		stderr = l.cfg.Stderr(opts)

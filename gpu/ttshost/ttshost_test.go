@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -161,4 +162,56 @@ func TestSimHost(t *testing.T) {
 	require.Error(t, h.ExitErr())
 	require.Error(t, h.Health(ctx))
 	require.Empty(t, dev.Processes(), "its memory is free")
+}
+
+func TestLauncherPassesTheWeightsRole(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	args := filepath.Join(dir, "args")
+	l := ttshost.NewLauncher(ttshost.LauncherConfig{Name: "x", SocketDir: filepath.Join(dir, "s"),
+		Command: func(gpu.LaunchOpts) ([]string, error) {
+			return []string{"sh", "-c", `printf '%s\n' "$@" > ` + args, "host"}, nil
+		}, Stderr: func(gpu.LaunchOpts) io.Writer { return io.Discard }})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	argv := func(role gpu.WeightsRole) []string {
+		_, err := l.Launch(ctx, gpu.LaunchOpts{GPU: "G", GPUIndex: 1, ID: "G/0", Weights: role})
+		require.Error(t, err, "the stand-in exits at once")
+		b, err := os.ReadFile(args)
+		require.NoError(t, err)
+		return strings.Fields(string(b))
+	}
+	own := argv(gpu.WeightsOwn)
+	require.Equal(t, "--socket", own[0])
+	require.NotContains(t, own, "--share-weights")
+	share := filepath.Join(dir, "s", "w1.sock")
+	require.Equal(t, []string{"--share-weights", share, "--weights-role", "lend", "--socket"}, argv(gpu.WeightsLend)[:5])
+	require.Equal(t, []string{"--share-weights", share, "--weights-role", "borrow", "--socket"}, argv(gpu.WeightsBorrow)[:5])
+}
+
+func TestSimHostsShareWeights(t *testing.T) {
+	t.Parallel()
+	dev := simdev.New(24 * gpu.GiB)
+	l := &ttshost.SimLauncher{Devices: map[string]*simdev.Device{"GPU-s": dev}, Config: tts.SimulatorConfig{FollowTarget: true}}
+	ctx := context.Background()
+	_, err := l.Launch(ctx, gpu.LaunchOpts{GPU: "GPU-s", ID: "1", Weights: gpu.WeightsBorrow})
+	require.ErrorContains(t, err, "no host lends the weights")
+
+	lender, err := l.LaunchHost(ctx, gpu.LaunchOpts{GPU: "GPU-s", ID: "0", Weights: gpu.WeightsLend})
+	require.NoError(t, err)
+	borrower, err := l.LaunchHost(ctx, gpu.LaunchOpts{GPU: "GPU-s", ID: "1", Weights: gpu.WeightsBorrow})
+	require.NoError(t, err)
+	require.Equal(t, int64(tts.SimResidentBytes+ttshost.SimBorrowerBytes), dev.Used())
+	out := filepath.Join(t.TempDir(), "o.wav")
+	_, err = borrower.Engine().Synthesize(ctx, tts.Request{Text: "Hello there.", TargetSeconds: 2, OutputPath: out})
+	require.NoError(t, err)
+
+	// Without its lender, the borrower crashes at its next request.
+	require.NoError(t, lender.Kill())
+	_, err = borrower.Engine().Synthesize(ctx, tts.Request{Text: "Hello there.", TargetSeconds: 2, OutputPath: out})
+	require.ErrorIs(t, err, tts.ErrUnavailable)
+	<-borrower.Exited()
+	require.Empty(t, dev.Processes())
+	_, err = l.Launch(ctx, gpu.LaunchOpts{GPU: "GPU-s", ID: "1", Weights: gpu.WeightsBorrow})
+	require.ErrorContains(t, err, "no host lends the weights", "a dead lender lends nothing")
 }

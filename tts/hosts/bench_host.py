@@ -38,13 +38,14 @@ it the file still imports, so `python3 -m py_compile` and the unit tests work an
     python3 tts/hosts/bench_host.py --selftest           # tiny dimensions, CPU or GPU
     python3 tts/hosts/bench_host.py --selftest --full    # real dimensions, on the GPU
 
-With --share-weights PATH, hosts on one GPU hold one copy of the weights: the first
-host to start with PATH loads them and lends them over the Unix socket PATH (CUDA
-IPC handles), and the hosts started after it map that copy instead of loading their
-own, each keeping its own CUDA context, caches and activations. The lender must
-outlive the borrowers (a borrower whose lender died fails its next request). An
-experiment for the GPU comparison (bench/gpu/compare.sh), not yet what dubstudio's
-executor runs: it sizes every host as holding the model.
+With --share-weights PATH, hosts on one GPU hold one copy of the weights: the lender
+loads them and lends them over the Unix socket PATH (CUDA IPC handles), and the
+borrowers map that copy instead of loading their own, each keeping its own CUDA
+context, caches and activations. The lender must outlive the borrowers (a borrower
+whose lender died fails its next request). --weights-role says which a host is:
+dubstudio's pool starts one lender per GPU and the borrowers after it serves (lend,
+borrow); with auto, the first host to take the lock file lends and later ones
+borrow (the fixed pools of bench/gpu/compare.sh).
 """
 
 import argparse
@@ -516,15 +517,21 @@ class WeightShare:
         self.path = path
         self.lock = open(path + ".lock", "a")
 
-    def borrow(self):
+    def borrow(self, role="auto"):
         """Returns the lender's tensors by name, or None when this host must load
-        the weights and lend them (it then holds the lock until lend())."""
+        the weights and lend them (it then holds the lock until lend()). Role lend
+        never borrows; role borrow fails when no lender answers."""
         fcntl.flock(self.lock, fcntl.LOCK_EX)
+        if role == "lend":
+            return None
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             conn.connect(self.path)
         except (FileNotFoundError, ConnectionRefusedError):
             conn.close()
+            if role == "borrow":
+                fcntl.flock(self.lock, fcntl.LOCK_UN)
+                raise RuntimeError(f"no host lends the weights at {self.path}")
             return None
         fcntl.flock(self.lock, fcntl.LOCK_UN)
         with conn:
@@ -594,7 +601,7 @@ class BenchBackend:
             if self.device.type != "cuda":
                 raise RuntimeError("--share-weights needs a CUDA device")
             share = WeightShare(self.opts.share_weights)
-        tensors = share.borrow() if share else None
+        tensors = share.borrow(self.opts.weights_role) if share else None
         if tensors is not None:
             modules = self._build("meta")
             for name, t in tensors.items():
@@ -763,6 +770,8 @@ def parse_args(argv=None):
     p.add_argument("--weight-seed", type=int, default=0)
     p.add_argument("--share-weights", default=env("BENCH_SHARE_WEIGHTS", ""), metavar="PATH",
                    help="Unix socket through which the hosts of one GPU share one copy of the weights (CUDA IPC)")
+    p.add_argument("--weights-role", default="auto", choices=("auto", "lend", "borrow"),
+                   help="with --share-weights: load and lend the weights, map the lender's, or lend if no host does")
     p.add_argument("--selftest", action="store_true", help="run prepare and two syntheses without HTTP, then exit")
     p.add_argument("--full", action="store_true", help="with --selftest: real dimensions instead of tiny ones")
     protocol.add_listen_args(p)

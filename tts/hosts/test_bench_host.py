@@ -35,7 +35,16 @@ class BenchHostTest(unittest.TestCase):
         self.assertEqual(hop, bench_host.HOP)
         opts = bench_host.parse_args(["--port", "0"])
         self.assertEqual((opts.beams, opts.diffusion_steps, opts.tokens_per_second), (3, 25, 50))
-        self.assertEqual(opts.share_weights, "")
+        self.assertEqual((opts.share_weights, opts.weights_role), ("", "auto"))
+
+    def test_a_borrower_without_a_lender_fails(self):
+        import bench_host
+
+        with tempfile.TemporaryDirectory() as tmp:
+            share = bench_host.WeightShare(os.path.join(tmp, "w.sock"))
+            with self.assertRaisesRegex(RuntimeError, "no host lends the weights"):
+                share.borrow("borrow")
+            self.assertIsNone(share.borrow("auto"), "auto: the first host lends")
 
     def test_text_estimates(self):
         import bench_host
@@ -89,7 +98,7 @@ class BenchHostTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             share = os.path.join(tmp, "weights.sock")
             lender = subprocess.Popen([sys.executable, os.path.join(HERE, "bench_host.py"), "--share-weights", share,
-                                       "--socket", os.path.join(tmp, "lender.sock")],
+                                       "--weights-role", "lend", "--socket", os.path.join(tmp, "lender.sock")],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             try:
                 self.assertTrue(lender.stdout.readline().startswith("LISTENING"))
@@ -98,7 +107,7 @@ class BenchHostTest(unittest.TestCase):
                         self.assertIn("ready on", line)
                         break
                 r = subprocess.run([sys.executable, os.path.join(HERE, "bench_host.py"), "--selftest", "--full",
-                                    "--share-weights", share], capture_output=True, text=True, timeout=600)
+                                    "--share-weights", share, "--weights-role", "borrow"], capture_output=True, text=True, timeout=600)
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
                 loaded = json.loads(r.stdout.splitlines()[0])
                 print("borrower:", loaded, file=sys.stderr)
