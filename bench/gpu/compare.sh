@@ -13,8 +13,8 @@
 # whole card), LEAVE1 (GiB left on GPU 1; 0: the whole card there too), STRIDE
 # (the benchmark host's --decode-stride: the same memory in fewer GPT steps, to fit
 # the runs in the time a GPU is lent), LIMIT (seconds per card) and SHARE (1: the
-# hosts of each GPU share one copy of the weights, bench_host.py --share-weights; an
-# experiment for the fixed method, which the executor does not size for) can be set.
+# hosts of each GPU share one copy of the weights, a profile's "share weights", for
+# both methods; SHARE0 and SHARE1 per GPU when they differ) can be set.
 # OUT (default ./gpu-results) receives OUT0 (GPU 0's folder, default whole) and OUT1
 # (GPU 1's, default 24gib), to be named by what they hold: results.json, run.log (the
 # summary at its end), hosts.log and the calibration.
@@ -31,20 +31,17 @@ OUT1=${OUT1:-24gib}
 STRIDE=${STRIDE:-4}
 LIMIT=${LIMIT:-540}
 SHARE=${SHARE:-0}
+SHARE0=${SHARE0:-$SHARE}
+SHARE1=${SHARE1:-$SHARE}
 HOST="tts/hosts/bench_host.py --gpt-dtype fp16 --decode-stride $STRIDE"
-HOST0=$HOST
-HOST1=$HOST
-if [ "$SHARE" = 1 ]; then
-  HOST0="$HOST --share-weights /tmp/dubstudio-bench-weights-gpu0.sock"
-  HOST1="$HOST --share-weights /tmp/dubstudio-bench-weights-gpu1.sock"
-fi
+share() { [ "$1" = 1 ] && echo -share-weights; }
 mkdir -p "$OUT/$OUT0" "$OUT/$OUT1"
 nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total,memory.used --format=csv >"$OUT/$OUT0/run.log" 2>&1
 cp "$OUT/$OUT0/run.log" "$OUT/$OUT1/run.log"
-.devbin/gpu/gpucompare -gpu 0 -leave-gib "$LEAVE0" -methods "$METHODS" -n "$STEPS" -stop-flat 2 -host "$HOST0" \
+.devbin/gpu/gpucompare -gpu 0 -leave-gib "$LEAVE0" -methods "$METHODS" -n "$STEPS" -stop-flat 2 -host "$HOST" $(share "$SHARE0") \
   -timeout "${LIMIT}s" -out "$OUT/$OUT0" >>"$OUT/$OUT0/run.log" 2>&1 &
 W=$!
-.devbin/gpu/gpucompare -gpu 1 -leave-gib "$LEAVE1" -methods "$METHODS1" -n "$STEPS1" -stop-flat 2 -host "$HOST1" \
+.devbin/gpu/gpucompare -gpu 1 -leave-gib "$LEAVE1" -methods "$METHODS1" -n "$STEPS1" -stop-flat 2 -host "$HOST" $(share "$SHARE1") \
   -timeout "${LIMIT}s" -out "$OUT/$OUT1" >>"$OUT/$OUT1/run.log" 2>&1 &
 S=$!
 wait $W; rw=$?
