@@ -19,6 +19,7 @@ import (
 	"dubstudio/gpu/ttshost"
 	"dubstudio/studio"
 	"dubstudio/tts"
+	"dubstudio/workflow"
 )
 
 const testGPU = "GPU-0c4d1a2e-test"
@@ -56,7 +57,8 @@ func publishGPU(t *testing.T, b *testBundle) studio.Line {
 						Slots: []gpu.SlotSnapshot{{Slot: 1}}},
 				}},
 			Counters: gpu.GPUCounters{Admitted: 12, Completed: 11, OOMs: 1, HostDeaths: 2, LostLeases: 1, CacheReleases: 4},
-			Pool:     []gpu.HostStatus{{ID: testGPU + "/0", PID: 4001, State: gpu.HostServing, Restarts: 2}},
+			Pool: []gpu.HostStatus{{ID: testGPU + "/0", PID: 4001, State: gpu.HostServing, Restarts: 2, Weights: gpu.WeightsLend},
+				{ID: testGPU + "/1", PID: 4002, State: gpu.HostServing, Weights: gpu.WeightsBorrow}},
 		}}}
 	data, err := json.Marshal(st)
 	require.NoError(t, err)
@@ -165,6 +167,8 @@ func TestGPUPageShowsEveryPublishedGPU(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("/projects/%d#line-%d", b.project.ID, line.ID), href)
 	require.Contains(t, rows.First().Text(), "restarted 2 times")
 	require.Contains(t, rows.Last().Text(), "idle")
+	require.Equal(t, "lends its weights", rows.First().Find(`[data-testid=host-weights]`).Text())
+	require.Equal(t, "borrows the weights", rows.Last().Find(`[data-testid=host-weights]`).Text())
 
 	// The poll refreshes the live part out of band.
 	live := doc(t, c.htmx("GET", "/admin/gpus/live", nil))
@@ -321,7 +325,7 @@ func simulatedCalibration(t *testing.T, p gpu.Profile) *calibrate.Result {
 		GPU: gpu.Device{UUID: testGPU, Name: "NVIDIA L40S", TotalBytes: dev.Total()}, Profile: p, MaxSlots: 4,
 		WorkDir: t.TempDir(),
 		Launch: func(ctx context.Context, i int) (calibrate.Host, error) {
-			return l.LaunchHost(ctx, gpu.LaunchOpts{GPU: testGPU, ID: fmt.Sprint(i)})
+			return l.LaunchHost(ctx, gpu.LaunchOpts{GPU: testGPU, ID: fmt.Sprint(i), Weights: p.WeightsRole(i)})
 		},
 	})
 	require.NoError(t, err)
@@ -335,7 +339,7 @@ func TestCalibrationFromThePage(t *testing.T) {
 	c := b.as(t, studio.RoleAdmin)
 	ctx := context.Background()
 	require.Equal(t, http.StatusSeeOther, c.post("/admin/gpus/profiles", profileForm("cal", "MaxGenSeconds", "12",
-		"LongTextThresholdSec", "8"), true).StatusCode)
+		"LongTextThresholdSec", "8", "ShareWeights", "on"), true).StatusCode)
 	ps, _ := b.store.GPUProfiles(ctx)
 	prof := ps[0]
 
@@ -363,7 +367,7 @@ func TestCalibrationFromThePage(t *testing.T) {
 	require.NoError(t, b.store.SetGPUCalibrationProgress(ctx, cal.ID, `{"key":"gpu.calibration.progress.step","args":[3]}`))
 	d = doc(t, c.get("/admin/gpus"))
 	require.Contains(t, d.Find(`[data-testid=calibration-row]`).Text(), "Load test with 3 slots")
-	res := simulatedCalibration(t, workflowProfile(prof))
+	res := simulatedCalibration(t, workflow.ProfileOf(prof))
 	data, err := json.Marshal(res)
 	require.NoError(t, err)
 	require.NoError(t, b.store.FinishGPUCalibration(ctx, cal.ID, data, ""))
@@ -371,6 +375,7 @@ func TestCalibrationFromThePage(t *testing.T) {
 	d = doc(t, c.get(page))
 	require.Equal(t, "done", d.Find(`[data-testid=calibration-status]`).Text())
 	require.Contains(t, d.Find(`[data-testid=calibration-memory]`).Text(), "4.3 GB after load")
+	require.Contains(t, d.Find(`[data-testid=calibration-borrower]`).Text(), "borrows the first's weights holds 0.6 GB")
 	require.Equal(t, len(res.Analysis), d.Find(`[data-testid=bucket-row]`).Length())
 	require.Equal(t, len(res.Verdict.Steps), d.Find(`[data-testid=step-row]`).Length())
 	chart, _ := d.Find(`[data-testid=calibration-chart]`).Attr("data-calibration-chart")
@@ -390,9 +395,4 @@ func TestCalibrationFromThePage(t *testing.T) {
 	settings, err := b.store.GPUSettings(ctx, []string{testGPU})
 	require.NoError(t, err)
 	require.Equal(t, cal.ID, *settings[testGPU].CalibrationID, "the GPU predicts with the measured curve")
-}
-
-func workflowProfile(p studio.GPUProfile) gpu.Profile {
-	return gpu.Profile{Name: p.Name, MaxSlots: p.MaxSlots, ReservePct: p.ReservePct, LongTextThresholdSec: p.LongTextThresholdSec,
-		LongLaneLimit: p.LongLaneLimit, MaxGenSeconds: p.MaxGenSeconds, SegmentTokens: p.SegmentTokens, FP16: p.FP16}
 }
