@@ -152,13 +152,29 @@ func NewGPUSlots(cfg GPUSlotsConfig) (*GPUSlots, error) {
 		}
 		s.order = append(s.order, d.UUID)
 		s.gpus[d.UUID] = &gpuEntry{dev: d, pool: pool, profile: p, cal: cal}
-		// What River may hand this worker at once: as many lines as the card could
-		// ever run with the default prediction (at least 2, at most 16), so that a
-		// profile raised live is not held back by the queue; lines beyond the
-		// profile's slots wait for admission.
-		s.capacity += min(max(gpu.SlotsThatFit(p, cal, d.TotalBytes, 0), 2), 16)
+		s.capacity += capacityOf(d.TotalBytes, cfg.ShareWeights)
 	}
 	return s, nil
+}
+
+// borrowerEstimate is what a host that borrows the weights is taken to hold before
+// a calibration measures it: a little more than the 0.78 GB measured on an H200
+// (docs/benchmarks.md, run 8).
+const borrowerEstimate = gpu.GiB
+
+// capacityOf is what River may hand a worker at once for a GPU of total bytes: as
+// many lines as hosts could ever run there under the executor with the default
+// prediction (with borrowers of about borrowerEstimate where the engine's hosts can
+// share weights), at least 2, at most 16, so that a profile raised live is not held
+// back by the queue; lines beyond the profile's slots wait for admission.
+func capacityOf(total int64, share bool) int {
+	p := gpu.DefaultProfile()
+	p.ShareWeights = share
+	cal := gpu.DefaultCalibration(p)
+	if share {
+		cal.BorrowerBytes = borrowerEstimate
+	}
+	return min(max(gpu.HostsThatFit(p, cal, total, 0), 2), 16)
 }
 
 // recordingLauncher keeps what the first ready host says about its model.

@@ -390,6 +390,9 @@ func TestGPUSlotsShareWeights(t *testing.T) {
 	}})
 	first := b.serving(t, 8)
 	require.Equal(t, int64(tts.SimResidentBytes+7*ttshost.SimBorrowerBytes), b.dev.Used())
+	// River hands the worker enough lines for them: 15 hosts of the default
+	// prediction (one 5 GiB model, 1 GiB borrowers) fit beside a 30 s line.
+	require.Equal(t, 15, b.slots.Capacity())
 	roles := func() map[gpu.WeightsRole]int {
 		out := map[gpu.WeightsRole]int{}
 		for _, h := range b.slots.Live(time.Minute).GPUs[0].Pool {
@@ -454,6 +457,7 @@ func TestGPUSlotsRefuseSharedWeightsTheEngineCannotDo(t *testing.T) {
 	t.Parallel()
 	b := setupSimSlots(t, simSlotsOpts{ownWeights: true})
 	b.serving(t, 2)
+	require.Equal(t, 3, b.slots.Capacity(), "three 5 GiB models fit beside a 30 s line")
 	p := gpu.DefaultProfile()
 	p.ShareWeights = true
 	err := b.slots.Apply(simGPU, workflow.GPUSetting{Profile: p, ProfileID: 3})
