@@ -194,3 +194,29 @@ func mustProject(t *testing.T, b *testBundle) int64 {
 	require.Len(t, ps, 1)
 	return ps[0].ID
 }
+
+// TestGPUProfileSharesWeights creates a GPU profile with shared weights on the admin
+// page and finds it stored and shown checked.
+func TestGPUProfileSharesWeights(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := studiotest.User(t, b.store, studio.RoleAdmin)
+	ctx := browser(t)
+	row := `[data-testid=new-profile] `
+	require.NoError(t, chromedp.Do(ctx, login(b, admin)...))
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(b.server.URL+"/admin/gpus"),
+		chromedp.WaitVisible(css(row+`input[name=Name]`)),
+		chromedp.SendKeys(css(row+`input[name=Name]`), "rtx-4090-shared"),
+		chromedp.Click(css(row+`input[name=ShareWeights]`)),
+		chromedp.Click(css(`[data-testid=create-profile]`)),
+		chromedp.WaitVisible(css(`[data-testid=profile-row] input[name=ShareWeights]:checked`)),
+	))
+	screenshot(t, ctx, "gpu-profiles.png")
+	ps, err := b.store.GPUProfiles(context.Background())
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	require.Equal(t, "rtx-4090-shared", ps[0].Name)
+	require.True(t, ps[0].ShareWeights)
+	require.True(t, ps[0].FP16, "the other defaults stay")
+}
