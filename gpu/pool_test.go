@@ -321,3 +321,29 @@ func TestPoolSharedWeights(t *testing.T) {
 	last := b.next(t, EventStopped)
 	require.Equal(t, "GPU-test/0", last.ID)
 }
+
+func TestPoolBorrowersWaitForALenderThatFailsToStart(t *testing.T) {
+	t.Parallel()
+	var lenderLaunches atomic.Int32
+	launcher := &CommandLauncher{Command: func(o LaunchOpts) (*exec.Cmd, error) {
+		if o.Weights == WeightsLend && lenderLaunches.Add(1) == 1 {
+			return exec.Command("/nonexistent/model-host"), nil
+		}
+		return exec.Command("sleep", "300"), nil
+	}}
+	b := newTestPool(t, launcher, PoolConfig{HealthInterval: time.Hour})
+	b.pool.SetShareWeights(true)
+	b.pool.Start(b.ctx, 3)
+
+	failed := b.next(t, EventLaunchFailed)
+	require.Equal(t, "GPU-test/0", failed.ID)
+	// The borrowers wait through the failure and start once the second lender serves.
+	started := b.next(t, EventStarted)
+	require.Equal(t, "GPU-test/0", started.ID)
+	b.next(t, EventStarted)
+	b.next(t, EventStarted)
+	require.EqualValues(t, 2, lenderLaunches.Load())
+	for _, h := range b.pool.Status() {
+		require.Equal(t, HostServing, h.State)
+	}
+}
