@@ -286,9 +286,10 @@ type GPUSetting struct {
 // Apply puts a GPU's profile and calibration in force without a restart: the
 // executor admits by them at once, the pool grows at once or drains its extra hosts
 // first, and a change of the hosts' own settings (fp16, the emotion model, shared
-// weights) restarts them after their work. A profile that cannot run one slot on the card with the
-// measured numbers is refused (gpu.CheckFits) and the GPU keeps what it had; the
-// refusal is shown with the GPU (Live).
+// weights) restarts them after their work. A profile that cannot run one slot on the
+// card with the measured numbers (gpu.CheckFits), or asks for shared weights the
+// engine cannot give, is refused and the GPU keeps what it had; the refusal is shown
+// with the GPU (Live).
 func (s *GPUSlots) Apply(uuid string, st GPUSetting) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
