@@ -334,21 +334,17 @@ func (r *runner) run(ctx context.Context) error {
 	if r.res.LoadedBytes, r.res.MemoryCounter, err = h.Memory(ctx); err != nil {
 		return fmt.Errorf("reading the model host's memory: %w", err)
 	}
-	if err := r.prepare(ctx, h); err != nil {
-		return err
-	}
-	if _, err := r.synthesize(ctx, h, r.cfg.Buckets[0]); err != nil {
-		return fmt.Errorf("warm-up request: %w", err)
-	}
-	if _, err := h.ReleaseCache(ctx); err != nil && !errors.Is(err, gpu.ErrNotSupported) {
-		return fmt.Errorf("releasing the model host's cache: %w", err)
-	}
-	if r.res.ResidentBytes, _, err = h.Memory(ctx); err != nil {
+	if r.res.ResidentBytes, err = r.settled(ctx, h); err != nil {
 		return err
 	}
 	if r.cfg.Profile.ShareWeights {
+		// The second host borrows the first's weights; it stays for the load test.
 		r.cfg.Progress("gpu.calibration.progress.borrower")
-		if r.res.BorrowerBytes, err = r.measureBorrower(ctx); err != nil {
+		b, err := r.launch(ctx)
+		if err == nil {
+			r.res.BorrowerBytes, err = r.settled(ctx, b)
+		}
+		if err != nil {
 			return fmt.Errorf("a host borrowing the weights: %w", err)
 		}
 	}
@@ -432,14 +428,9 @@ func (r *runner) run(ctx context.Context) error {
 	return nil
 }
 
-// measureBorrower starts the second host, which maps the first's weights, and
-// reads its memory after a warm-up line and a cache release. It stays for the
-// load test.
-func (r *runner) measureBorrower(ctx context.Context) (int64, error) {
-	h, err := r.launch(ctx)
-	if err != nil {
-		return 0, err
-	}
+// settled prepares the speaker on h, runs a warm-up line, releases h's cache and
+// returns the memory h holds then: a host's resident memory.
+func (r *runner) settled(ctx context.Context, h Host) (int64, error) {
 	if err := r.prepare(ctx, h); err != nil {
 		return 0, err
 	}
@@ -447,7 +438,7 @@ func (r *runner) measureBorrower(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("warm-up request: %w", err)
 	}
 	if _, err := h.ReleaseCache(ctx); err != nil && !errors.Is(err, gpu.ErrNotSupported) {
-		return 0, fmt.Errorf("releasing its cache: %w", err)
+		return 0, fmt.Errorf("releasing the model host's cache: %w", err)
 	}
 	b, _, err := h.Memory(ctx)
 	return b, err
