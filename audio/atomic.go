@@ -32,9 +32,10 @@ func writeFileAtomic(path string, write func(w io.Writer) error) (err error) {
 	return commitTemp(f, path)
 }
 
-// writeBytesAtomic is writeFileAtomic for a file already encoded in memory: one
-// write, and no buffer to allocate.
-func writeBytesAtomic(path string, b []byte) error {
+// WriteBytesAtomic is writeFileAtomic for a file already encoded in memory: one
+// write, and no buffer to allocate. Fit writes its takes with it (bench/filecost
+// measures what it costs on a file system).
+func WriteBytesAtomic(path string, b []byte) error {
 	f, err := createTemp(path)
 	if err != nil {
 		return err

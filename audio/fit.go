@@ -233,7 +233,7 @@ func Fit(ctx context.Context, p FitParams) (FitResult, error) {
 			return FitResult{}, err
 		}
 	}
-	if err := writeBytesAtomic(res.OutputPath, out); err != nil {
+	if err := WriteBytesAtomic(res.OutputPath, out); err != nil {
 		return FitResult{}, err
 	}
 	res.Elapsed.Write = time.Since(t0)

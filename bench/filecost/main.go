@@ -1,9 +1,9 @@
 //go:build unix
 
 // Command filecost measures what the worker's file handling costs on a directory's
-// file system, per file, as the render pipeline does it for each take: create a
-// file, write it, fsync it and rename it into place, then (apart) only create an
-// empty file. The pipeline creates two files per line (the engine's output and the
+// file system, per file: writing a take as the fit does (audio.WriteBytesAtomic:
+// a temporary file created, written, fsynced and renamed into place), and apart
+// only creating an empty file. The pipeline creates two files per line (the engine's output and the
 // fitted take), so on a file system where creating one costs a large share of a
 // millisecond that alone bounds lines per second (docs/benchmarks.md, issue 3).
 //
@@ -19,6 +19,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"dubstudio/audio"
 )
 
 func main() {
@@ -49,24 +51,8 @@ func run(dir string, n, size int) error {
 		}
 		return f.Close()
 	})
-	measure("create, write, fsync, rename", n, func(i int) error {
-		tmp := filepath.Join(work, fmt.Sprintf("t%d.tmp", i))
-		f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-		if err != nil {
-			return err
-		}
-		if _, err := f.Write(data); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		return os.Rename(tmp, filepath.Join(work, fmt.Sprintf("t%d", i)))
+	measure("a take, as the fit writes it", n, func(i int) error {
+		return audio.WriteBytesAtomic(filepath.Join(work, fmt.Sprintf("t%d.wav", i)), data)
 	})
 	return nil
 }
