@@ -172,8 +172,9 @@ func TestSharedWeightsFitMoreHosts(t *testing.T) {
 	require.Zero(t, ModelsBytes(p, cal, 0))
 	// One model and 25 borrowers beside a 30 s line: (24.48-1.185-5.5)/0.7 = 25.4.
 	require.Equal(t, 26, HostsThatFit(p, cal, total, 0))
-	// Without caches released: the lender with its line, then a borrower with one each.
-	require.Equal(t, 1+int((24_482_733_260-5_500_000_000-1_185_000_000)/(700_000_000+1_185_000_000)), SlotsThatFit(p, cal, total, 0))
+	// Without caches released: the lender with its line (6.685 GB), then borrowers
+	// with one each (1.885 GB): 1 + (24.481 - 6.685) / 1.885 = 10.4.
+	require.Equal(t, 10, SlotsThatFit(p, cal, total, 0))
 	// Ten hosts hold 11.8 GB and leave room for ten 30 s lines; twenty hold 18.8 GB
 	// and leave room for four.
 	require.Equal(t, 10, LongLinesThatFit(p, cal, 10, total, 0))
