@@ -47,6 +47,9 @@ type FitParams struct {
 	// InputPath is the synthesized take, in any format ffmpeg decodes. 16-bit PCM WAV
 	// is read directly.
 	InputPath string
+	// Input, when set, is the content of InputPath, which the caller has in memory
+	// already: a 16-bit PCM WAV is then decoded from it without reading the file.
+	Input []byte
 	// OutputPath receives the fitted take: mono 16-bit PCM WAV at SampleRate. It may
 	// equal InputPath.
 	OutputPath string
@@ -169,7 +172,7 @@ func Fit(ctx context.Context, p FitParams) (FitResult, error) {
 	res.SampleRate = p.SampleRate
 
 	t0 := time.Now()
-	x, inRate, release, err := decodeMono(ctx, p.InputPath, p.SampleRate)
+	x, inRate, release, err := decodeMono(ctx, p.InputPath, p.Input, p.SampleRate)
 	if err != nil {
 		return FitResult{}, err
 	}
@@ -333,13 +336,15 @@ func planFit(speechMs float64, p FitParams) fitPlan {
 	return plan
 }
 
-// decodeMono reads path as mono samples in [-1, 1). A 16-bit PCM WAV is read here at
-// its own rate, into a pooled buffer that release gives back; anything else is
-// decoded by ffmpeg at fallbackRate.
-func decodeMono(ctx context.Context, path string, fallbackRate int) (x []float32, rate int, release func(), err error) {
-	b, releaseFile, err := ReadFilePooled(path)
-	if err != nil {
-		return nil, 0, nil, fmt.Errorf("error reading %s: %w", path, err)
+// decodeMono reads path (whose content is b, when the caller has it) as mono samples
+// in [-1, 1). A 16-bit PCM WAV is decoded here at its own rate, into a pooled buffer
+// that release gives back; anything else is decoded by ffmpeg at fallbackRate.
+func decodeMono(ctx context.Context, path string, b []byte, fallbackRate int) (x []float32, rate int, release func(), err error) {
+	releaseFile := func() {}
+	if b == nil {
+		if b, releaseFile, err = ReadFilePooled(path); err != nil {
+			return nil, 0, nil, fmt.Errorf("error reading %s: %w", path, err)
+		}
 	}
 	f, data, err := wavData(b)
 	if err == nil {

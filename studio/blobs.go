@@ -100,7 +100,7 @@ func (b BlobStore) Dest(sum string) (string, error) {
 // Put moves the file at tmpPath, whose SHA-256 its caller computed as sum (while
 // writing or reading it), into the store. The move is atomic; storing the same
 // content twice keeps one copy. It records nothing: the blob's row goes into the
-// statement that uses it (SetRenderStateTx, FinishRender), or PutBlob writes it.
+// statement that uses it (StartFitTx, FinishRender), or PutBlob writes it.
 func (b BlobStore) Put(tmpPath, sum string) error {
 	dst, err := b.Dest(sum)
 	if err != nil {

@@ -256,21 +256,22 @@ type FitInput struct {
 	PrevRatio float64
 }
 
-// FitInput loads what a fit needs, in one query of plain columns. The next start is
-// that of the first other line starting at or after this one, whatever their order
-// in the script (lines_project_start_idx); the ratio is that of the nearest earlier
-// line of the same character that has a take (lines_project_character_idx_idx).
-func (s *Store) FitInput(ctx context.Context, lineID int64) (*FitInput, error) {
+// fitInputColumns are FitInput's fields, read from the line l and its project p. The
+// next start is that of the first other line starting at or after this one, whatever
+// their order in the script (lines_project_start_idx); the ratio is that of the
+// nearest earlier line of the same character that has a take
+// (lines_project_character_idx_idx).
+const fitInputColumns = `l.render_seq, l.state, l.duration_lock, l.end_ms - l.start_ms,
+	p.stretch_min, p.stretch_max, p.loudness_lufs, p.max_speed_step, p.gap_borrow_ms,
+	greatest(coalesce((SELECT min(n.start_ms) FROM lines n
+		WHERE n.project_id = l.project_id AND n.start_ms >= l.start_ms AND n.id <> l.id) - l.end_ms, 0), 0),
+	coalesce((SELECT t.stretch_ratio FROM lines pl JOIN takes t ON t.id = pl.current_take_id
+		WHERE pl.project_id = l.project_id AND pl.character_id = l.character_id AND pl.idx < l.idx
+		ORDER BY pl.idx DESC LIMIT 1), 0)`
+
+func scanFitInput(row pgx.Row, lineID int64) (*FitInput, error) {
 	var in FitInput
-	err := s.pool.QueryRow(ctx, `SELECT l.render_seq, l.state, l.duration_lock, l.end_ms - l.start_ms,
-		p.stretch_min, p.stretch_max, p.loudness_lufs, p.max_speed_step, p.gap_borrow_ms,
-		greatest(coalesce((SELECT min(n.start_ms) FROM lines n
-			WHERE n.project_id = l.project_id AND n.start_ms >= l.start_ms AND n.id <> l.id) - l.end_ms, 0), 0),
-		coalesce((SELECT t.stretch_ratio FROM lines pl JOIN takes t ON t.id = pl.current_take_id
-			WHERE pl.project_id = l.project_id AND pl.character_id = l.character_id AND pl.idx < l.idx
-			ORDER BY pl.idx DESC LIMIT 1), 0)
-		FROM lines l JOIN projects p ON p.id = l.project_id WHERE l.id = $1`, lineID).Scan(
-		&in.RenderSeq, &in.State, &in.DurationLock, &in.SlotMs,
+	err := row.Scan(&in.RenderSeq, &in.State, &in.DurationLock, &in.SlotMs,
 		&in.StretchMin, &in.StretchMax, &in.LoudnessLUFS, &in.MaxSpeedStep, &in.GapBorrowMs,
 		&in.GapAfterMs, &in.PrevRatio)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -282,41 +283,48 @@ func (s *Store) FitInput(ctx context.Context, lineID int64) (*FitInput, error) {
 	return &in, nil
 }
 
-// synthesisStates are the states of a render whose synthesis has not finished. Only
-// these move on: a synthesis re-run after its render reached fitting or beyond (a job
-// rescued from a worker that died after its last write) must not move the line back.
-var synthesisStates = []LineState{StateQueued, StateWaitingGPU, StateSynthesizing}
+// FitInput loads what a fit needs, in one query of plain columns.
+func (s *Store) FitInput(ctx context.Context, lineID int64) (*FitInput, error) {
+	return scanFitInput(s.pool.QueryRow(ctx, `SELECT `+fitInputColumns+`
+		FROM lines l JOIN projects p ON p.id = l.project_id WHERE l.id = $1`, lineID), lineID)
+}
 
-// synthesisStateNames is synthesisStates for pgx, which sends a []string as text[].
-var synthesisStateNames = func() []string {
-	names := make([]string, len(synthesisStates))
-	for i, st := range synthesisStates {
+// activeStates are the states of a render that has not finished: the ones a render's
+// own writes move on from. A synthesis re-run while its render is fitting (a job
+// rescued from a worker that died while it fitted the take itself) starts the render
+// again; where a fit job had been queued instead, whichever finishes first records
+// the take and the other finds it there (FinishRender).
+var activeStates = []LineState{StateQueued, StateWaitingGPU, StateSynthesizing, StateFitting}
+
+// activeStateNames is activeStates for pgx, which sends a []string as text[].
+var activeStateNames = func() []string {
+	names := make([]string, len(activeStates))
+	for i, st := range activeStates {
 		names[i] = string(st)
 	}
 	return names
 }()
 
-// activeStates are the states of a render that has not finished.
-var activeStates = []LineState{StateQueued, StateWaitingGPU, StateSynthesizing, StateFitting}
-
 // commitAsync, joined into a statement, lets its transaction commit without waiting
 // for PostgreSQL to flush its log to disk (synchronous_commit off for that
-// transaction alone). Only SetRenderState uses it: its states (waiting for the GPU,
-// synthesizing) are for people to watch, nothing depends on them, and a database
-// crash that loses one leaves the line in the state before it until the render's next
-// write (fitting, or the failure), which commits synchronously and moves it on from
-// any synthesis state. Every write that hands a render on (the raw take and the fit
-// job, the take) is synchronous: River could record its job complete after a crash
-// had lost it, and the line would never move again.
+// transaction alone). Every write of a render's own progress uses it (waiting for the
+// GPU, synthesizing, fitting with the raw take and its fit job, the take): none of
+// them needs its own flush, because the write that makes a render's work final is
+// River's, recording the job complete, and River commits it synchronously after the
+// job's writes committed. That commit flushes the log up to its own record, and so
+// every record before it: a database crash cannot keep a job's completion and lose
+// the writes it made. A crash that loses the latest writes leaves the line in an
+// earlier state with its job still running, and River's rescue runs the job again
+// (the take is recorded once per render whatever happens: FinishRender).
 const commitAsync = `(SELECT set_config('synchronous_commit', 'off', true)) AS commit_async`
 
 // SetRenderState moves a line's current render to state, committing asynchronously
 // (commitAsync). It returns false, changing nothing, when the render is stale (the
-// line was edited, re-queued or cancelled) or already past synthesis.
+// line was edited, re-queued or cancelled) or finished.
 func (s *Store) SetRenderState(ctx context.Context, lineID int64, renderSeq int, state LineState, attempts int) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `UPDATE lines SET state = $1, attempts = greatest(attempts, $2), state_changed_at = now()
 		FROM `+commitAsync+` WHERE id = $3 AND render_seq = $4 AND state = ANY($5::text[])`,
-		string(state), attempts, lineID, renderSeq, synthesisStateNames)
+		string(state), attempts, lineID, renderSeq, activeStateNames)
 	return tag.RowsAffected() == 1, err
 }
 
@@ -340,8 +348,9 @@ func (s *Store) RenderFailure(ctx context.Context, lineID int64, renderSeq, atte
 // take's audio, moved into the blob store with BlobStore.Put) are recorded first,
 // whatever the outcome, as PutBlob would have.
 //
-// It is one statement, so one round trip and one commit: the line is locked, the
-// take inserted unless its render has one, and the line updated. Where two runs of
+// It is one statement, so one round trip and one commit, asynchronous (commitAsync):
+// the line is locked, the take inserted unless its render has one, and the line
+// updated. Where two runs of
 // the same render race (a rescued job and its original), the second waits for the
 // first's lock and then finds its take by the line's current take: the statement's
 // snapshot predates the first's commit, but the locked row is read as committed.
@@ -382,6 +391,7 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 		UPDATE lines SET state = %s, last_error = '', last_traceback = '', state_changed_at = now(),
 			current_take_id = coalesce((SELECT id FROM t),
 				(SELECT id FROM takes WHERE line_id = %[1]s AND render_seq = %[2]s), current_take_id)
+		FROM `+commitAsync+`
 		WHERE id = (SELECT id FROM l)
 		RETURNING current_take_id`,
 		arg(t.LineID), arg(t.RenderSeq),
@@ -458,10 +468,13 @@ func (s *Store) UseTake(ctx context.Context, projectID, takeID int64) error {
 	})
 }
 
-// SetRenderStateTx is SetRenderState inside a caller's transaction (Store.TxPgx).
-// blobs (output of the render so far, moved into the blob store with BlobStore.Put)
+// StartFitTx moves a line's current render to fitting inside a caller's transaction
+// (Store.TxPgx), which then commits asynchronously (commitAsync), and returns what
+// its fit needs, as FitInput would. It returns ErrNotFound, changing nothing, when the
+// render is stale (the line was deleted, edited, re-queued or cancelled) or finished.
+// blobs (the render's output so far, moved into the blob store with BlobStore.Put)
 // are recorded in the same statement, whatever the outcome, as PutBlob would have.
-func SetRenderStateTx(ctx context.Context, tx pgx.Tx, lineID int64, renderSeq int, state LineState, blobs ...Blob) (bool, error) {
+func StartFitTx(ctx context.Context, tx pgx.Tx, lineID int64, renderSeq int, blobs ...Blob) (*FitInput, error) {
 	var q string
 	var args []any
 	if len(blobs) > 0 {
@@ -469,10 +482,10 @@ func SetRenderStateTx(ctx context.Context, tx pgx.Tx, lineID int64, renderSeq in
 		q, args = "WITH b AS ("+ins+") ", a
 	}
 	n := len(args)
-	q += fmt.Sprintf(`UPDATE lines SET state = $%d, state_changed_at = now()
-		WHERE id = $%d AND render_seq = $%d AND state = ANY($%d::text[])`, n+1, n+2, n+3, n+4)
-	tag, err := tx.Exec(ctx, q, append(args, string(state), lineID, renderSeq, synthesisStateNames)...)
-	return tag.RowsAffected() == 1, err
+	q += fmt.Sprintf(`UPDATE lines l SET state = $%d, state_changed_at = now() FROM projects p, `+commitAsync+`
+		WHERE l.id = $%d AND l.render_seq = $%d AND l.state = ANY($%d::text[]) AND p.id = l.project_id
+		RETURNING `+fitInputColumns, n+1, n+2, n+3, n+4)
+	return scanFitInput(tx.QueryRow(ctx, q, append(args, string(StateFitting), lineID, renderSeq, activeStateNames)...), lineID)
 }
 
 // SpeakerConditioning returns the conditioning cache of a reference audio for a model

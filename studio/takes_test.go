@@ -221,29 +221,35 @@ func TestFinishRenderStoresOneTakePerRender(t *testing.T) {
 	require.Len(t, takes, 1)
 }
 
-func TestSetRenderStateTxRecordsBlobs(t *testing.T) {
+func TestStartFitTx(t *testing.T) {
 	t.Parallel()
 	b, bs, l := setupLine(t, 1)
 	ctx := context.Background()
 	requeue(t, b, l.ID)
 	raw := blobFile(t, bs, "raw output")
-	var ok bool
+	var in *studio.FitInput
 	var err error
 	require.NoError(t, b.store.TxPgx(ctx, func(tx pgx.Tx) error {
-		ok, err = studio.SetRenderStateTx(ctx, tx, l.ID, l.RenderSeq+1, studio.StateFitting, raw)
+		in, err = studio.StartFitTx(ctx, tx, l.ID, l.RenderSeq+1, raw)
 		return err
 	}))
-	require.True(t, ok)
 	_, err = b.store.Blob(ctx, raw.SHA256)
 	require.NoError(t, err)
+	// It returns what FitInput reads once the line is fitting.
+	want, err := b.store.FitInput(ctx, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, want, in)
+	require.Equal(t, studio.StateFitting, in.State)
+	require.Equal(t, l.RenderSeq+1, in.RenderSeq)
 
 	// Stale: the state stays, the blob is recorded all the same (it is on disk).
 	other, another := blobFile(t, bs, "stale output"), blobFile(t, bs, "another")
 	require.NoError(t, b.store.TxPgx(ctx, func(tx pgx.Tx) error {
-		ok, err = studio.SetRenderStateTx(ctx, tx, l.ID, l.RenderSeq, studio.StateFitting, other, another)
-		return err
+		in, err = studio.StartFitTx(ctx, tx, l.ID, l.RenderSeq, other, another)
+		require.ErrorIs(t, err, studio.ErrNotFound)
+		return nil
 	}))
-	require.False(t, ok)
+	require.Nil(t, in)
 	for _, blob := range []studio.Blob{other, another} {
 		_, err = b.store.Blob(ctx, blob.SHA256)
 		require.NoError(t, err)

@@ -4,8 +4,9 @@
 //
 // A render request bumps the line's render sequence number and inserts a synthesize
 // job in the same transaction. A worker takes the job, waits for an engine slot (the
-// VRAM-budgeted executor on a GPU host), synthesizes, stores the raw audio and queues a
-// fit job; the fit job locks the audio to the slot and stores the take. Each step
+// VRAM-budgeted executor on a GPU host), synthesizes, stores the raw audio, frees the
+// slot, locks the audio to the line's slot and stores the take; where the worker's
+// fits back up, a fit job does the last two on any worker instead. Each step
 // checks the sequence number first, so a job for a line that was edited, re-queued or
 // cancelled since finishes without writing anything. Line states change in the
 // database, whose trigger announces them to the web server for live status.

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertest"
@@ -16,8 +17,10 @@ import (
 	"dubstudio/tts"
 )
 
-// TestWorkersWithRivertest works one line through the synthesize and fit workers
-// with River's rivertest, on the real database.
+// TestWorkersWithRivertest works lines through the synthesize and fit workers with
+// River's rivertest, on the real database: a synthesis that fits its own take, one
+// that hands it to a fit job because the worker's fits are backed up, and one run
+// again after its worker died while fitting.
 func TestWorkersWithRivertest(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("espeak-ng"); err != nil {
@@ -28,54 +31,85 @@ func TestWorkersWithRivertest(t *testing.T) {
 	p, err := NewPipeline(store, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	ed := studiotest.User(t, store, studio.RoleEditor)
-	project := studiotest.Project(t, store, ed, 1)
-	w, err := NewWorker(p, NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 1), WorkerConfig{Name: "rivertest", DataDir: t.TempDir()},
+	project := studiotest.Project(t, store, ed, 3)
+	w, err := NewWorker(p, NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 1), WorkerConfig{Name: "rivertest", DataDir: t.TempDir(), FitWorkers: 2},
 		slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, w.ensureDirs())
 
 	n, err := p.RenderPending(ctx, project.ID)
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	require.Equal(t, 3, n)
 	lines, _ := store.AllLines(ctx, project.ID)
-	line := lines[0]
 
 	driver := riverpgxv5.New(store.Pool())
 	cfg := &river.Config{}
 	tx, err := store.Pool().Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-
 	synth := rivertest.NewWorker(t, driver, cfg, river.Worker[SynthesizeArgs](&synthesizeWorker{w: w}))
-	res, err := synth.Work(ctx, t, tx, SynthesizeArgs{LineID: line.ID, RenderSeq: line.RenderSeq, ProjectID: project.ID},
-		&river.InsertOpts{UniqueOpts: river.UniqueOpts{}})
-	require.NoError(t, err)
-	require.Equal(t, river.EventKindJobCompleted, res.EventKind)
-	got, _ := store.Line(ctx, project.ID, line.ID)
+	fit := rivertest.NewWorker(t, driver, cfg, river.Worker[FitArgs](&fitWorker{w: w}))
+	work := func(wk *rivertest.Worker[SynthesizeArgs, pgx.Tx], l studio.Line, seq int) {
+		t.Helper()
+		res, err := wk.Work(ctx, t, tx, SynthesizeArgs{LineID: l.ID, RenderSeq: seq, ProjectID: project.ID},
+			&river.InsertOpts{UniqueOpts: river.UniqueOpts{}})
+		require.NoError(t, err)
+		require.Equal(t, river.EventKindJobCompleted, res.EventKind)
+	}
+	requireTake := func(l studio.Line) {
+		t.Helper()
+		got, _ := store.Line(ctx, project.ID, l.ID)
+		require.Contains(t, []studio.LineState{studio.StateDone, studio.StateNeedsReview}, got.State)
+		require.NotNil(t, got.CurrentTakeID)
+		takes, _ := store.Takes(ctx, project.ID, l.ID)
+		require.Len(t, takes, 1)
+		require.Equal(t, "espeak", takes[0].Engine)
+		require.NotNil(t, takes[0].RawSHA256)
+	}
+
+	// A fit slot is free: the synthesis fits its take itself, and no fit job is queued.
+	work(synth, lines[0], lines[0].RenderSeq)
+	requireTake(lines[0])
+	rivertest.RequireNotInserted(ctx, t, driver, &FitArgs{}, nil)
+
+	// Every fit slot is busy and as many syntheses wait for one: the take goes to a
+	// fit job, which any worker works.
+	for range cap(w.fitSlots) {
+		w.fitSlots <- struct{}{}
+	}
+	w.fitWaiting.Store(int32(cap(w.fitSlots)))
+	work(synth, lines[1], lines[1].RenderSeq)
+	got, _ := store.Line(ctx, project.ID, lines[1].ID)
 	require.Equal(t, studio.StateFitting, got.State)
 	fitJob := rivertest.RequireInserted(ctx, t, driver, &FitArgs{}, nil)
-	require.Equal(t, line.ID, fitJob.Args.LineID)
+	require.Equal(t, lines[1].ID, fitJob.Args.LineID)
 	require.Equal(t, "espeak", fitJob.Args.Engine)
-
-	fit := rivertest.NewWorker(t, driver, cfg, river.Worker[FitArgs](&fitWorker{w: w}))
-	res, err = fit.Work(ctx, t, tx, *fitJob.Args, &river.InsertOpts{UniqueOpts: river.UniqueOpts{}})
+	w.fitWaiting.Store(0)
+	for range cap(w.fitSlots) {
+		<-w.fitSlots
+	}
+	res, err := fit.Work(ctx, t, tx, *fitJob.Args, &river.InsertOpts{UniqueOpts: river.UniqueOpts{}})
 	require.NoError(t, err)
 	require.Equal(t, river.EventKindJobCompleted, res.EventKind)
-	got, _ = store.Line(ctx, project.ID, line.ID)
-	require.Contains(t, []studio.LineState{studio.StateDone, studio.StateNeedsReview}, got.State)
-	require.NotNil(t, got.CurrentTakeID)
+	requireTake(lines[1])
 
 	// Working the same render again (a retried job) adds no second take.
 	_, err = fit.Work(ctx, t, tx, *fitJob.Args, &river.InsertOpts{UniqueOpts: river.UniqueOpts{}})
 	require.NoError(t, err)
-	takes, _ := store.Takes(ctx, project.ID, line.ID)
-	require.Len(t, takes, 1)
+	requireTake(lines[1])
+
+	// A synthesis run again while its line is fitting (the worker died while it fitted
+	// the take itself: River's rescue runs the job again) renders the line again.
+	_, err = store.Pool().Exec(ctx, `UPDATE lines SET state = 'fitting' WHERE id = $1`, lines[2].ID)
+	require.NoError(t, err)
+	work(synth, lines[2], lines[2].RenderSeq)
+	requireTake(lines[2])
 
 	// A job for an older render is stale: it completes without touching the line.
-	stale, err := synth.Work(ctx, t, tx, SynthesizeArgs{LineID: line.ID, RenderSeq: line.RenderSeq - 1, ProjectID: project.ID},
-		&river.InsertOpts{UniqueOpts: river.UniqueOpts{}})
-	require.NoError(t, err)
-	require.Equal(t, river.EventKindJobCompleted, stale.EventKind)
-	again, _ := store.Line(ctx, project.ID, line.ID)
-	require.Equal(t, got.State, again.State)
+	before, _ := store.Line(ctx, project.ID, lines[0].ID)
+	work(synth, lines[0], lines[0].RenderSeq-1)
+	again, _ := store.Line(ctx, project.ID, lines[0].ID)
+	require.Equal(t, before.State, again.State)
+	require.Equal(t, before.CurrentTakeID, again.CurrentTakeID)
+	require.Len(t, w.fitSlots, 0) // every fit gave its slot back
 }

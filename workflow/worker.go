@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -49,7 +50,8 @@ type WorkerConfig struct {
 	// It bounds a queue's throughput to about its workers per cooldown, and delays a
 	// job inserted right after a fetch by up to that long.
 	FetchCooldown time.Duration
-	// FitWorkers is how many fits run at once (default: DefaultFitWorkers).
+	// FitWorkers is how many fits run at once, a synthesis fitting its own take or a
+	// fit job (default: DefaultFitWorkers).
 	FitWorkers int
 	// SynthesisTimeoutBase + SynthesisTimeoutPerSecond × the line's seconds of audio
 	// is how long one synthesis may take before the engine is taken for hung: the
@@ -67,10 +69,9 @@ type WorkerConfig struct {
 
 // DefaultFitWorkers is WorkerConfig.FitWorkers' default: four times the CPUs. A fit
 // of a fast engine's take computes for about a millisecond and waits longer than that
-// on the database, the take's fsync and River's next fetch (a queue fetches at most
-// once per FetchCooldown); at twice the CPUs the fit queue, not the CPUs, bounded a
-// 2-CPU worker's lines per second. Fits that stretch with Rubber Band compute for
-// longer, and then share the CPUs between more of them at no loss.
+// on the database and the take's fsync; at twice the CPUs the fits, not the CPUs,
+// bounded a 2-CPU worker's lines per second. Fits that stretch with Rubber Band
+// compute for longer, and then share the CPUs between more of them at no loss.
 func DefaultFitWorkers() int { return 4 * runtime.NumCPU() }
 
 func (c *WorkerConfig) defaults() {
@@ -127,6 +128,11 @@ type Worker struct {
 	// conditioned caches the speaker conditionings found ("ref/model version" ->
 	// cache path).
 	conditioned sync.Map
+	// fitSlots holds a token for each fit running in this process (FitWorkers at
+	// most), whether a synthesis fits its own take or a fit job does.
+	fitSlots chan struct{}
+	// fitWaiting counts the syntheses waiting for a fit slot.
+	fitWaiting atomic.Int32
 }
 
 // NewWorker builds a worker over the store's pool.
@@ -134,7 +140,8 @@ func NewWorker(p *Pipeline, slots Slots, cfg WorkerConfig, logger *slog.Logger) 
 	cfg.defaults()
 	store := p.store
 	w := &Worker{cfg: cfg, pipeline: p, store: store, slots: slots, logger: logger,
-		blobs: studio.BlobStore{Dir: filepath.Join(cfg.DataDir, "blobs")}}
+		blobs:    studio.BlobStore{Dir: filepath.Join(cfg.DataDir, "blobs")},
+		fitSlots: make(chan struct{}, cfg.FitWorkers)}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &synthesizeWorker{w: w})
 	river.AddWorker(workers, &fitWorker{w: w})
@@ -143,8 +150,10 @@ func NewWorker(p *Pipeline, slots Slots, cfg WorkerConfig, logger *slog.Logger) 
 	client, err := river.NewClient(riverpgxv5.New(store.Pool()), &river.Config{
 		ID: cfg.Name,
 		Queues: map[string]river.QueueConfig{
-			// One more than the slots, so that a line is always ready when a slot frees.
-			QueueSynthesis: {MaxWorkers: slots.Capacity() + 1},
+			// One more than the slots, so that a line is always ready when a slot
+			// frees, and one more for each fit slot: a synthesis that fits its own
+			// take holds its River worker, not its engine slot, meanwhile.
+			QueueSynthesis: {MaxWorkers: slots.Capacity() + 1 + cfg.FitWorkers},
 			QueueFit:       {MaxWorkers: cfg.FitWorkers},
 			QueuePrepare:   {MaxWorkers: 1},
 			QueueExport:    {MaxWorkers: 1},
@@ -420,21 +429,20 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	if err != nil {
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, err)
 	}
-	// The output is read once, into a pooled buffer: described, hashed, then moved
-	// into the blob store; its row is recorded with the state change below.
+	// The output is read once, into a pooled buffer: described, hashed, moved into
+	// the blob store (its row is recorded with the state change below) and fitted
+	// from there when this worker fits it.
 	output, releaseOutput, err := audio.ReadFilePooled(raw)
-	var info audio.Info
-	var sum [sha256.Size]byte
-	size := int64(len(output))
-	if err == nil {
-		if info, err = outputInfo(ctx, raw, output); err == nil {
-			sum = sha256.Sum256(output)
-		}
-		releaseOutput()
-	}
 	if err != nil {
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, fmt.Errorf("engine output: %w", err))
 	}
+	defer releaseOutput()
+	info, err := outputInfo(ctx, raw, output)
+	if err != nil {
+		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, fmt.Errorf("engine output: %w", err))
+	}
+	sum := sha256.Sum256(output)
+	size := int64(len(output))
 	blob := studio.Blob{SHA256: hex.EncodeToString(sum[:]), SizeBytes: size, Format: info.Format,
 		DurationMs: int(info.Duration.Milliseconds()), SampleRate: info.SampleRate, Channels: info.Channels}
 	if err := w.blobs.Put(raw, blob.SHA256); err != nil {
@@ -445,15 +453,65 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 		RawSHA256: blob.SHA256, SpokenText: req.Text, Engine: res.Engine, ModelVersion: res.ModelVersion,
 		Device: slot.Device(), Worker: w.cfg.Name, Seed: req.Seed, PeakBytes: res.PeakReservedBytes,
 		SynthMs: synthMs, AudioSeconds: info.Duration.Seconds()}
-	return w.store.TxPgx(ctx, func(tx pgx.Tx) error {
-		ok, err := studio.SetRenderStateTx(ctx, tx, a.LineID, a.RenderSeq, studio.StateFitting, blob)
-		if err != nil || !ok {
+	// The synthesis fits its take itself (its engine slot is already free): no fit
+	// job to insert, fetch and complete, and the output is not read again. Only where
+	// this worker's fits back up is the take handed to a fit job, inserted with the
+	// state change, which any worker takes on.
+	inline, err := w.fitSlotHere(ctx)
+	if err != nil {
+		return err
+	}
+	if inline {
+		defer w.releaseFitSlot()
+	}
+	var fitIn *studio.FitInput
+	err = w.store.TxPgx(ctx, func(tx pgx.Tx) error {
+		var err error
+		fitIn, err = studio.StartFitTx(ctx, tx, a.LineID, a.RenderSeq, blob)
+		if errors.Is(err, studio.ErrNotFound) {
+			return nil // stale: the blob's row is kept all the same, as its file is
+		}
+		if err != nil || inline {
 			return err
 		}
 		_, err = w.pipeline.pgxInserter.InsertTx(ctx, tx, fit, nil)
 		return err
 	})
+	if err != nil || fitIn == nil || !inline {
+		return err
+	}
+	return w.fitTake(ctx, job.JobRow, fit, fitIn, output)
 }
+
+// fitSlotHere takes a fit slot for a synthesis to fit its own take, waiting for one
+// while fewer syntheses than there are fit slots wait already. It returns false,
+// taking none, where that many do: the worker's fits are backed up (its CPUs cannot
+// keep up with its engines), and a fit job lets another worker take the take on.
+func (w *Worker) fitSlotHere(ctx context.Context) (bool, error) {
+	select {
+	case w.fitSlots <- struct{}{}:
+		return true, nil
+	default:
+	}
+	if int(w.fitWaiting.Add(1)) > cap(w.fitSlots) {
+		w.fitWaiting.Add(-1)
+		return false, nil
+	}
+	defer w.fitWaiting.Add(-1)
+	return true, w.fitSlot(ctx)
+}
+
+// fitSlot waits for a fit slot.
+func (w *Worker) fitSlot(ctx context.Context) error {
+	select {
+	case w.fitSlots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *Worker) releaseFitSlot() { <-w.fitSlots }
 
 // outputInfo describes an engine's output, the file at path whose bytes are b. The
 // 16-bit PCM WAV that engines write is checked whole here (its header, and data as
@@ -633,9 +691,12 @@ type fitWorker struct {
 }
 
 func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
-	w := f.w
+	if err := f.w.fitSlot(ctx); err != nil {
+		return err
+	}
+	defer f.w.releaseFitSlot()
 	a := job.Args
-	in, err := w.store.FitInput(ctx, a.LineID)
+	in, err := f.w.store.FitInput(ctx, a.LineID)
 	if errors.Is(err, studio.ErrNotFound) {
 		return nil
 	}
@@ -645,7 +706,15 @@ func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
 	if in.RenderSeq != a.RenderSeq || in.State == studio.StateCancelled {
 		return nil
 	}
-	raw, err := w.blobs.Path(a.RawSHA256)
+	return f.w.fitTake(ctx, job.JobRow, a, in, nil)
+}
+
+// fitTake fits a synthesized take to its line's slot as in says and records it, for
+// the job (a fit job, or the synthesis that fits its own take) whose attempt it is.
+// raw is the engine's output when the caller has it in memory; otherwise it is read
+// from the blob store.
+func (w *Worker) fitTake(ctx context.Context, job *rivertype.JobRow, a FitArgs, in *studio.FitInput, raw []byte) error {
+	rawPath, err := w.blobs.Path(a.RawSHA256)
 	if err != nil {
 		return river.JobCancel(err)
 	}
@@ -653,7 +722,7 @@ func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
 	// (through a temporary file there and a rename): a shared scratch directory cost
 	// a second rename across directories, and its lock was contended by every fit
 	// and synthesis at once.
-	params := audio.FitParams{InputPath: raw, OutputFor: w.blobs.Dest, StretchMin: in.StretchMin, StretchMax: in.StretchMax,
+	params := audio.FitParams{InputPath: rawPath, Input: raw, OutputFor: w.blobs.Dest, StretchMin: in.StretchMin, StretchMax: in.StretchMax,
 		LoudnessLUFS: in.LoudnessLUFS, MaxSpeedStep: in.MaxSpeedStep, PrevRatio: in.PrevRatio, GapMs: in.GapAfterMs,
 		GapBorrowMs: in.GapBorrowMs}
 	if in.GapBorrowMs == 0 {
@@ -674,9 +743,9 @@ func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
 	res, err := audio.Fit(ctx, params)
 	if err != nil {
 		if errors.Is(err, audio.ErrNoSpace) {
-			return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, userKey("audio.no_space"))
+			return w.fail(ctx, job, a.LineID, a.RenderSeq, userKey("audio.no_space"))
 		}
-		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, err)
+		return w.fail(ctx, job, a.LineID, a.RenderSeq, err)
 	}
 	fitMs := int(time.Since(start).Milliseconds())
 	// Fit hashed the take as it wrote it; its row is recorded with the take.
