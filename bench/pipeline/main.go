@@ -1,6 +1,6 @@
 // Command pipeline measures what the render pipeline itself costs, with an engine
 // that costs nothing: how many lines per second go through the whole pipeline (the
-// synthesize job, the engine's output stored as a blob, the fit job and its take, every
+// synthesize job, the engine's output stored as a blob, the fit and its take, every
 // state change and its notification), how many plain River no-op jobs per second the
 // same database runs in the same run, and how long a render request waits before its
 // synthesis starts when a slot is free.
@@ -60,6 +60,7 @@ type options struct {
 	jsonOut     bool
 	keep        bool
 	verbose     bool
+	apart       bool
 	lineSeconds float64
 }
 
@@ -79,6 +80,7 @@ func main() {
 	flag.BoolVar(&o.jsonOut, "json", false, "print the results as JSON")
 	flag.BoolVar(&o.keep, "keep", false, "keep the benchmark database")
 	flag.BoolVar(&o.verbose, "v", false, "log the worker's warnings")
+	flag.BoolVar(&o.apart, "apart", true, "place the worker's data directories apart from recently freed inodes (ext4's chattr +T; see apart_linux.go)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -99,23 +101,30 @@ func main() {
 
 // Result holds the figures of one run.
 type Result struct {
-	CPUs           int     `json:"cpus"`
-	Lines          int     `json:"lines"`
-	LineSeconds    float64 `json:"line_seconds"`
-	EngineRate     int     `json:"engine_sample_rate"`
-	Slots          int     `json:"slots"`
-	FitWorkers     int     `json:"fit_workers"`
+	CPUs        int     `json:"cpus"`
+	Lines       int     `json:"lines"`
+	LineSeconds float64 `json:"line_seconds"`
+	EngineRate  int     `json:"engine_sample_rate"`
+	Slots       int     `json:"slots"`
+	FitWorkers  int     `json:"fit_workers"`
+	// DataDirApart says whether the worker's data directories were placed apart
+	// from recently freed inodes (placeApart).
+	DataDirApart   bool    `json:"data_dir_apart"`
 	LinesPerSecond float64 `json:"lines_per_second"`
 	PipelineWall   float64 `json:"pipeline_seconds"`
 	Notifications  int     `json:"notifications"`
-	NoopJobs       int     `json:"noop_jobs"`
-	NoopPerSecond  float64 `json:"noop_jobs_per_second"`
-	NoopWorkers    int     `json:"noop_workers"`
+	// FitJobs is how many lines were handed to a fit job because the worker's fits
+	// were backed up (the others were fitted by their synthesis).
+	FitJobs       int     `json:"fit_jobs"`
+	NoopJobs      int     `json:"noop_jobs"`
+	NoopPerSecond float64 `json:"noop_jobs_per_second"`
+	NoopWorkers   int     `json:"noop_workers"`
 	// NoopDefaultPerSecond is River with its default queue settings (100 workers,
 	// 100 ms fetch cooldown).
 	NoopDefaultPerSecond float64 `json:"noop_default_jobs_per_second"`
-	// Ratio is lines per second over no-op jobs per second. A line is two jobs
-	// (synthesize and fit), so 0.5 would mean the pipeline adds nothing to River.
+	// Ratio is lines per second over no-op jobs per second. A line is one job (the
+	// synthesis fits its own take) unless the worker's fits back up, so 1 would mean
+	// the pipeline adds nothing to River.
 	Ratio float64 `json:"ratio"`
 	// Start latency of single renders with a free slot: from the render request's
 	// commit to River starting the synthesize job (DB clock, created_at ->
@@ -154,9 +163,10 @@ func quantiles(ms []float64) Quantiles {
 
 func (r Result) print() {
 	fmt.Printf("machine: %d CPUs (%s/%s), Go %s\n", r.CPUs, runtime.GOOS, runtime.GOARCH, runtime.Version())
-	fmt.Printf("pipeline: %d lines of %.1f s, engine output at %d Hz, %d slots, %d fit workers\n",
-		r.Lines, r.LineSeconds, r.EngineRate, r.Slots, r.FitWorkers)
-	fmt.Printf("  %.0f lines/s (%.2f s), %d line notifications\n", r.LinesPerSecond, r.PipelineWall, r.Notifications)
+	fmt.Printf("pipeline: %d lines of %.1f s, engine output at %d Hz, %d slots, %d fit workers, data directories placed apart: %t\n",
+		r.Lines, r.LineSeconds, r.EngineRate, r.Slots, r.FitWorkers, r.DataDirApart)
+	fmt.Printf("  %.0f lines/s (%.2f s), %d line notifications, %d lines fitted by a fit job\n",
+		r.LinesPerSecond, r.PipelineWall, r.Notifications, r.FitJobs)
 	if r.DBCPUPerLineMs > 0 {
 		fmt.Printf("  CPU per line: %.2f ms here + %.2f ms in PostgreSQL = at most %.0f lines/s on %d CPUs\n",
 			r.GoCPUPerLineMs, r.DBCPUPerLineMs, r.CPUBoundLinesPerSecond, r.CPUs)
@@ -165,7 +175,7 @@ func (r Result) print() {
 	}
 	fmt.Printf("river no-op: %d jobs, %d workers as the worker's queues: %.0f jobs/s; River's defaults (100 workers): %.0f jobs/s\n",
 		r.NoopJobs, r.NoopWorkers, r.NoopPerSecond, r.NoopDefaultPerSecond)
-	fmt.Printf("ratio lines/s : no-op jobs/s = %.3f (a line is 2 jobs: 0.5 would be River's own cost)\n", r.Ratio)
+	fmt.Printf("ratio lines/s : no-op jobs/s = %.3f (a line is 1 job: 1 would be River's own cost)\n", r.Ratio)
 	fmt.Printf("start latency, %d single renders with a free slot:\n", r.Samples)
 	fmt.Printf("  insert -> job started (DB clock):     p50 %.1f ms, p95 %.1f ms, max %.1f ms\n", r.StartDBMs.P50, r.StartDBMs.P95, r.StartDBMs.Max)
 	fmt.Printf("  request -> started notification:      p50 %.1f ms, p95 %.1f ms, max %.1f ms\n", r.StartSeenMs.P50, r.StartSeenMs.P95, r.StartSeenMs.Max)
@@ -246,6 +256,9 @@ func run(ctx context.Context, o options) (*Result, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dataDir)
+	if o.apart {
+		res.DataDirApart = placeApart(dataDir)
+	}
 	// Voice-cloning engines need a reference voice per character; its conditioning is
 	// prepared once, by a prepare job, before the first line.
 	if err := addReferences(ctx, store, project.ID, dataDir); err != nil {
@@ -310,6 +323,9 @@ func run(ctx context.Context, o options) (*Result, error) {
 	res.Ratio = res.LinesPerSecond / res.NoopPerSecond
 	if err := pool.QueryRow(ctx, `SELECT count(DISTINCT t.line_id) FROM takes t JOIN lines l ON l.current_take_id = t.id
 		WHERE t.project_id = $1 AND l.state = 'done'`, project.ID).Scan(&res.TakesChecked); err != nil {
+		return nil, err
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1`, workflow.FitArgs{}.Kind()).Scan(&res.FitJobs); err != nil {
 		return nil, err
 	}
 	if res.TakesChecked != o.lines {
