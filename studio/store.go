@@ -83,8 +83,9 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 }
 
 // TxPgx runs fn in a transaction on the pool itself, for work that goes through
-// pgx directly: the worker moving a line on to fitting and inserting its fit job with
-// River's pgx driver, without gorm's and database/sql's layers on the way.
+// pgx directly: the worker moving a line on to fitting (and inserting its fit job
+// with River's pgx driver, where one is needed), without gorm's and database/sql's
+// layers on the way.
 func (s *Store) TxPgx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.pool, fn)
 }

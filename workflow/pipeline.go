@@ -33,9 +33,9 @@ import (
 type Pipeline struct {
 	store    *studio.Store
 	inserter *river.Client[*sql.Tx]
-	// pgxInserter inserts inside pgx transactions (Store.TxPgx): the fit job that
-	// every synthesis queues, with River's own driver, whose array parameters cost
-	// far less to encode than database/sql's.
+	// pgxInserter inserts inside pgx transactions (Store.TxPgx): the fit job that a
+	// synthesis queues where its worker's fits back up, with River's own driver,
+	// whose array parameters cost far less to encode than database/sql's.
 	pgxInserter *river.Client[pgx.Tx]
 	logger      *slog.Logger
 }

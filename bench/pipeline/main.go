@@ -72,7 +72,7 @@ func main() {
 	flag.IntVar(&o.samples, "samples", 200, "single-line renders timed for the start latency")
 	flag.DurationVar(&o.gap, "gap", 200*time.Millisecond, "mean pause between latency samples (an editor's clicks are not back to back)")
 	flag.IntVar(&o.slots, "slots", 8, "engine slots of the worker")
-	flag.IntVar(&o.fitWorkers, "fit-workers", 0, "fit jobs at once (0: the worker's default, workflow.DefaultFitWorkers)")
+	flag.IntVar(&o.fitWorkers, "fit-workers", 0, "fits at once (0: the worker's default, workflow.DefaultFitWorkers)")
 	flag.DurationVar(&o.cooldown, "fetch-cooldown", 0, "River fetch cooldown of the worker's queues (0: the worker's default)")
 	flag.IntVar(&o.rate, "rate", 48000, "sample rate of the engine's output (48000 needs no resampling in the fit)")
 	flag.Float64Var(&o.lineSeconds, "line-seconds", 1.5, "length of each line's slot")
