@@ -2,9 +2,11 @@ package workflow
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -74,20 +76,14 @@ func TestWorkersWithRivertest(t *testing.T) {
 
 	// Every fit slot is busy and as many syntheses wait for one: the take goes to a
 	// fit job, which any worker works.
-	for range cap(w.fitSlots) {
-		w.fitSlots <- struct{}{}
-	}
-	w.fitWaiting.Store(int32(cap(w.fitSlots)))
+	w.fitClaims.Store(int32(2 * cap(w.fitSlots)))
 	work(synth, lines[1], lines[1].RenderSeq)
 	got, _ := store.Line(ctx, project.ID, lines[1].ID)
 	require.Equal(t, studio.StateFitting, got.State)
 	fitJob := rivertest.RequireInserted(ctx, t, driver, &FitArgs{}, nil)
 	require.Equal(t, lines[1].ID, fitJob.Args.LineID)
 	require.Equal(t, "espeak", fitJob.Args.Engine)
-	w.fitWaiting.Store(0)
-	for range cap(w.fitSlots) {
-		<-w.fitSlots
-	}
+	w.fitClaims.Store(0)
 	res, err := fit.Work(ctx, t, tx, *fitJob.Args, &river.InsertOpts{UniqueOpts: river.UniqueOpts{}})
 	require.NoError(t, err)
 	require.Equal(t, river.EventKindJobCompleted, res.EventKind)
@@ -112,4 +108,64 @@ func TestWorkersWithRivertest(t *testing.T) {
 	require.Equal(t, before.State, again.State)
 	require.Equal(t, before.CurrentTakeID, again.CurrentTakeID)
 	require.Len(t, w.fitSlots, 0) // every fit gave its slot back
+	require.Zero(t, w.fitClaims.Load())
+}
+
+// TestSynthesisWaitsForAFitSlot: with every fit slot busy, a synthesis that may fit
+// its own take waits for a slot, showing its line as fitting, and fits it once one
+// frees.
+func TestSynthesisWaitsForAFitSlot(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("espeak-ng"); err != nil {
+		t.Skip("espeak-ng is not installed")
+	}
+	ctx := context.Background()
+	store := studiotest.Store(t)
+	p, err := NewPipeline(store, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	ed := studiotest.User(t, store, studio.RoleEditor)
+	project := studiotest.Project(t, store, ed, 1)
+	w, err := NewWorker(p, NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 1), WorkerConfig{Name: "fitwait", DataDir: t.TempDir(), FitWorkers: 1},
+		slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.NoError(t, w.ensureDirs())
+	_, err = p.RenderPending(ctx, project.ID)
+	require.NoError(t, err)
+	lines, _ := store.AllLines(ctx, project.ID)
+	line := lines[0]
+
+	w.fitSlots <- struct{}{} // another fit holds the only slot
+	tx, err := store.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	synth := rivertest.NewWorker(t, riverpgxv5.New(store.Pool()), &river.Config{}, river.Worker[SynthesizeArgs](&synthesizeWorker{w: w}))
+	done := make(chan error, 1)
+	go func() {
+		res, err := synth.Work(ctx, t, tx, SynthesizeArgs{LineID: line.ID, RenderSeq: line.RenderSeq, ProjectID: project.ID},
+			&river.InsertOpts{UniqueOpts: river.UniqueOpts{}})
+		if err == nil && res.EventKind != river.EventKindJobCompleted {
+			err = fmt.Errorf("job ended with %s", res.EventKind)
+		}
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		got, err := store.Line(ctx, project.ID, line.ID)
+		return err == nil && got.State == studio.StateFitting
+	}, 30*time.Second, 20*time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("the synthesis finished without a fit slot: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.Equal(t, int32(1), w.fitClaims.Load())
+
+	<-w.fitSlots // the other fit ends
+	require.NoError(t, <-done)
+	got, err := store.Line(ctx, project.ID, line.ID)
+	require.NoError(t, err)
+	require.Contains(t, []studio.LineState{studio.StateDone, studio.StateNeedsReview}, got.State)
+	require.NotNil(t, got.CurrentTakeID)
+	rivertest.RequireNotInserted(ctx, t, riverpgxv5.New(store.Pool()), &FitArgs{}, nil)
+	require.Zero(t, w.fitClaims.Load())
+	require.Len(t, w.fitSlots, 0)
 }

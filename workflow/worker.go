@@ -131,8 +131,9 @@ type Worker struct {
 	// fitSlots holds a token for each fit running in this process (FitWorkers at
 	// most), whether a synthesis fits its own take or a fit job does.
 	fitSlots chan struct{}
-	// fitWaiting counts the syntheses waiting for a fit slot.
-	fitWaiting atomic.Int32
+	// fitClaims counts the syntheses that fit their own take, fitting or waiting for
+	// a fit slot (fitHere).
+	fitClaims atomic.Int32
 }
 
 // NewWorker builds a worker over the store's pool.
@@ -457,12 +458,9 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	// job to insert, fetch and complete, and the output is not read again. Only where
 	// this worker's fits back up is the take handed to a fit job, inserted with the
 	// state change, which any worker takes on.
-	inline, err := w.fitSlotHere(ctx)
-	if err != nil {
-		return err
-	}
+	inline := w.fitHere()
 	if inline {
-		defer w.releaseFitSlot()
+		defer w.fitClaims.Add(-1)
 	}
 	var fitIn *studio.FitInput
 	err = w.store.TxPgx(ctx, func(tx pgx.Tx) error {
@@ -480,25 +478,26 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	if err != nil || fitIn == nil || !inline {
 		return err
 	}
+	// The line shows fitting while it waits for a fit slot, as it does while a fit
+	// job waits in the queue.
+	if err := w.fitSlot(ctx); err != nil {
+		return err
+	}
+	defer w.releaseFitSlot()
 	return w.fitTake(ctx, job.JobRow, fit, fitIn, output)
 }
 
-// fitSlotHere takes a fit slot for a synthesis to fit its own take, waiting for one
-// while fewer syntheses than there are fit slots wait already. It returns false,
-// taking none, where that many do: the worker's fits are backed up (its CPUs cannot
-// keep up with its engines), and a fit job lets another worker take the take on.
-func (w *Worker) fitSlotHere(ctx context.Context) (bool, error) {
-	select {
-	case w.fitSlots <- struct{}{}:
-		return true, nil
-	default:
+// fitHere claims a place for a synthesis to fit its own take: one of as many
+// places as twice the fit slots, for the syntheses fitting and as many waiting for a
+// fit slot. It returns false where every place is taken: the worker's fits are backed
+// up (its CPUs cannot keep up with its engines), and a fit job lets another worker
+// take the take on. A claim ends with w.fitClaims.Add(-1).
+func (w *Worker) fitHere() bool {
+	if int(w.fitClaims.Add(1)) > 2*cap(w.fitSlots) {
+		w.fitClaims.Add(-1)
+		return false
 	}
-	if int(w.fitWaiting.Add(1)) > cap(w.fitSlots) {
-		w.fitWaiting.Add(-1)
-		return false, nil
-	}
-	defer w.fitWaiting.Add(-1)
-	return true, w.fitSlot(ctx)
+	return true
 }
 
 // fitSlot waits for a fit slot.
