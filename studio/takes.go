@@ -307,15 +307,14 @@ var activeStateNames = func() []string {
 
 // commitAsync, joined into a statement, lets its transaction commit without waiting
 // for PostgreSQL to flush its log to disk (synchronous_commit off for that
-// transaction alone). Every write of a render's own progress uses it (waiting for the
-// GPU, synthesizing, fitting with the raw take and its fit job, the take): none of
-// them needs its own flush, because the write that makes a render's work final is
-// River's, recording the job complete, and River commits it synchronously after the
-// job's writes committed. That commit flushes the log up to its own record, and so
-// every record before it: a database crash cannot keep a job's completion and lose
-// the writes it made. A crash that loses the latest writes leaves the line in an
-// earlier state with its job still running, and River's rescue runs the job again
-// (the take is recorded once per render whatever happens: FinishRender).
+// transaction alone). A render's writes use it where the same job writes again,
+// synchronously, before it ends (waiting for the GPU, synthesizing; fitting where
+// the synthesis fits the take itself): that later commit flushes the log up to its
+// own record and so every record before it, and a crash before it makes that write
+// fail and River run the job again. A job's last write is synchronous (the take, a
+// failure, fitting where a fit job takes the line on): River records the job
+// complete in a transaction of its own after the job returns, which may run after a
+// crash that lost an asynchronous commit, and the line would then never move again.
 const commitAsync = `(SELECT set_config('synchronous_commit', 'off', true)) AS commit_async`
 
 // SetRenderState moves a line's current render to state, committing asynchronously
@@ -348,9 +347,9 @@ func (s *Store) RenderFailure(ctx context.Context, lineID int64, renderSeq, atte
 // take's audio, moved into the blob store with BlobStore.Put) are recorded first,
 // whatever the outcome, as PutBlob would have.
 //
-// It is one statement, so one round trip and one commit, asynchronous (commitAsync):
-// the line is locked, the take inserted unless its render has one, and the line
-// updated. Where two runs of
+// It is one statement, so one round trip and one commit: the line is locked, the
+// take inserted unless its render has one, and the line updated. The commit is
+// synchronous, since it is the job's last write (commitAsync). Where two runs of
 // the same render race (a rescued job and its original), the second waits for the
 // first's lock and then finds its take by the line's current take: the statement's
 // snapshot predates the first's commit, but the locked row is read as committed.
@@ -391,7 +390,6 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 		UPDATE lines SET state = %s, last_error = '', last_traceback = '', state_changed_at = now(),
 			current_take_id = coalesce((SELECT id FROM t),
 				(SELECT id FROM takes WHERE line_id = %[1]s AND render_seq = %[2]s), current_take_id)
-		FROM `+commitAsync+`
 		WHERE id = (SELECT id FROM l)
 		RETURNING current_take_id`,
 		arg(t.LineID), arg(t.RenderSeq),
@@ -469,20 +467,26 @@ func (s *Store) UseTake(ctx context.Context, projectID, takeID int64) error {
 }
 
 // StartFitTx moves a line's current render to fitting inside a caller's transaction
-// (Store.TxPgx), which then commits asynchronously (commitAsync), and returns what
-// its fit needs, as FitInput would. It returns ErrNotFound, changing nothing, when the
-// render is stale (the line was deleted, edited, re-queued or cancelled) or finished.
-// blobs (the render's output so far, moved into the blob store with BlobStore.Put)
-// are recorded in the same statement, whatever the outcome, as PutBlob would have.
-func StartFitTx(ctx context.Context, tx pgx.Tx, lineID int64, renderSeq int, blobs ...Blob) (*FitInput, error) {
+// (Store.TxPgx) and returns what its fit needs, as FitInput would. The transaction
+// then commits asynchronously (commitAsync) unless handOff: the caller hands the
+// render to another job (a fit job, inserted in the same transaction) and ends. It
+// returns ErrNotFound, changing nothing, when the render is stale (the line was
+// deleted, edited, re-queued or cancelled) or finished. blobs (the render's output so
+// far, moved into the blob store with BlobStore.Put) are recorded in the same
+// statement, whatever the outcome, as PutBlob would have.
+func StartFitTx(ctx context.Context, tx pgx.Tx, lineID int64, renderSeq int, handOff bool, blobs ...Blob) (*FitInput, error) {
 	var q string
 	var args []any
 	if len(blobs) > 0 {
 		ins, a := insertBlobs(blobs, pgxArg)
 		q, args = "WITH b AS ("+ins+") ", a
 	}
+	from := "projects p"
+	if !handOff {
+		from += ", " + commitAsync
+	}
 	n := len(args)
-	q += fmt.Sprintf(`UPDATE lines l SET state = $%d, state_changed_at = now() FROM projects p, `+commitAsync+`
+	q += fmt.Sprintf(`UPDATE lines l SET state = $%d, state_changed_at = now() FROM `+from+`
 		WHERE l.id = $%d AND l.render_seq = $%d AND l.state = ANY($%d::text[]) AND p.id = l.project_id
 		RETURNING `+fitInputColumns, n+1, n+2, n+3, n+4)
 	return scanFitInput(tx.QueryRow(ctx, q, append(args, string(StateFitting), lineID, renderSeq, activeStateNames)...), lineID)

@@ -229,8 +229,15 @@ func TestStartFitTx(t *testing.T) {
 	raw := blobFile(t, bs, "raw output")
 	var in *studio.FitInput
 	var err error
+	commit := func(tx pgx.Tx) string {
+		var setting string
+		require.NoError(t, tx.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&setting))
+		return setting
+	}
 	require.NoError(t, b.store.TxPgx(ctx, func(tx pgx.Tx) error {
-		in, err = studio.StartFitTx(ctx, tx, l.ID, l.RenderSeq+1, raw)
+		in, err = studio.StartFitTx(ctx, tx, l.ID, l.RenderSeq+1, false, raw)
+		// The same job writes again before it ends: no wait for the log flush.
+		require.Equal(t, "off", commit(tx))
 		return err
 	}))
 	_, err = b.store.Blob(ctx, raw.SHA256)
@@ -245,8 +252,10 @@ func TestStartFitTx(t *testing.T) {
 	// Stale: the state stays, the blob is recorded all the same (it is on disk).
 	other, another := blobFile(t, bs, "stale output"), blobFile(t, bs, "another")
 	require.NoError(t, b.store.TxPgx(ctx, func(tx pgx.Tx) error {
-		in, err = studio.StartFitTx(ctx, tx, l.ID, l.RenderSeq, other, another)
+		in, err = studio.StartFitTx(ctx, tx, l.ID, l.RenderSeq, true, other, another)
 		require.ErrorIs(t, err, studio.ErrNotFound)
+		// Handing the render on to a fit job, the job's last write: synchronous.
+		require.Equal(t, "on", commit(tx))
 		return nil
 	}))
 	require.Nil(t, in)

@@ -465,7 +465,7 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	var fitIn *studio.FitInput
 	err = w.store.TxPgx(ctx, func(tx pgx.Tx) error {
 		var err error
-		fitIn, err = studio.StartFitTx(ctx, tx, a.LineID, a.RenderSeq, blob)
+		fitIn, err = studio.StartFitTx(ctx, tx, a.LineID, a.RenderSeq, !inline, blob)
 		if errors.Is(err, studio.ErrNotFound) {
 			return nil // stale: the blob's row is kept all the same, as its file is
 		}
