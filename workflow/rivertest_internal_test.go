@@ -33,7 +33,7 @@ func TestWorkersWithRivertest(t *testing.T) {
 	p, err := NewPipeline(store, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	ed := studiotest.User(t, store, studio.RoleEditor)
-	project := studiotest.Project(t, store, ed, 3)
+	project := studiotest.Project(t, store, ed, 4)
 	w, err := NewWorker(p, NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 1), WorkerConfig{Name: "rivertest", DataDir: t.TempDir(), FitWorkers: 2},
 		slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
@@ -41,7 +41,7 @@ func TestWorkersWithRivertest(t *testing.T) {
 
 	n, err := p.RenderPending(ctx, project.ID)
 	require.NoError(t, err)
-	require.Equal(t, 3, n)
+	require.Equal(t, 4, n)
 	lines, _ := store.AllLines(ctx, project.ID)
 
 	driver := riverpgxv5.New(store.Pool())
@@ -100,6 +100,18 @@ func TestWorkersWithRivertest(t *testing.T) {
 	require.NoError(t, err)
 	work(synth, lines[2], lines[2].RenderSeq)
 	requireTake(lines[2])
+
+	// A malformed fit job fails its line with the error instead of leaving it fitting.
+	_, err = store.Pool().Exec(ctx, `UPDATE lines SET state = 'fitting' WHERE id = $1`, lines[3].ID)
+	require.NoError(t, err)
+	bad := *fitJob.Args
+	bad.LineID, bad.RenderSeq, bad.RawSHA256 = lines[3].ID, lines[3].RenderSeq, "../not-a-blob"
+	res, err = fit.Work(ctx, t, tx, bad, &river.InsertOpts{UniqueOpts: river.UniqueOpts{}})
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCancelled, res.EventKind)
+	failed, _ := store.Line(ctx, project.ID, lines[3].ID)
+	require.Equal(t, studio.StateFailed, failed.State)
+	require.Contains(t, failed.LastError, "render.internal")
 
 	// A job for an older render is stale: it completes without touching the line.
 	before, _ := store.Line(ctx, project.ID, lines[0].ID)

@@ -715,7 +715,8 @@ func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
 func (w *Worker) fitTake(ctx context.Context, job *rivertype.JobRow, a FitArgs, in *studio.FitInput, raw []byte) error {
 	rawPath, err := w.blobs.Path(a.RawSHA256)
 	if err != nil {
-		return river.JobCancel(err)
+		// A malformed job: the line fails with the error rather than stay fitting.
+		return w.fail(ctx, job, a.LineID, a.RenderSeq, userKey("render.internal", err.Error()))
 	}
 	// The take goes straight into the blob store, written once in its directory
 	// (through a temporary file there and a rename): a shared scratch directory cost
