@@ -25,24 +25,8 @@ import (
 // again after its worker died while fitting.
 func TestWorkersWithRivertest(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("espeak-ng"); err != nil {
-		t.Skip("espeak-ng is not installed")
-	}
 	ctx := context.Background()
-	store := studiotest.Store(t)
-	p, err := NewPipeline(store, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	ed := studiotest.User(t, store, studio.RoleEditor)
-	project := studiotest.Project(t, store, ed, 4)
-	w, err := NewWorker(p, NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 1), WorkerConfig{Name: "rivertest", DataDir: t.TempDir(), FitWorkers: 2},
-		slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	require.NoError(t, w.ensureDirs())
-
-	n, err := p.RenderPending(ctx, project.ID)
-	require.NoError(t, err)
-	require.Equal(t, 4, n)
-	lines, _ := store.AllLines(ctx, project.ID)
+	store, project, w, lines := renderQueued(t, 4, 2)
 
 	driver := riverpgxv5.New(store.Pool())
 	cfg := &river.Config{}
@@ -128,22 +112,8 @@ func TestWorkersWithRivertest(t *testing.T) {
 // frees.
 func TestSynthesisWaitsForAFitSlot(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("espeak-ng"); err != nil {
-		t.Skip("espeak-ng is not installed")
-	}
 	ctx := context.Background()
-	store := studiotest.Store(t)
-	p, err := NewPipeline(store, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	ed := studiotest.User(t, store, studio.RoleEditor)
-	project := studiotest.Project(t, store, ed, 1)
-	w, err := NewWorker(p, NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 1), WorkerConfig{Name: "fitwait", DataDir: t.TempDir(), FitWorkers: 1},
-		slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	require.NoError(t, w.ensureDirs())
-	_, err = p.RenderPending(ctx, project.ID)
-	require.NoError(t, err)
-	lines, _ := store.AllLines(ctx, project.ID)
+	store, project, w, lines := renderQueued(t, 1, 1)
 	line := lines[0]
 
 	w.fitSlots <- struct{}{} // another fit holds the only slot
@@ -180,4 +150,29 @@ func TestSynthesisWaitsForAFitSlot(t *testing.T) {
 	rivertest.RequireNotInserted(ctx, t, riverpgxv5.New(store.Pool()), &FitArgs{}, nil)
 	require.Zero(t, w.fitClaims.Load())
 	require.Len(t, w.fitSlots, 0)
+}
+
+// renderQueued makes a project of n lines, queues their render and returns a worker
+// with one espeak-ng slot and fitWorkers fit slots, not started: the tests work its
+// jobs with rivertest.
+func renderQueued(t *testing.T, n, fitWorkers int) (*studio.Store, *studio.Project, *Worker, []studio.Line) {
+	t.Helper()
+	if _, err := exec.LookPath("espeak-ng"); err != nil {
+		t.Skip("espeak-ng is not installed")
+	}
+	store := studiotest.Store(t)
+	p, err := NewPipeline(store, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	ed := studiotest.User(t, store, studio.RoleEditor)
+	project := studiotest.Project(t, store, ed, n)
+	w, err := NewWorker(p, NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 1),
+		WorkerConfig{Name: t.Name(), DataDir: t.TempDir(), FitWorkers: fitWorkers}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.NoError(t, w.ensureDirs())
+	queued, err := p.RenderPending(context.Background(), project.ID)
+	require.NoError(t, err)
+	require.Equal(t, n, queued)
+	lines, err := store.AllLines(context.Background(), project.ID)
+	require.NoError(t, err)
+	return store, project, w, lines
 }
