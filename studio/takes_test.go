@@ -249,13 +249,22 @@ func TestStartFitTx(t *testing.T) {
 	require.Equal(t, studio.StateFitting, in.State)
 	require.Equal(t, l.RenderSeq+1, in.RenderSeq)
 
+	// Handing the render on to a fit job, the job's last write: synchronous.
+	// (The line's render moved back to synthesizing, as a rescued job does.)
+	_, err = b.store.Pool().Exec(ctx, `UPDATE lines SET state = 'synthesizing' WHERE id = $1`, l.ID)
+	require.NoError(t, err)
+	require.NoError(t, b.store.TxPgx(ctx, func(tx pgx.Tx) error {
+		in, err = studio.StartFitTx(ctx, tx, l.ID, l.RenderSeq+1, true)
+		require.Equal(t, "on", commit(tx))
+		return err
+	}))
+	require.Equal(t, studio.StateFitting, in.State)
+
 	// Stale: the state stays, the blob is recorded all the same (it is on disk).
 	other, another := blobFile(t, bs, "stale output"), blobFile(t, bs, "another")
 	require.NoError(t, b.store.TxPgx(ctx, func(tx pgx.Tx) error {
-		in, err = studio.StartFitTx(ctx, tx, l.ID, l.RenderSeq, true, other, another)
+		in, err = studio.StartFitTx(ctx, tx, l.ID, l.RenderSeq, false, other, another)
 		require.ErrorIs(t, err, studio.ErrNotFound)
-		// Handing the render on to a fit job, the job's last write: synchronous.
-		require.Equal(t, "on", commit(tx))
 		return nil
 	}))
 	require.Nil(t, in)
