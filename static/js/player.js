@@ -48,9 +48,9 @@ export function play(el, url, opts) {
     audio.src = href;
     audio.load();
   }
-  // One sound at a time on the page: the range player's <audio controls> too.
+  // One sound at a time: the page's own <audio controls> (the range player, a
+  // line's takes) stop too.
   document.querySelectorAll("audio, video").forEach(function (m) { m.pause(); });
-  requestAnimationFrame(tick);
 }
 
 // stop stops the sound; the next play starts wherever its caller says.
@@ -75,12 +75,16 @@ export function currentTime() { return audio.currentTime; }
 // seek moves the sound playing to t seconds.
 export function seek(t) { if (owner) audio.currentTime = t; }
 
+let ticking = false;
 function tick() {
-  if (!owner || audio.paused) return;
+  if (!owner || audio.paused) { ticking = false; return; }
   const t = audio.currentTime;
   tickFuncs.forEach(function (f) { f(owner, t); });
   requestAnimationFrame(tick);
 }
+audio.addEventListener("playing", function () {
+  if (!ticking) { ticking = true; requestAnimationFrame(tick); }
+});
 
 audio.addEventListener("ended", function () {
   if (owner) tickFuncs.forEach(function (f) { f(owner, audio.duration); });
@@ -93,7 +97,7 @@ audio.addEventListener("error", function () {
   if (f) f(el);
 });
 
-// A sound of the page's own (the range player's <audio controls>) stops this one.
+// And one of those <audio controls> starting stops this player.
 document.addEventListener("play", function (ev) {
   if (ev.target !== audio) stop();
 }, true);
