@@ -105,7 +105,7 @@ func TestRenderOverSSE(t *testing.T) {
 	require.Contains(t, seen, "draft")
 	require.Contains(t, seen, "done")
 	require.True(t, len(seen) >= 3, "rows passed through intermediate states: %v", seen)
-	plays, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=line-row] button[data-play]').length`))
+	plays, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=line-row] button[data-play-url]').length`))
 	require.NoError(t, err)
 	require.Equal(t, 8, plays, "each row offers its take")
 	screenshot(t, ctx, "render.png")

@@ -141,6 +141,20 @@ func sourceVideo(t *testing.T) string {
 	return out
 }
 
+// recordPlayers makes the page keep every media element whose play() is called, and
+// the URL it played: one player plays every sound, from the URL its view gave it.
+const recordPlayers = `(() => { if (window.players) return true; window.players = []; window.played = [];
+	const play = HTMLMediaElement.prototype.play;
+	HTMLMediaElement.prototype.play = function () {
+		if (!window.players.includes(this)) window.players.push(this);
+		window.played.push(this.src);
+		return play.apply(this, arguments); };
+	return true })()`
+
+// moveAddress changes the page's address to one no URL of the app can be rebuilt
+// from: the scripts must take their URLs from the page's elements.
+const moveAddress = `(() => { history.replaceState(null, '', '/moved/elsewhere'); return true })()`
+
 func (b *reviewBundle) line(t *testing.T, id int64) *studio.Line {
 	t.Helper()
 	l, err := b.store.Line(context.Background(), b.project.ID, id)
@@ -152,7 +166,9 @@ func (b *reviewBundle) line(t *testing.T, id int64) *studio.Line {
 // as an editor does, mostly from the keyboard: the help overlay, approving in the
 // script table, the review view with its waveforms, the source video's original
 // segment, approving and playing with A/B at the same position, a comment; then an
-// export with its progress, and the download, which is a zip with a manifest.
+// export with its progress, and the download, which is a zip with a manifest. Every
+// sound plays on the page's one player, and the scripts find their URLs in the page,
+// not in its address.
 func TestReviewWithTheKeyboard(t *testing.T) {
 	b := setupReview(t)
 	ctx := audioBrowser(t)
@@ -163,10 +179,14 @@ func TestReviewWithTheKeyboard(t *testing.T) {
 	require.NoError(t, chromedp.Do(ctx, login(b.testBundle, b.editor)...))
 
 	// The script table: ? shows the shortcuts, Esc hides them; j moves to a line, a
-	// approves its take.
+	// approves its take (at the URL the row gives, whatever the page's address).
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(base),
 		chromedp.WaitVisible(css(`[data-testid=lines]`)),
+	))
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](moveAddress))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx,
 		chromedp.KeyEvent("?"),
 		chromedp.WaitVisible(css(`[data-testid=kb-help]`)),
 	))
@@ -198,6 +218,8 @@ func TestReviewWithTheKeyboard(t *testing.T) {
 		chromedp.Navigate(fmt.Sprintf("%s/review?line=%d", base, first.ID)),
 		chromedp.WaitVisible(css(`#review-panel article.take[data-take-id][data-ready=true]`)),
 	))
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](recordPlayers))
+	require.NoError(t, err)
 	tc, err := chromedp.Run(ctx, chromedp.Text(css(`[data-testid=review-timecodes]`)))
 	require.NoError(t, err)
 	require.Contains(t, tc, "00:00:00.000 → 00:00:01.500")
@@ -233,7 +255,7 @@ func TestReviewWithTheKeyboard(t *testing.T) {
 	// Space plays it; b hands over to the original at the same position.
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.KeyEvent(" "),
-		chromedp.WaitVisible(css(`#review-panel article.take.ab-a[data-take-id][data-playing=true]`)),
+		chromedp.WaitVisible(css(`#review-panel article.take.ab-a[data-take-id][data-playing=take]`)),
 	))
 	at, err := chromedp.Run(ctx, chromedp.Poll[float64](`(() => {
 		const t = document.querySelector('#review-panel article.take.ab-a').__ws.getCurrentTime();
@@ -242,17 +264,45 @@ func TestReviewWithTheKeyboard(t *testing.T) {
 	screenshot(t, ctx, "review-playing.png")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.KeyEvent("b"),
-		chromedp.WaitVisible(css(`#review-panel article.take.ab-a[data-kind=original][data-playing=true]`)),
+		chromedp.WaitVisible(css(`#review-panel article.take.ab-a[data-kind=original][data-playing=original]`)),
 	))
 	switched, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.querySelector('#review-panel article.take.ab-a').__ws.getCurrentTime()`))
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, switched, at, "B starts where A was, not from the beginning")
-	stillPlaying, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#review-panel article.take[data-playing=true]').length`))
+	stillPlaying, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#review-panel article.take[data-playing]').length`))
 	require.NoError(t, err)
 	require.Equal(t, 1, stillPlaying, "only one take plays at a time")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.KeyEvent(kb.Escape),
-		chromedp.WaitNotPresent(css(`#review-panel article.take[data-playing=true]`)),
+		chromedp.WaitNotPresent(css(`#review-panel article.take[data-playing]`)),
+	))
+
+	// Play on one take stops the other, and the line's ▶ stops both: one player plays
+	// them all. What is left of a sound can be short: a recorder keeps every mark.
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { window.marks = [];
+		new MutationObserver(rs => rs.forEach(r => { const el = r.target;
+			window.marks.push((el.matches('tr.line') ? 'line' : el.dataset.kind || 'take') + '=' + (el.getAttribute('data-playing') || '')); }))
+		.observe(document.getElementById('live'), {subtree: true, attributes: true, attributeFilter: ['data-playing']});
+		return true })()`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(css(`#review-panel article.take[data-kind=original] [data-action=play]`))))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.marks.includes('original=original')`, chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "the original plays")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(css(`#review-panel article.take[data-take-id] [data-testid=review-play]`))))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.marks.includes('take=take') && window.marks.includes('original=')`, chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "the take plays, the original stopped")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(css(`#review-panel tr.line button[data-play-url]`))))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.marks.includes('line=take')`, chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "the line's ▶ plays its take")
+	cardsPlaying, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#review-panel article.take[data-playing]').length`))
+	require.NoError(t, err)
+	require.Equal(t, 0, cardsPlaying, "the line's ▶ stops the takes")
+	players, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.players.length`))
+	require.NoError(t, err)
+	require.Equal(t, 1, players, "the takes, the original and the line's ▶ play on one media element")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.KeyEvent(kb.Escape),
+		chromedp.WaitNotPresent(css(`#review-panel [data-playing]`)),
 	))
 
 	// A comment on the take, kept with who wrote it.
@@ -303,29 +353,47 @@ func TestReviewWithTheKeyboard(t *testing.T) {
 	require.Equal(t, *second.CurrentTakeID, *regenerated.ApprovedTakeID)
 
 	// In the script, space plays the focused line's take and b switches to its
-	// original at the same position. Each lasts as long as the line (1.5 s), which a
-	// loaded machine's browser can let pass between two looks: a recorder keeps every
-	// state the row shows.
+	// original at the same position, from the URLs the row gives, whatever the page's
+	// address. Each lasts as long as the line (1.5 s), which a loaded machine's browser
+	// can let pass between two looks: a recorder keeps every state the row shows.
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(base),
 		chromedp.WaitVisible(css(`[data-testid=lines]`)),
 	))
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](moveAddress))
+	require.NoError(t, err)
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](recordPlayers))
+	require.NoError(t, err)
 	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`(() => { window.kbSeen = [];
 		new MutationObserver(() => { const row = document.getElementById('line-%d');
-			const s = row && row.getAttribute('data-kb-playing'), b = row && row.querySelector('button[data-play]');
-			if (s) window.kbSeen.push(s + (b && b.classList.contains('playing') ? '+playing' : '')); })
-		.observe(document.body, {subtree: true, attributes: true, attributeFilter: ['data-kb-playing', 'class']});
+			const s = row && row.getAttribute('data-playing');
+			if (s) window.kbSeen.push(s); })
+		.observe(document.body, {subtree: true, attributes: true, attributeFilter: ['data-playing']});
 		return true })()`, first.ID)))
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(ctx, chromedp.KeyEvent("j"), chromedp.KeyEvent(" ")))
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.kbSeen.includes('take+playing')`, chromedp.WithPollingTimeout(20*time.Second)))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.kbSeen.includes('take')`, chromedp.WithPollingTimeout(20*time.Second)))
 	require.NoError(t, err, "space plays the take")
 	require.NoError(t, chromedp.Do(ctx, chromedp.KeyEvent("b")))
 	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.kbSeen.some(s => s.startsWith('original'))`, chromedp.WithPollingTimeout(20*time.Second)))
 	require.NoError(t, err, "b plays the original")
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`window.played.some(u => u.endsWith('/projects/%d/lines/%d/source.wav'))`, b.project.ID, first.ID),
+		chromedp.WithPollingTimeout(20*time.Second)))
+	require.NoError(t, err, "the original is played from the row's URL")
+	// The mouse's ▶ on another line stops the keyboard's: the same player.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(css(fmt.Sprintf(`#line-%d button[data-play-url]`, second.ID))),
+		chromedp.WaitVisible(css(fmt.Sprintf(`#line-%d[data-playing=take]`, second.ID))),
+	))
+	firstStopped, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`!document.querySelector('#line-%d[data-playing]')`, first.ID)))
+	require.NoError(t, err)
+	require.True(t, firstStopped, "one line plays at a time")
+	players, err = chromedp.Run(ctx, chromedp.Evaluate[int](`window.players.length`))
+	require.NoError(t, err)
+	require.Equal(t, 1, players, "the keys and the ▶ buttons play on one media element")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.KeyEvent(kb.Escape),
-		chromedp.WaitNotPresent(css(`[data-kb-playing]`)),
+		chromedp.WaitNotPresent(css(`tr.line[data-playing]`)),
 	))
 
 	// Export the approved takes: the progress runs to the end, then the download.

@@ -53,7 +53,7 @@ func Layout(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, " · dubstudio</title><link rel=\"stylesheet\" href=\"/static/css/app.css\"><script src=\"/static/vendor/htmx.min.js\"></script><script src=\"/static/vendor/htmx-ext-sse.min.js\"></script><script src=\"/static/js/app.js\" defer></script><script src=\"/static/js/review.js\" defer></script></head><body hx-headers=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, " · dubstudio</title><link rel=\"stylesheet\" href=\"/static/css/app.css\"><script src=\"/static/vendor/htmx.min.js\"></script><script src=\"/static/vendor/htmx-ext-sse.min.js\"></script><script src=\"/static/js/app.js\" defer></script><script type=\"module\" src=\"/static/js/script_table.js\"></script></head><body hx-headers=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

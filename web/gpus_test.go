@@ -158,6 +158,8 @@ func TestGPUPageShowsEveryPublishedGPU(t *testing.T) {
 	require.Contains(t, text("gpu-processes"), "pid 4001 6.4 GB")
 	key, _ := card.Find(`[data-testid=gpu-charts]`).Attr("data-gpu-charts")
 	require.Equal(t, "w1|"+testGPU, key)
+	samplesURL, _ := card.Find(`[data-testid=gpu-charts]`).Attr("data-samples-url")
+	require.Equal(t, "/admin/gpus/samples.json", samplesURL, "the charts' script polls the URL the page gives")
 
 	rows := card.Find(`[data-testid=slot-row]`)
 	require.Equal(t, 2, rows.Length())

@@ -141,10 +141,24 @@ func TestReviewPageShowsTakesOverTheirSlot(t *testing.T) {
 	require.Contains(t, takes.Eq(1).Find(`.wave-times`).Text(), "00:00:03.700", "where the take's audio ends")
 	require.Zero(t, d.Find(`[data-testid=review-original]`).Length(), "no source audio, no original")
 
-	// The script page does not load wavesurfer; every page has the shortcuts.
+	// The script page does not load wavesurfer nor the review view's script; every
+	// page has the shortcuts.
+	require.Equal(t, 1, d.Find(`script[type=module][src="/static/js/review.js"]`).Length())
 	pd := doc(t, c.get(fmt.Sprintf("/projects/%d", b.project.ID)))
 	require.Zero(t, pd.Find(`script[src*=wavesurfer]`).Length())
-	require.Equal(t, 1, pd.Find(`script[src="/static/js/review.js"]`).Length())
+	require.Zero(t, pd.Find(`script[src="/static/js/review.js"]`).Length())
+	require.Equal(t, 1, pd.Find(`script[type=module][src="/static/js/script_table.js"]`).Length())
+	// The script table's keys and ▶ find their URLs in the row, not in the address.
+	row := pd.Find(fmt.Sprintf(`#line-%d`, l.ID))
+	for attr, want := range map[string]string{
+		"data-original-url": fmt.Sprintf("/projects/%d/lines/%d/source.wav", b.project.ID, l.ID),
+		"data-approve-url":  fmt.Sprintf("/projects/%d/lines/%d/approve", b.project.ID, l.ID),
+	} {
+		got, _ := row.Attr(attr)
+		require.Equal(t, want, got, attr)
+	}
+	play, _ := row.Find(`button[data-play-url]`).Attr("data-play-url")
+	require.Equal(t, "/blobs/"+second.AudioSHA256, play, "the current take")
 	require.Equal(t, 1, pd.Find(`[data-testid=kb-help]`).Length())
 	require.Equal(t, 1, pd.Find(`[data-testid=review-link]`).Length())
 

@@ -1,4 +1,6 @@
-// dubstudio's own browser code: small, no framework. htmx does the requests.
+// dubstudio's own browser code: small, no framework. htmx does the requests. The
+// sound and the keyboard are ES modules beside this file: player.js (the page's one
+// audio player), keys.js, script_table.js and review.js.
 (function () {
   "use strict";
   // Swap validation (422), conflict (409), too-large (413) and throttled (429)
@@ -34,30 +36,6 @@
       var form = document.activeElement && document.activeElement.closest("form.line-form");
       if (form) { ev.preventDefault(); htmx.trigger(form, "submit"); }
     }
-  });
-})();
-
-// Row play buttons: one shared player, so a long table costs nothing until played.
-(function () {
-  "use strict";
-  var player = new Audio();
-  var current = null;
-  function stop() {
-    player.pause();
-    if (current) current.classList.remove("playing");
-    current = null;
-  }
-  player.addEventListener("ended", stop);
-  document.addEventListener("click", function (ev) {
-    var btn = ev.target.closest && ev.target.closest("button[data-play]");
-    if (!btn) return;
-    ev.preventDefault();
-    if (current === btn) { stop(); return; }
-    stop();
-    current = btn;
-    btn.classList.add("playing");
-    player.src = btn.getAttribute("data-play");
-    player.play().catch(stop);
   });
 })();
 

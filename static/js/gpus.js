@@ -1,6 +1,6 @@
 // Admin GPU page (views/gpus.templ): live charts of VRAM, utilisation, temperature and
-// power per GPU, drawn with the vendored uPlot from /admin/gpus/samples.json, polled
-// every two seconds (the workers publish their samples every two seconds); and the
+// power per GPU, drawn with the vendored uPlot from the charts' data-samples-url
+// (/admin/gpus/samples.json), polled every two seconds (the workers publish their samples every two seconds); and the
 // load-test chart of a calibration page. The numbers, budget and slots next to the
 // charts are refreshed by htmx (hx-get="/admin/gpus/live").
 (function () {
@@ -57,8 +57,8 @@
     });
   }
 
-  function poll() {
-    fetch("/admin/gpus/samples.json?since=" + since, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+  function poll(url) {
+    fetch(url + "?since=" + since, { headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
       .then(function (d) {
         var now = Date.now();
@@ -80,10 +80,11 @@
   var boxes = document.querySelectorAll("[data-gpu-charts]");
   if (boxes.length) {
     boxes.forEach(makeCharts);
-    poll();
+    var samplesURL = boxes[0].dataset.samplesUrl;
+    poll(samplesURL);
     var timer = setInterval(function () {
       if (!document.querySelector("[data-gpu-charts]")) { clearInterval(timer); return; }
-      poll();
+      poll(samplesURL);
     }, POLL_MS);
     window.addEventListener("resize", function () {
       boxes.forEach(function (box) {

@@ -1,0 +1,98 @@
+// The script table (views/project.templ): the keyboard focus on a line and its
+// shortcuts (space plays the take, b switches between it and the original
+// performance at the same position, a approves, r renders, e edits), and the rows'
+// ▶ buttons, here and in the review view's line. Every URL comes from the row:
+// its ▶ button's data-play-url, the row's data-original-url and data-approve-url.
+import * as player from "./player.js";
+import { keymap, click } from "./keys.js";
+
+let focusedID = null;
+
+function rows() {
+  return Array.prototype.slice.call(document.querySelectorAll("#lines tr.line[data-line-id]"));
+}
+function focused() {
+  return focusedID ? document.getElementById(focusedID) : null;
+}
+function focusRow(row) {
+  const old = focused();
+  if (old) old.classList.remove("kb-focus");
+  if (!row) { focusedID = null; return; }
+  focusedID = row.id;
+  row.classList.add("kb-focus");
+  row.scrollIntoView({ block: "nearest" });
+}
+function moveFocus(step) {
+  const all = rows();
+  if (!all.length) return;
+  let i = all.indexOf(focused());
+  if (i < 0) i = step > 0 ? -1 : all.length;
+  focusRow(all[Math.max(0, Math.min(all.length - 1, i + step))]);
+}
+
+// A row swapped in (live status, a save, an approval) keeps the keyboard focus.
+htmx.onLoad(function () {
+  const row = focused();
+  if (row) row.classList.add("kb-focus");
+});
+
+function takeURL(row) {
+  const b = row.querySelector("button[data-play-url]");
+  return b ? b.getAttribute("data-play-url") : null;
+}
+
+// playRow plays row's take, or its original performance, from at seconds. A line
+// without an original (no source audio) plays its take instead.
+function playRow(row, original, at) {
+  const url = original ? row.getAttribute("data-original-url") : takeURL(row);
+  if (!url) return;
+  player.play(row, url, {
+    at: at, kind: original ? "original" : "take",
+    onError: original ? function (r) { playRow(r, false, 0); } : null,
+  });
+}
+function toggleRow(row) {
+  if (player.isPlaying(row)) { player.stop(); return; }
+  playRow(row, false, 0);
+}
+function abRow(row) {
+  const now = player.current();
+  if (now && now.owner === row) playRow(row, now.kind !== "original", player.currentTime());
+  else playRow(row, true, 0);
+}
+function approveRow(row) {
+  const url = row.getAttribute("data-approve-url");
+  if (!url) return false;
+  htmx.ajax("POST", url, { source: row, target: row, swap: "outerHTML" });
+  return true;
+}
+
+// Capture phase: the focus moves before htmx acts on the click (an edit, say).
+document.addEventListener("click", function (ev) {
+  if (!ev.target.closest) return;
+  // Clicking a row moves the focus there.
+  const row = ev.target.closest("#lines tr.line[data-line-id]");
+  if (row) focusRow(row);
+  // ▶ plays the row's take, or stops it.
+  const btn = ev.target.closest("tr.line button[data-play-url]");
+  if (!btn) return;
+  ev.preventDefault();
+  const r = btn.closest("tr.line"), now = player.current();
+  if (now && now.owner === r && now.kind === "take") player.stop();
+  else playRow(r, false, 0);
+}, true);
+
+keymap("lines", function (key) {
+  if (key === "j" || key === "ArrowDown") { moveFocus(1); return true; }
+  if (key === "k" || key === "ArrowUp") { moveFocus(-1); return true; }
+  const row = focused();
+  if (!row) return false;
+  switch (key) {
+    case " ": toggleRow(row); return true;
+    case "b": abRow(row); return true;
+    case "r": return click(row.querySelector("[data-testid=render-line]"));
+    case "a": return approveRow(row);
+    case "e": case "Enter": return click(row.querySelector("[data-testid=line-text]"));
+  }
+  return false;
+});
