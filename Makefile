@@ -20,10 +20,16 @@ test: check
 	python3 -m unittest discover -s tts/hosts -p 'test_*.py'
 	./scripts/fuzz.sh 8s # every fuzz target, 8 s each: under a minute in all
 
-# check fails when code is unformatted, vet complains or generated views are stale.
+# check fails when code is unformatted, vet or golangci-lint complains (depguard holds the
+# layering of docs/architecture.md), go.mod is not tidy or generated views are stale.
+# golangci-lint is pinned in tools/go.mod, apart from the app's own dependencies.
+LINT = $(GO) tool -modfile=tools/go.mod golangci-lint
+
 check:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$'); echo 'gofmt needed'; exit 1; }
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
+	$(LINT) run ./...
 	$(TEMPL) generate >/dev/null
 	@git diff --exit-code --stat -- 'views/*_templ.go' || { echo 'templ generate changed files: commit them'; exit 1; }
 

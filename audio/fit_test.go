@@ -178,7 +178,7 @@ func TestFitSpeechIntoSlots(t *testing.T) {
 			require.GreaterOrEqual(t, res.Ratio, DefaultStretchMin)
 			require.LessOrEqual(t, res.Ratio, DefaultStretchMax)
 			if tc.wantBorrow {
-				require.Greater(t, res.BorrowedMs, 0)
+				require.Positive(t, res.BorrowedMs)
 				require.LessOrEqual(t, res.BorrowedMs, DefaultGapBorrowMs)
 				require.InDelta(t, 200, res.BorrowedMs, 2)
 			} else {
@@ -354,7 +354,7 @@ func TestWriteToDevFull(t *testing.T) {
 	}
 	defer f.Close()
 	err = WriteWAV(f, PCM{SampleRate: 48000, Channels: 1, Samples: make([]int16, 48000)})
-	require.True(t, errors.Is(err, syscall.ENOSPC))
+	require.ErrorIs(t, err, syscall.ENOSPC)
 	require.ErrorIs(t, writeError("/dev/full", err, ""), ErrNoSpace)
 }
 

@@ -1,7 +1,6 @@
 package audio
 
 import (
-	"errors"
 	"image"
 	"image/png"
 	"io/fs"
@@ -110,7 +109,7 @@ func TestProbeOtherErrors(t *testing.T) {
 
 	_, err := Probe(ctxT(t), filepath.Join(dir, "missing.wav"))
 	require.ErrorIs(t, err, fs.ErrNotExist)
-	require.False(t, errors.Is(err, ErrNotAudio))
+	require.NotErrorIs(t, err, ErrNotAudio)
 
 	_, err = Probe(ctxT(t), "-i.wav")
 	require.ErrorIs(t, err, ErrInvalid)

@@ -110,7 +110,7 @@ func (l *Listener) Run(ctx context.Context) error {
 			backoff = l.cfg.MinBackoff
 		})
 		if ctx.Err() != nil {
-			return nil
+			return nil //nolint:nilerr // the listener was stopped: the connection's error is its consequence
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		l.cfg.Logger.WarnContext(ctx, "live status: lost the notification connection; reconnecting",
@@ -135,12 +135,12 @@ func (l *Listener) listen(ctx context.Context, onListen func()) (err error) {
 			// Clean stop: leave the connection as we found it for the pool.
 			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			if _, uerr := conn.Exec(stopCtx, "UNLISTEN *"); uerr != nil {
-				conn.Conn().Close(stopCtx) //nolint:errcheck // the pool drops closed connections
+				conn.Conn().Close(stopCtx)
 			}
 			cancel()
 		} else if !conn.Conn().IsClosed() {
 			// After an error its state is unknown: make the pool drop it.
-			conn.Conn().Close(context.WithoutCancel(ctx)) //nolint:errcheck
+			conn.Conn().Close(context.WithoutCancel(ctx))
 		}
 		conn.Release()
 	}()

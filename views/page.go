@@ -26,8 +26,8 @@ type Page struct {
 // T translates key in the page's language.
 func (p Page) T(key string, args ...any) string { return i18n.T(p.Lang, key, args...) }
 
-// Can reports whether the user's role includes min.
-func (p Page) Can(min studio.Role) bool { return p.User != nil && p.User.Role.AtLeast(min) }
+// Can reports whether the user's role includes least.
+func (p Page) Can(least studio.Role) bool { return p.User != nil && p.User.Role.AtLeast(least) }
 
 // CSRFHeaders is the hx-headers value that makes htmx send the token on every request.
 func (p Page) CSRFHeaders() string {

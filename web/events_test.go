@@ -106,7 +106,12 @@ func (c *client) stream(path string, hdr map[string]string) *sseStream {
 				}
 				ev, data = sseEvent{}, nil
 			case field == "id":
-				ev.ID, _ = strconv.ParseInt(value, 10, 64)
+				id, err := strconv.ParseInt(value, 10, 64)
+				if err != nil {
+					c.t.Errorf("event id %q: %v", value, err)
+					return
+				}
+				ev.ID = id
 			case field == "event":
 				ev.Name = value
 			case field == "data":
@@ -175,10 +180,8 @@ func TestLiveLineEventsInTheSubscribersLanguage(t *testing.T) {
 	row := d.Find(`tr[data-testid=line-row]`)
 	require.Equal(t, 1, row.Length())
 	require.Equal(t, "Synthesizing", strings.TrimSpace(row.Find(`[data-testid=line-state]`).Text()))
-	swap, _ := row.Attr("sse-swap")
-	require.Equal(t, ev.Name, swap, "the new row listens for its next change")
-	outer, _ := row.Attr("hx-swap")
-	require.Equal(t, "outerHTML", outer)
+	require.Equal(t, ev.Name, row.AttrOr("sse-swap", ""), "the new row listens for its next change")
+	require.Equal(t, "outerHTML", row.AttrOr("hx-swap", ""))
 	require.Contains(t, row.Find(`.script-text`).Text(), `said with "quotes" & <brackets>.`, "text escaped as in the editor")
 
 	zev := zh.next(t, fmt.Sprintf("line-%d", l.ID))
@@ -256,8 +259,17 @@ func TestLiveStreamsEndOnShutdown(t *testing.T) {
 	b := setupLive(t)
 	s := b.as(t, studio.RoleEditor).stream(fmt.Sprintf("/projects/%d/events", b.project.ID), nil)
 	b.web.StopStreams()
-	for range s.events {
-		// Drain until the server ends the stream.
+	// The server must end the stream: the events channel closes once the body ends.
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case _, open := <-s.events:
+			if !open {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the stream was still open 20 s after StopStreams")
+		}
 	}
 }
 

@@ -65,7 +65,7 @@ func setupHour(b *testing.B) *benchBundle {
 		freq := 110 + float64(i%200)*3.7
 		for k := range pcm.Samples {
 			// A tone under a fade in and out, about -20 dBFS: mixed, nothing clips.
-			env := math.Min(1, math.Min(float64(k), float64(n-k))/480)
+			env := min(1, float64(min(k, n-k))/480)
 			pcm.Samples[k] = int16(3000 * env * math.Sin(2*math.Pi*freq*float64(k)/rate))
 		}
 		path := filepath.Join(tmp, fmt.Sprintf("take-%d.wav", i))
@@ -89,7 +89,7 @@ func setupHour(b *testing.B) *benchBundle {
 	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		w.Stop(ctx)
+		require.NoError(b, w.Stop(ctx))
 	})
 	return bb
 }

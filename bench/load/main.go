@@ -39,6 +39,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,8 +92,8 @@ func main() {
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	rep, err := run(ctx, o)
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		os.Exit(1)
@@ -542,6 +543,11 @@ func (c *client) do(ctx context.Context, kind, method, path string, form url.Val
 	return resp.StatusCode, data, err
 }
 
+// visit makes a request whose outcome only the report needs: do records it there.
+func (c *client) visit(ctx context.Context, kind, method, path string, form url.Values, htmx bool) {
+	_, _, _ = c.do(ctx, kind, method, path, form, htmx)
+}
+
 func (c *client) run(ctx context.Context) {
 	if err := c.login(ctx); err != nil {
 		if ctx.Err() == nil {
@@ -563,8 +569,11 @@ func (c *client) run(ctx context.Context) {
 	}
 	if len(c.lines) == 0 {
 		for _, m := range lineRowRe.FindAllSubmatch(page, -1) {
-			var id int64
-			fmt.Sscan(string(m[1]), &id)
+			id, err := strconv.ParseInt(string(m[1]), 10, 64)
+			if err != nil {
+				c.rep.fail(fmt.Sprintf("client %d: line id %q: %v", c.i, m[1], err))
+				return
+			}
 			c.lines = append(c.lines, id)
 		}
 	}
@@ -585,11 +594,11 @@ func (c *client) run(ctx context.Context) {
 		}
 		switch x := rand.IntN(100); {
 		case x < 25:
-			c.do(ctx, "project page", "GET", project, nil, false)
+			c.visit(ctx, "project page", "GET", project, nil, false)
 		case x < 40:
-			c.do(ctx, "line list", "GET", fmt.Sprintf("%s/lines?page=%d", project, 1+rand.IntN(4)), nil, true)
+			c.visit(ctx, "line list", "GET", fmt.Sprintf("%s/lines?page=%d", project, 1+rand.IntN(4)), nil, true)
 		case x < 55:
-			c.do(ctx, "progress", "GET", project+"/progress", nil, true)
+			c.visit(ctx, "progress", "GET", project+"/progress", nil, true)
 		default:
 			c.edit(ctx, project)
 		}
@@ -688,7 +697,7 @@ func (c *client) edit(ctx context.Context, project string) {
 	} else {
 		v.Set("text", fmt.Sprintf("Edited by client %d <again> & again, \"take %d\".", c.i, rand.IntN(1000)))
 	}
-	c.do(ctx, "save line", "POST", path, v, true)
+	c.visit(ctx, "save line", "POST", path, v, true)
 }
 
 // stream keeps the project's live-status stream open until ctx ends, counting events,
@@ -696,7 +705,7 @@ func (c *client) edit(ctx context.Context, project string) {
 func (c *client) stream(ctx context.Context, path string) {
 	last := ""
 	for ctx.Err() == nil {
-		req, err := http.NewRequestWithContext(ctx, "GET", c.tg.base+path, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.tg.base+path, nil)
 		if err != nil {
 			return
 		}

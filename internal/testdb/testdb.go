@@ -15,7 +15,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -44,7 +43,7 @@ func ServerURL() string {
 var (
 	templateOnce sync.Once
 	templateName string
-	templateErr  error
+	errTemplate  error
 )
 
 // URL creates a fresh migrated database for t and returns its URL. The database is
@@ -52,9 +51,9 @@ var (
 func URL(t testing.TB) string {
 	t.Helper()
 	ctx := context.Background()
-	templateOnce.Do(func() { templateName, templateErr = ensureTemplate(ctx) })
-	if templateErr != nil {
-		t.Fatalf("test database template: %v", templateErr)
+	templateOnce.Do(func() { templateName, errTemplate = ensureTemplate(ctx) })
+	if errTemplate != nil {
+		t.Fatalf("test database template: %v", errTemplate)
 	}
 	name := "dubstudio_t_" + randomHex(6)
 	admin, err := pgx.Connect(ctx, ServerURL())
@@ -103,8 +102,8 @@ func ensureTemplate(ctx context.Context) (string, error) {
 	}
 	h := sha256.New()
 	for _, m := range all {
-		io.WriteString(h, m.Name)
-		io.WriteString(h, m.SQL)
+		h.Write([]byte(m.Name))
+		h.Write([]byte(m.SQL))
 	}
 	name := "dubstudio_tmpl_" + hex.EncodeToString(h.Sum(nil))[:12]
 

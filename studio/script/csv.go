@@ -159,7 +159,7 @@ func csvTimecode(s *source, f csvField) (time.Duration, bool) {
 func csvDelimiter(header string) byte {
 	counts := map[byte]int{}
 	quoted := false
-	for i := 0; i < len(header); i++ {
+	for i := range len(header) {
 		switch c := header[i]; {
 		case c == '"':
 			quoted = !quoted
@@ -231,13 +231,13 @@ func readCSV(s *source, from int, delim byte) []csvRow {
 			c := line[j]
 			switch state {
 			case fieldStart:
-				switch {
-				case c == delim:
+				switch c {
+				case delim:
 					endField(li + 1)
-				case c == '"':
+				case '"':
 					b.Reset()
 					state, quoteLine = quoted, li+1
-				case c == ' ' || c == '\t':
+				case ' ', '\t':
 					b.WriteByte(c)
 				default:
 					b.WriteByte(c)
@@ -260,10 +260,10 @@ func readCSV(s *source, from int, delim byte) []csvRow {
 					state = afterQuote
 				}
 			case afterQuote:
-				switch {
-				case c == delim:
+				switch c {
+				case delim:
 					endField(li + 1)
-				case c == ' ' || c == '\t':
+				case ' ', '\t':
 				default:
 					s.add(li+1, "script.csv_bad_quote")
 					b.WriteByte(c)

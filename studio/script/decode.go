@@ -225,7 +225,7 @@ func (s *source) decodeUTF16(data []byte) []byte {
 // controlChar returns the first control character of valid UTF-8 line other than a
 // tab: C0 (U+0000 to U+001F), DEL, or C1 (U+0080 to U+009F, encoded C2 80 to C2 9F).
 func controlChar(line string) (rune, bool) {
-	for i := 0; i < len(line); i++ {
+	for i := range len(line) {
 		switch c := line[i]; {
 		case c < 0x20 && c != '\t', c == 0x7F:
 			return rune(c), true

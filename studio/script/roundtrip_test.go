@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// comparable returns cues as a writer in format f can keep them: without source lines,
+// keepable returns cues as a writer in format f can keep them: without source lines,
 // and without emotions in SRT and WebVTT, which have no place for them.
-func comparable(cues []Cue, f Format) []Cue {
+func keepable(cues []Cue, f Format) []Cue {
 	out := make([]Cue, len(cues))
 	for i, c := range cues {
 		c.SourceLine = 0
@@ -36,7 +36,7 @@ func TestRoundTripTestdata(t *testing.T) {
 				require.Equal(t, f, Detect("export", buf.Bytes()))
 				got, err := Parse("export", buf.Bytes())
 				require.NoError(t, err, buf.String())
-				require.Equal(t, comparable(want, f), comparable(got, f))
+				require.Equal(t, keepable(want, f), keepable(got, f))
 			})
 		}
 	}
@@ -63,13 +63,13 @@ func TestRoundTripTricky(t *testing.T) {
 			require.NoError(t, Write(&buf, f, cues))
 			got, err := Parse("export", buf.Bytes())
 			require.NoError(t, err, buf.String())
-			want := comparable(cues, f)
+			want := keepable(cues, f)
 			if f == FormatSRT {
 				// SRT cannot escape: a name with angle brackets is written as a
 				// prefix, which does not read back as one.
 				want[7].Character, want[7].Text = "Eve", ": tab\there"
 			}
-			require.Equal(t, want, comparable(got, f))
+			require.Equal(t, want, keepable(got, f))
 		})
 	}
 }

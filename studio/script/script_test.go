@@ -2,7 +2,6 @@ package script
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -319,7 +318,9 @@ func TestParseTooManyCues(t *testing.T) {
 	_, err := ParseSRT(b.Bytes())
 	require.Equal(t, []Problem{p(MaxCues*4+1, "script.too_many_cues", MaxCues)}, problems(t, err))
 
-	cues, err := ParseSRT(b.Bytes()[:bytes.Index(b.Bytes(), []byte("\n20001\n"))])
+	end := bytes.Index(b.Bytes(), []byte("\n20001\n"))
+	require.Positive(t, end)
+	cues, err := ParseSRT(b.Bytes()[:end])
 	require.NoError(t, err)
 	require.Len(t, cues, MaxCues)
 }
@@ -363,7 +364,7 @@ func TestParseErrorText(t *testing.T) {
 	require.EqualError(t, err, `script: 2 problems: line 10: Bad timecode "00:00:0B,500": write it as 00:01:02,345, 00:01:02.345, 01:02.345 or 62.345; `+
 		`line 18: The end 00:00:08.500 is before the start 00:00:09.000`)
 	var pe *ParseError
-	require.True(t, errors.As(err, &pe))
+	require.ErrorAs(t, err, &pe)
 	require.Equal(t, `第 10 行：时间码 "00:00:0B,500" 无效：应写作 00:01:02,345、00:01:02.345、01:02.345 或 62.345。`, pe.Problems[0].In(i18n.ZH))
 
 	_, err = ParseSRT(nil)

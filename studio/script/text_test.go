@@ -93,6 +93,6 @@ func TestSplitNamePrefix(t *testing.T) {
 func TestDecodeEntities(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "a & b < c > d \"e\" 'f' \u00a0 \u200e\u200f", decodeEntities("a &amp; b &lt; c &gt; d &quot;e&quot; &apos;f&apos; &nbsp; &lrm;&rlm;"))
-	require.Equal(t, "中 中 😀", decodeEntities("&#20013; &#x4e2d; &#x1F600;"))
+	require.Equal(t, "中 中 😀", decodeEntities("&#20013; &#x4e2d; &#x1F600;")) //nolint:dupword // one character, written in decimal and in hex
 	require.Equal(t, "&#0; &#9; &#x7f; &#xD800; &#x110000; &bogus; & ;", decodeEntities("&#0; &#9; &#x7f; &#xD800; &#x110000; &bogus; & ;"))
 }

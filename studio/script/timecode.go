@@ -107,7 +107,7 @@ func timingLine(line string) (start, end time.Duration, bad string, ok bool) {
 }
 
 func allDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		if s[i] < '0' || s[i] > '9' {
 			return false
 		}
@@ -118,7 +118,7 @@ func allDigits(s string) bool {
 // atoi reads a string of at most 9 ASCII digits.
 func atoi(s string) int64 {
 	var n int64
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		n = n*10 + int64(s[i]-'0')
 	}
 	return n
