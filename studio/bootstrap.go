@@ -2,7 +2,9 @@ package studio
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 )
 
 // EnsureAdmin creates the first administrator when there are no users at all. It
@@ -35,11 +37,25 @@ var demoScript = []NewLine{
 }
 
 // EnsureDemoProject creates the demo project on the first run of a new installation
-// and never again, even if it is later deleted.
+// and never again, even if it is later deleted. It returns the demo project, on later
+// runs too, or nil once it has been deleted.
 func (s *Store) EnsureDemoProject(ctx context.Context, owner int64) (*Project, error) {
 	done, err := s.Setting(ctx, demoSetting)
-	if err != nil || done != "" {
+	if err != nil {
 		return nil, err
+	}
+	if done != "" {
+		// The setting holds the demo's ID. Installations from before stored "1":
+		// project 1, the first one made, which is the demo.
+		id, err := strconv.ParseInt(done, 10, 64)
+		if err != nil {
+			return nil, nil
+		}
+		p, err := s.Project(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return nil, nil
+		}
+		return p, err
 	}
 	p, err := s.CreateProject(ctx, "Demo: Harbour Lights (episode 1)", &owner)
 	if err != nil {
@@ -60,5 +76,5 @@ func (s *Store) EnsureDemoProject(ctx context.Context, owner int64) (*Project, e
 			}
 		}
 	}
-	return p, s.SetSetting(ctx, demoSetting, "1")
+	return p, s.SetSetting(ctx, demoSetting, strconv.FormatInt(p.ID, 10))
 }
