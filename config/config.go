@@ -137,7 +137,7 @@ var options = []option{
 			c.HostPython = v
 			return nil
 		}},
-	{name: "INDEXTTS_DIR", def: "", defHelp: "none: index-tts is installed in HOST_PYTHON", help: "index-tts checkout, put on the model hosts' PYTHONPATH",
+	{name: "INDEXTTS_DIR", def: "", defHelp: "none (index-tts is installed in HOST_PYTHON)", help: "index-tts checkout, put on the model hosts' PYTHONPATH",
 		setFunc: func(c *Config, v string) error { c.IndexTTSDir = v; return nil }},
 	{name: "INDEXTTS_MODEL_DIR", def: "", defHelp: "none", help: "IndexTTS checkpoint directory (ENGINE=indextts; ENGINE=auto uses IndexTTS on a GPU only when it is set)",
 		setFunc: func(c *Config, v string) error { c.IndexTTSModelDir = v; return nil }},
@@ -164,7 +164,7 @@ var options = []option{
 			}
 			return nil
 		}},
-	{name: "METRICS_TOKEN", def: "", secret: true, defHelp: "none: only an admin's session can read /metrics", help: "bearer token Prometheus sends to read /metrics",
+	{name: "METRICS_TOKEN", def: "", secret: true, defHelp: "none (only an admin's session can read /metrics)", help: "bearer token Prometheus sends to read /metrics",
 		setFunc: func(c *Config, v string) error {
 			if v != "" && len(v) < 16 {
 				return errors.New("must be at least 16 characters")
@@ -183,7 +183,7 @@ var options = []option{
 			c.EngineURL = v
 			return nil
 		}},
-	{name: "WORKER_SLOTS", def: "0", defHelp: "0: the number of CPUs, or 8 on an HTTP engine", help: "syntheses a worker runs at once on a CPU or HTTP engine",
+	{name: "WORKER_SLOTS", def: "0", defHelp: "0 (the number of CPUs, or 8 on an HTTP engine)", help: "syntheses a worker runs at once on a CPU or HTTP engine",
 		setFunc: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 || n > 256 {
@@ -306,7 +306,7 @@ func Help() string {
 		if o.defHelp != "" {
 			def = o.defHelp
 		}
-		fmt.Fprintf(&b, "  %-22s %s [default: %s]\n", o.name, o.help, def)
+		fmt.Fprintf(&b, "  %-23s %s [default: %s]\n", o.name, o.help, def)
 	}
 	return b.String()
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -190,13 +191,15 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
-// Serve listens on the configured address until ctx ends, then shuts down gracefully.
-func (s *Server) Serve(ctx context.Context) error {
+// Serve serves on ln (listening on the configured address) until ctx ends, then shuts
+// down gracefully. The caller listens, so that it knows the address is taken before it
+// tells anyone to open it.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Addr: s.cfg.HTTPAddr, Handler: s.echo, ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: nil}
 	srv.RegisterOnShutdown(s.StopStreams)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err
