@@ -93,6 +93,7 @@ func New(d Deps) *Server {
 
 	staticFS, _ := fs.Sub(static.FS, ".")
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", cacheStatic(http.FileServer(http.FS(staticFS))))))
+	e.GET("/favicon.ico", echo.WrapHandler(cacheStatic(http.FileServer(http.FS(staticFS)))))
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	e.GET("/metrics", s.metricsHandler()) // METRICS_TOKEN bearer or an admin's session
 	e.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, "/projects") })
@@ -108,6 +109,9 @@ func New(d Deps) *Server {
 	for _, m := range d.Mounts {
 		m(r)
 	}
+	// A group's middleware comes with a catch-all route of its own, the admin group's
+	// last: without this one, an unknown URL would say "forbidden" to everyone else.
+	e.RouteNotFound("/*", func(echo.Context) error { return echo.ErrNotFound })
 	return s
 }
 
