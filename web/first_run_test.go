@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,4 +100,33 @@ func TestDownloadsKeepTheProjectName(t *testing.T) {
 	resp = c.get(fmt.Sprintf("/projects/%d/export.srt", b.project.ID))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, resp.Header.Get("Content-Disposition"), `filename*=UTF-8''%C3%89pisode%201%20%E2%80%93%20%E6%B8%AF%E5%8F%A3_%E5%A4%9C.srt`)
+}
+
+// TestSignInLeadsBackToTheLinkOpened: the demo project's URL that `make run` prints
+// leads, through the login form, to the demo project. The form posts back to its own
+// URL, which carries where to go next.
+func TestSignInLeadsBackToTheLinkOpened(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	hc := &http.Client{Jar: jar}
+	target := fmt.Sprintf("%s/projects/%d", b.server.URL, b.project.ID)
+
+	resp, err := hc.Get(target)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "/login", resp.Request.URL.Path)
+	d := doc(t, resp)
+	form := d.Find(`[data-testid=login-form]`)
+	_, hasAction := form.Attr("action")
+	require.False(t, hasAction, "the form posts to the page's own URL, next included")
+	csrf, _ := form.Find(`input[name=_csrf]`).Attr("value")
+
+	resp, err = hc.PostForm(resp.Request.URL.String(), url.Values{"_csrf": {csrf},
+		"username": {b.users[studio.RoleEditor].Username}, "password": {studiotest.Password}})
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, target, resp.Request.URL.String())
 }
