@@ -95,7 +95,7 @@ func init() {
 		"import.empty":              {EN: "The file has no lines.", ZH: "文件中没有台词。"},
 		"import.no_file":            {EN: "Choose a file to import.", ZH: "请选择要导入的文件。"},
 		"upload.no_file":            {EN: "Choose a file to upload.", ZH: "请选择要上传的文件。"},
-		"import.first":              {EN: "This project has no lines yet: import its script to start. SRT and WebVTT subtitles work as they are (“NAME: text” names the character); so does a CSV file with the columns start, end, character, text.", ZH: "此项目还没有台词：导入剧本即可开始。SRT 和 WebVTT 字幕可直接导入（“角色名: 台词”会指定角色）；也可导入包含 start、end、character、text 列的 CSV 文件。"},
+		"import.first":              {EN: "This project has no lines yet: import its script to start. SRT and WebVTT subtitles work as they are, a line starting “NAME:” naming its character.", ZH: "此项目还没有台词：导入剧本即可开始。SRT 和 WebVTT 字幕可直接导入，以“角色名:”开头的台词会指定角色。"},
 		"import.sample":             {EN: "Download a sample script to try it", ZH: "下载示例剧本试一试"},
 
 		"filter.state":          {EN: "State", ZH: "状态"},

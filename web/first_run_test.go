@@ -32,7 +32,7 @@ func TestNewProjectInvitesTheFirstImport(t *testing.T) {
 	d := doc(t, editor.get(fmt.Sprintf("/projects/%d", empty.ID)))
 	_, open := d.Find(`[data-testid=import-panel]`).Attr("open")
 	require.True(t, open, "the import panel is open")
-	require.Contains(t, d.Find(`[data-testid=import-first]`).Text(), "SRT and WebVTT")
+	require.Contains(t, d.Find(`[data-testid=import-first]`).Text(), "SRT and WebVTT subtitles")
 	require.Equal(t, "No lines yet: import a script above.", d.Find(`[data-testid=lines-empty]`).Text())
 	href, _ := d.Find(`[data-testid=sample-script]`).Attr("href")
 
