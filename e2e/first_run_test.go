@@ -31,7 +31,8 @@ import (
 // of the developer's dubstudio). It reads the block run.sh ends with, signs in with the
 // printed password, opens the demo project, creates a project, finds its import panel
 // open and imports the sample script it links to; then the printed command sets a new
-// password.
+// password. Where the user may not create the database, run.sh stops with one sentence
+// saying what to do.
 func TestFirstRun(t *testing.T) {
 	browserPath(t)
 	server, err := url.Parse(testdb.ServerURL())
@@ -51,15 +52,52 @@ func TestFirstRun(t *testing.T) {
 		}
 		firstRun(t, []string{"DUBSTUDIO_DB=" + freshDatabaseName(t)})
 	})
+	t.Run("a user who may not create it", func(t *testing.T) {
+		role := freshRole(t)
+		u := *server
+		u.User = url.User(role)
+		u.Path = "/" + freshDatabaseName(t)
+		cmd := exec.Command("./scripts/run.sh")
+		cmd.Dir = ".."
+		cmd.Env = append(cleanEnv(), "DATABASE_URL="+u.String(), "DATA_DIR="+t.TempDir(), "HTTP_ADDR="+freeAddr(t))
+		out, err := cmd.CombinedOutput()
+		require.Error(t, err, "run.sh stops: %s", out)
+		require.Contains(t, string(out), "may not create it: create it as a PostgreSQL superuser (createdb", "one sentence says what to do")
+	})
+}
+
+// freshRole is a PostgreSQL role that may log in but not create databases, dropped
+// when t ends.
+func freshRole(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testdb.ServerURL())
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	name := freshName(t, "dubstudio_firstrun_role_")
+	_, err = conn.Exec(ctx, "CREATE ROLE "+name+" LOGIN NOCREATEDB")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, testdb.ServerURL())
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, "DROP ROLE IF EXISTS "+name)
+		require.NoError(t, err)
+	})
+	return name
+}
+
+func freshName(t *testing.T, prefix string) string {
+	b := make([]byte, 5)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return prefix + hex.EncodeToString(b)
 }
 
 // freshDatabaseName names a database that does not exist, dropped when t ends.
 func freshDatabaseName(t *testing.T) string {
 	t.Helper()
-	b := make([]byte, 5)
-	_, err := rand.Read(b)
-	require.NoError(t, err)
-	name := "dubstudio_firstrun_" + hex.EncodeToString(b)
+	name := freshName(t, "dubstudio_firstrun_")
 	t.Cleanup(func() { // after the app has stopped (cleanups run last first)
 		ctx := context.Background()
 		conn, err := pgx.Connect(ctx, testdb.ServerURL())
