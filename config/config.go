@@ -56,8 +56,11 @@ type Config struct {
 }
 
 type option struct {
-	name    string
-	def     string
+	name string
+	def  string
+	// defHelp describes the default where def alone would not say it: a value computed
+	// at start-up, or what an empty value means. Help shows it instead of def.
+	defHelp string
 	secret  bool
 	help    string
 	setFunc func(c *Config, v string) error
@@ -81,7 +84,7 @@ var options = []option{
 			c.HTTPAddr = v
 			return nil
 		}},
-	{name: "BASE_URL", def: "", help: "public URL of the web app, for links printed on the console (default http://HTTP_ADDR)",
+	{name: "BASE_URL", def: "", defHelp: "http://HTTP_ADDR", help: "public URL of the web app, for links printed on the console",
 		setFunc: func(c *Config, v string) error { c.BaseURL = strings.TrimRight(v, "/"); return nil }},
 	{name: "DATA_DIR", def: "./data", help: "directory for audio, caches and the private Postgres cluster",
 		setFunc: func(c *Config, v string) error {
@@ -95,7 +98,7 @@ var options = []option{
 			c.DataDir = abs
 			return nil
 		}},
-	{name: "SESSION_SECRET", def: "", secret: true, help: "secret mixed into session and CSRF tokens (at least 32 characters; generated and kept in DATA_DIR when empty)",
+	{name: "SESSION_SECRET", def: "", secret: true, defHelp: "generated once into DATA_DIR/session.secret", help: "secret mixed into session and CSRF tokens (at least 32 characters)",
 		setFunc: func(c *Config, v string) error {
 			if v != "" && len(v) < 32 {
 				return errors.New("must be at least 32 characters")
@@ -107,7 +110,7 @@ var options = []option{
 		setFunc: func(c *Config, v string) error { return setDuration(&c.SessionTTL, v, time.Minute) }},
 	{name: "WORKER", def: "true", help: "run an embedded worker inside `serve`",
 		setFunc: func(c *Config, v string) error { return setBool(&c.Worker, v) }},
-	{name: "WORKER_NAME", def: "", help: "name this worker registers under (default: host name and process id)",
+	{name: "WORKER_NAME", def: "", defHelp: "host name-process id", help: "name this worker registers under",
 		setFunc: func(c *Config, v string) error { c.WorkerName = v; return nil }},
 	{name: "ENGINE", def: "auto", help: "speech engine of the worker: auto (IndexTTS on a machine with an NVIDIA GPU when INDEXTTS_MODEL_DIR is set, else the CPU preview engine), indextts, bench (random weights, for GPU benchmarks), espeak, simulator (a simulated GPU), http",
 		setFunc: func(c *Config, v string) error {
@@ -134,9 +137,9 @@ var options = []option{
 			c.HostPython = v
 			return nil
 		}},
-	{name: "INDEXTTS_DIR", def: "", help: "index-tts checkout, put on the model hosts' PYTHONPATH (empty: installed in HOST_PYTHON)",
+	{name: "INDEXTTS_DIR", def: "", defHelp: "none (index-tts is installed in HOST_PYTHON)", help: "index-tts checkout, put on the model hosts' PYTHONPATH",
 		setFunc: func(c *Config, v string) error { c.IndexTTSDir = v; return nil }},
-	{name: "INDEXTTS_MODEL_DIR", def: "", help: "IndexTTS checkpoint directory (ENGINE=indextts; ENGINE=auto uses IndexTTS on a GPU only when it is set)",
+	{name: "INDEXTTS_MODEL_DIR", def: "", defHelp: "none", help: "IndexTTS checkpoint directory (ENGINE=indextts; ENGINE=auto uses IndexTTS on a GPU only when it is set)",
 		setFunc: func(c *Config, v string) error { c.IndexTTSModelDir = v; return nil }},
 	{name: "INDEXTTS_VARIANT", def: "2", help: "IndexTTS release: 2 or 2.5",
 		setFunc: func(c *Config, v string) error {
@@ -146,7 +149,7 @@ var options = []option{
 			c.IndexTTSVariant = v
 			return nil
 		}},
-	{name: "INDEXTTS_MODEL_VERSION", def: "", help: "version string of the weights, used in speaker cache keys: change it when the weights change (default IndexTTS-<variant>)",
+	{name: "INDEXTTS_MODEL_VERSION", def: "", defHelp: "IndexTTS-INDEXTTS_VARIANT", help: "version string of the weights, used in speaker cache keys: change it when the weights change",
 		setFunc: func(c *Config, v string) error { c.IndexTTSModelVersion = v; return nil }},
 	{name: "GPUS", def: "all", help: "GPUs a worker uses: all, or indices and UUIDs separated by commas",
 		setFunc: func(c *Config, v string) error {
@@ -161,7 +164,7 @@ var options = []option{
 			}
 			return nil
 		}},
-	{name: "METRICS_TOKEN", def: "", secret: true, help: "bearer token Prometheus sends to read /metrics (empty: only an admin's session can read it)",
+	{name: "METRICS_TOKEN", def: "", secret: true, defHelp: "none (only an admin's session can read /metrics)", help: "bearer token Prometheus sends to read /metrics",
 		setFunc: func(c *Config, v string) error {
 			if v != "" && len(v) < 16 {
 				return errors.New("must be at least 16 characters")
@@ -169,7 +172,7 @@ var options = []option{
 			c.MetricsToken = v
 			return nil
 		}},
-	{name: "ENGINE_URL", def: "", help: "URL of an external index-tts-vllm server (ENGINE=http)",
+	{name: "ENGINE_URL", def: "", defHelp: "none", help: "URL of an external index-tts-vllm server (ENGINE=http)",
 		setFunc: func(c *Config, v string) error {
 			if v != "" {
 				u, err := url.Parse(v)
@@ -180,7 +183,7 @@ var options = []option{
 			c.EngineURL = v
 			return nil
 		}},
-	{name: "WORKER_SLOTS", def: "0", help: "syntheses a worker runs at once on a CPU or HTTP engine (0: CPUs, or the server's declared concurrency)",
+	{name: "WORKER_SLOTS", def: "0", defHelp: "0 (the number of CPUs, or 8 on an HTTP engine)", help: "syntheses a worker runs at once on a CPU or HTTP engine",
 		setFunc: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 || n > 256 {
@@ -293,17 +296,17 @@ func LoadFrom(lookup func(string) (string, bool)) (*Config, error) {
 	return c, nil
 }
 
-// Help describes every option, for `dubstudio help`.
+// Help describes every option once, with its default, for `dubstudio help`.
 func Help() string {
 	var b strings.Builder
 	sorted := append([]option(nil), options...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
 	for _, o := range sorted {
 		def := o.def
-		if def == "" {
-			def = "(empty)"
+		if o.defHelp != "" {
+			def = o.defHelp
 		}
-		fmt.Fprintf(&b, "  %-18s %s [default %s]\n", o.name, o.help, def)
+		fmt.Fprintf(&b, "  %-23s %s [default: %s]\n", o.name, o.help, def)
 	}
 	return b.String()
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,4 +49,23 @@ func TestSecretFromFile(t *testing.T) {
 
 	_, err = LoadFrom(env(map[string]string{"SESSION_SECRET_FILE": path, "SESSION_SECRET": "x"}))
 	require.ErrorContains(t, err, "both set")
+}
+
+// TestHelpListsEachSettingOnceWithItsDefault guards `dubstudio help`: one line per
+// setting, one default on it, never an empty one.
+func TestHelpListsEachSettingOnceWithItsDefault(t *testing.T) {
+	t.Parallel()
+	lines := strings.Split(strings.TrimRight(Help(), "\n"), "\n")
+	require.Len(t, lines, len(options))
+	seen := map[string]bool{}
+	for _, l := range lines {
+		name := strings.Fields(l)[0]
+		require.False(t, seen[name], "%s listed twice", name)
+		seen[name] = true
+		require.Equal(t, 1, strings.Count(strings.ToLower(l), "default"), "one default on %q", l)
+		require.NotContains(t, l, "[default: ]", "an empty default says what it means")
+	}
+	require.Contains(t, Help(), "BASE_URL")
+	require.Regexp(t, `BASE_URL +public URL of the web app, for links printed on the console \[default: http://HTTP_ADDR\]`, Help())
+	require.Regexp(t, `HTTP_ADDR +address the web server listens on \[default: 127.0.0.1:8080\]`, Help())
 }

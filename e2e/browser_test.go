@@ -148,7 +148,8 @@ func TestEditorFlow(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(ctx,
 		// A marker that survives only as long as the page is not reloaded.
-		chromedp.Click(css(`[data-testid=import-panel] summary`)),
+		// A new project opens its import panel by itself.
+		chromedp.WaitVisible(css(`[data-testid=import-panel][open] [data-testid=import-form]`)),
 		chromedp.SetUploadFiles(css(`[data-testid=import-form] input[type=file]`), []string{srt}),
 		chromedp.Click(css(`[data-testid=import-form] button[type=submit]`)),
 		chromedp.WaitVisible(css(`[data-testid=import-ok]`)),

@@ -10,5 +10,7 @@ func init() {
 		"error.too_large":   {EN: "The upload is too large: the limit is %d MB.", ZH: "上传文件过大：上限为 %d MB。"},
 		"error.bad_request": {EN: "The request could not be understood.", ZH: "无法理解该请求。"},
 		"error.conflict":    {EN: "Someone else changed this in the meantime.", ZH: "此内容已被他人修改。"},
+		// chart.time labels the time axis in the charts' legends (uPlot's own is English).
+		"chart.time": {EN: "Time", ZH: "时间"},
 	})
 }

@@ -95,6 +95,8 @@ func init() {
 		"import.empty":              {EN: "The file has no lines.", ZH: "文件中没有台词。"},
 		"import.no_file":            {EN: "Choose a file to import.", ZH: "请选择要导入的文件。"},
 		"upload.no_file":            {EN: "Choose a file to upload.", ZH: "请选择要上传的文件。"},
+		"import.first":              {EN: "This project has no lines yet: import its script to start. SRT and WebVTT subtitles work as they are, a line starting “NAME:” naming its character.", ZH: "此项目还没有台词：导入剧本即可开始。SRT 和 WebVTT 字幕可直接导入，以“角色名:”开头的台词会指定角色。"},
+		"import.sample":             {EN: "Download a sample script to try it", ZH: "下载示例剧本试一试"},
 
 		"filter.state":          {EN: "State", ZH: "状态"},
 		"filter.all_states":     {EN: "All states", ZH: "全部状态"},
@@ -112,6 +114,7 @@ func init() {
 		"bulk.none_selected": {EN: "Select at least one line.", ZH: "请至少选择一句台词。"},
 
 		"lines.none":  {EN: "No lines match.", ZH: "没有匹配的台词。"},
+		"lines.empty": {EN: "No lines yet: import a script above.", ZH: "还没有台词：请在上方导入剧本。"},
 		"pager.prev":  {EN: "Previous", ZH: "上一页"},
 		"pager.next":  {EN: "Next", ZH: "下一页"},
 		"pager.page":  {EN: "Page %d of %d (%d lines)", ZH: "第 %d / %d 页（共 %d 句）"},

@@ -63,8 +63,11 @@ func All() ([]Migration, error) {
 	return out, nil
 }
 
-// Apply brings the database up to date: River's tables first, then ours.
+// Apply brings the database up to date: River's tables first, then ours. Each applied
+// migration is logged at debug level (LOG_LEVEL=debug shows them), so that a first
+// start does not bury what it prints for the user under two dozen lines.
 func Apply(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	logger = slog.New(debugHandler{logger.Handler()})
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("error connecting for migrations: %w", err)
@@ -84,7 +87,7 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
 		return fmt.Errorf("error applying River migrations: %w", err)
 	}
 	for _, v := range res.Versions {
-		logger.InfoContext(ctx, "applied River migration", "version", v.Version)
+		logger.DebugContext(ctx, "applied River migration", "version", v.Version)
 	}
 
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -121,7 +124,35 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("error applying migration %s: %w", m.Name, err)
 		}
-		logger.InfoContext(ctx, "applied migration", "name", m.Name)
+		logger.DebugContext(ctx, "applied migration", "name", m.Name)
 	}
 	return nil
+}
+
+// debugHandler lowers info records to debug: River's migrator logs each migration at
+// info, and only warnings and errors of a migration need the operator's attention.
+type debugHandler struct{ slog.Handler }
+
+func (h debugHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.Handler.Enabled(ctx, lowered(l))
+}
+
+func (h debugHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = lowered(r.Level)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h debugHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return debugHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h debugHandler) WithGroup(name string) slog.Handler {
+	return debugHandler{h.Handler.WithGroup(name)}
+}
+
+func lowered(l slog.Level) slog.Level {
+	if l == slog.LevelInfo {
+		return slog.LevelDebug
+	}
+	return l
 }

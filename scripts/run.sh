@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
 # `make run`: start dubstudio on this machine with everything it needs.
 #   1. As root, install the Debian packages it uses when they are missing.
-#   2. Pick a database: $DATABASE_URL if set; else a PostgreSQL on 127.0.0.1:5432 that
+#   2. Build bin/dubstudio.
+#   3. Pick a database: $DATABASE_URL if set; else a PostgreSQL on 127.0.0.1:5432 that
 #      lets this user in; else a private cluster under $DATA_DIR/postgres, created with
 #      the system's initdb and started with pg_ctl (as an unprivileged user when root,
-#      since initdb refuses to run as root).
-#   3. Build and run `dubstudio serve`, which migrates, creates the first admin (its
-#      password is printed once) and the demo project, and prints the URL.
+#      since initdb refuses to run as root). In the last two cases the database is
+#      named $DUBSTUDIO_DB (default dubstudio). `dubstudio createdb` creates it when the
+#      server has none of that name, or says what to do when the user may not.
+#   4. Run `dubstudio serve`, which migrates, creates the first admin and the demo
+#      project, and ends what it prints with a short block: the demo project's URL, the
+#      admin's name and (first run only) password, how to set a new one, how to stop.
+# Settings of the app itself (HTTP_ADDR, LOG_LEVEL, ...) pass through the environment;
+# DUBSTUDIO_PRIVATE_PG=1 skips the shared server, PGPORT_PRIVATE (default 5439) is the
+# private cluster's port.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DATA_DIR="${DATA_DIR:-$PWD/data}"
 mkdir -p "$DATA_DIR"
+db="${DUBSTUDIO_DB:-dubstudio}"
 
 if [ "$(id -u)" = 0 ]; then
   need=()
-  for cmd_pkg in ffmpeg:ffmpeg ffprobe:ffmpeg espeak-ng:espeak-ng sox:sox psql:postgresql-client; do
+  for cmd_pkg in ffmpeg:ffmpeg ffprobe:ffmpeg espeak-ng:espeak-ng sox:sox; do
     command -v "${cmd_pkg%%:*}" >/dev/null || need+=("${cmd_pkg#*:}")
   done
   if [ -z "${DATABASE_URL:-}" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null; then
@@ -26,21 +34,23 @@ if [ "$(id -u)" = 0 ]; then
   fi
 fi
 
+echo "Building bin/dubstudio ..."
+go build -o bin/dubstudio ./cmd/dubstudio
+
 pgbin() {
   local b
   for b in /usr/lib/postgresql/*/bin/"$1"; do [ -x "$b" ] && { echo "$b"; return; }; done
   command -v "$1"
 }
 
-if [ -z "${DATABASE_URL:-}" ]; then
+if [ -n "${DATABASE_URL:-}" ]; then
+  ./bin/dubstudio createdb
+else
   me="$(id -un)"
-  # DUBSTUDIO_PRIVATE_PG=1 skips the shared server and uses the private cluster.
-  if [ -z "${DUBSTUDIO_PRIVATE_PG:-}" ] &&
-    psql "postgres://$me@127.0.0.1:5432/postgres?sslmode=disable&connect_timeout=3" -tAc 'select 1' >/dev/null 2>&1; then
-    psql "postgres://$me@127.0.0.1:5432/postgres?sslmode=disable" -tAc "select 1 from pg_database where datname='dubstudio'" | grep -q 1 ||
-      psql "postgres://$me@127.0.0.1:5432/postgres?sslmode=disable" -qc 'create database dubstudio'
-    export DATABASE_URL="postgres://$me@127.0.0.1:5432/dubstudio?sslmode=disable"
-    echo "Using PostgreSQL on 127.0.0.1:5432 (database dubstudio)."
+  shared="postgres://$me@127.0.0.1:5432/$db?sslmode=disable&connect_timeout=3"
+  if [ -z "${DUBSTUDIO_PRIVATE_PG:-}" ] && DATABASE_URL="$shared" ./bin/dubstudio createdb 2>/dev/null; then
+    export DATABASE_URL="$shared"
+    echo "Using PostgreSQL on 127.0.0.1:5432 (database $db)."
   else
     pgdata="$DATA_DIR/postgres"
     port="${PGPORT_PRIVATE:-5439}"
@@ -60,12 +70,10 @@ if [ -z "${DATABASE_URL:-}" ]; then
       "${runas[@]}" "$(pgbin pg_ctl)" -D "$pgdata" -l "$pgdata/server.log" -w \
         -o "-p $port -k $pgdata -c listen_addresses=127.0.0.1" start >/dev/null
     fi
-    psql "postgres://dubstudio@127.0.0.1:$port/postgres?sslmode=disable" -tAc "select 1 from pg_database where datname='dubstudio'" | grep -q 1 ||
-      psql "postgres://dubstudio@127.0.0.1:$port/postgres?sslmode=disable" -qc 'create database dubstudio'
-    export DATABASE_URL="postgres://dubstudio@127.0.0.1:$port/dubstudio?sslmode=disable"
-    echo "Using the private PostgreSQL cluster on 127.0.0.1:$port."
+    export DATABASE_URL="postgres://dubstudio@127.0.0.1:$port/$db?sslmode=disable"
+    ./bin/dubstudio createdb
+    echo "Using the private PostgreSQL cluster on 127.0.0.1:$port (database $db)."
   fi
 fi
 
-go build -o bin/dubstudio ./cmd/dubstudio
 exec ./bin/dubstudio serve

@@ -2,8 +2,64 @@ package studio
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
+
+// CreateDatabase creates the database databaseURL names when the server has none of
+// that name, connecting to the server's "postgres" (or "template1") database as the
+// same user. It reports whether it created one. Where the user may not create
+// databases, the error says in one sentence what to do instead.
+func CreateDatabase(ctx context.Context, databaseURL string) (created bool, err error) {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return false, fmt.Errorf("error parsing DATABASE_URL: %w", err)
+	}
+	where := fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err == nil {
+		return false, conn.Close(ctx)
+	}
+	if pgCode(err) != "3D000" { // anything but invalid_catalog_name: the server is the problem
+		return false, fmt.Errorf("cannot connect to PostgreSQL at %s as %q (start it, or fix DATABASE_URL): %w", where, cfg.User, err)
+	}
+	admin := cfg.Copy()
+	for _, db := range []string{"postgres", "template1"} {
+		admin.Database = db
+		if conn, err = pgx.ConnectConfig(ctx, admin); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("the database %q does not exist on %s and no other database there lets %q in to create it: create it as a PostgreSQL superuser (createdb -h %s -p %d -O %s %s): %w",
+			cfg.Database, where, cfg.User, cfg.Host, cfg.Port, cfg.User, cfg.Database, err)
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{cfg.Database}.Sanitize())
+	switch code := pgCode(err); {
+	case err == nil:
+		return true, nil
+	case code == "42P04": // duplicate_database: another process made it in the meantime
+		return false, nil
+	case code == "42501": // insufficient_privilege
+		return false, fmt.Errorf("the database %q does not exist on %s and the user %q may not create it: create it as a PostgreSQL superuser (createdb -h %s -p %d -O %s %s), or set DATABASE_URL to a database that exists",
+			cfg.Database, where, cfg.User, cfg.Host, cfg.Port, cfg.User, cfg.Database)
+	}
+	return false, fmt.Errorf("error creating the database %q on %s: %w", cfg.Database, where, err)
+}
+
+// pgCode is the SQLSTATE of a PostgreSQL error in err's chain, or "".
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
 
 // EnsureAdmin creates the first administrator when there are no users at all. It
 // returns the generated password, to be printed once, or "" when users exist.
@@ -35,11 +91,25 @@ var demoScript = []NewLine{
 }
 
 // EnsureDemoProject creates the demo project on the first run of a new installation
-// and never again, even if it is later deleted.
+// and never again, even if it is later deleted. It returns the demo project, on later
+// runs too, or nil once it has been deleted.
 func (s *Store) EnsureDemoProject(ctx context.Context, owner int64) (*Project, error) {
 	done, err := s.Setting(ctx, demoSetting)
-	if err != nil || done != "" {
+	if err != nil {
 		return nil, err
+	}
+	if done != "" {
+		// The setting holds the demo's ID. Installations from before stored "1":
+		// project 1, the first one made, which is the demo.
+		id, err := strconv.ParseInt(done, 10, 64)
+		if err != nil {
+			return nil, nil
+		}
+		p, err := s.Project(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return nil, nil
+		}
+		return p, err
 	}
 	p, err := s.CreateProject(ctx, "Demo: Harbour Lights (episode 1)", &owner)
 	if err != nil {
@@ -60,5 +130,5 @@ func (s *Store) EnsureDemoProject(ctx context.Context, owner int64) (*Project, e
 			}
 		}
 	}
-	return p, s.SetSetting(ctx, demoSetting, "1")
+	return p, s.SetSetting(ctx, demoSetting, strconv.FormatInt(p.ID, 10))
 }

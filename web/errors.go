@@ -45,7 +45,9 @@ func (s *Server) messageOf(c echo.Context, status int, err error) string {
 	case errors.As(err, &ie):
 		return ie.In(langOf(c))
 	case errors.As(err, &he):
-		if m, ok := he.Message.(string); ok && status < 500 {
+		// A message of our own is shown; echo's default ("Not Found") gives way to the
+		// catalog's, so that every error page words it one way, in the user's language.
+		if m, ok := he.Message.(string); ok && status < 500 && m != http.StatusText(he.Code) {
 			return m
 		}
 	}

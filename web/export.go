@@ -2,10 +2,12 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -51,10 +53,10 @@ func (s *Server) startExport(c echo.Context) error {
 	return s.showExports(c)
 }
 
-// downloadExport sends a finished archive. The file path comes from the export's ID,
-// never from the request.
+// downloadExport sends a finished archive, named after the project. The file path
+// comes from the export's ID, never from the request.
 func (s *Server) downloadExport(c echo.Context) error {
-	pid, err := paramID(c, "pid")
+	p, err := s.project(c)
 	if err != nil {
 		return err
 	}
@@ -62,7 +64,7 @@ func (s *Server) downloadExport(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ex, err := s.store.Export(c.Request().Context(), pid, eid)
+	ex, err := s.store.Export(c.Request().Context(), p.ID, eid)
 	if err != nil {
 		return err
 	}
@@ -73,5 +75,49 @@ func (s *Server) downloadExport(c echo.Context) error {
 	if _, err := os.Stat(path); err != nil {
 		return echo.NewHTTPError(http.StatusNotFound)
 	}
-	return c.Attachment(path, ex.FileName)
+	setAttachment(c, downloadName(p.Name)+"-export-"+strconv.FormatInt(ex.ID, 10)+".zip")
+	return c.File(path)
+}
+
+// downloadName makes a project's name a file name, keeping every letter, digit and
+// mark of any script: only what file systems refuse (path separators, control
+// characters, the characters Windows reserves) becomes '_'.
+func downloadName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(`/\:*?"<>|`, r) {
+			r = '_'
+		}
+		b.WriteRune(r)
+	}
+	out := []rune(strings.Trim(b.String(), " ."))
+	if len(out) > 120 {
+		out = out[:120]
+	}
+	if len(out) == 0 {
+		return "project"
+	}
+	return string(out)
+}
+
+// setAttachment names a download (RFC 6266): filename* carries the name in UTF-8, and
+// filename an ASCII stand-in for clients that do not read filename*.
+func setAttachment(c echo.Context, name string) {
+	var ascii, ext strings.Builder
+	for _, r := range name {
+		if r >= 0x20 && r < 0x7f && r != '"' && r != '\\' {
+			ascii.WriteRune(r)
+		} else {
+			ascii.WriteByte('_')
+		}
+	}
+	for _, b := range []byte(name) {
+		// attr-char of RFC 8187; every other byte is percent-encoded.
+		if 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || strings.IndexByte("!#$&+-.^_`|~", b) >= 0 {
+			ext.WriteByte(b)
+		} else {
+			fmt.Fprintf(&ext, "%%%02X", b)
+		}
+	}
+	c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s"; filename*=UTF-8''%s`, ascii.String(), ext.String()))
 }

@@ -3,7 +3,6 @@ package web
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"path"
@@ -123,7 +122,7 @@ func (s *Server) exportScript(c echo.Context) error {
 	if err := script.Write(&buf, format, cues); err != nil {
 		return err
 	}
-	c.Response().Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="project-%d.%s"`, p.ID, format))
+	setAttachment(c, downloadName(p.Name)+"."+string(format))
 	return c.Blob(http.StatusOK, format.ContentType(), buf.Bytes())
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -92,6 +93,7 @@ func New(d Deps) *Server {
 
 	staticFS, _ := fs.Sub(static.FS, ".")
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", cacheStatic(http.FileServer(http.FS(staticFS))))))
+	e.GET("/favicon.ico", echo.WrapHandler(cacheStatic(http.FileServer(http.FS(staticFS)))))
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	e.GET("/metrics", s.metricsHandler()) // METRICS_TOKEN bearer or an admin's session
 	e.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, "/projects") })
@@ -107,6 +109,9 @@ func New(d Deps) *Server {
 	for _, m := range d.Mounts {
 		m(r)
 	}
+	// A group's middleware comes with a catch-all route of its own, the admin group's
+	// last: without this one, an unknown URL would say "forbidden" to everyone else.
+	e.RouteNotFound("/*", func(echo.Context) error { return echo.ErrNotFound })
 	return s
 }
 
@@ -190,13 +195,15 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
-// Serve listens on the configured address until ctx ends, then shuts down gracefully.
-func (s *Server) Serve(ctx context.Context) error {
+// Serve serves on ln (listening on the configured address) until ctx ends, then shuts
+// down gracefully. The caller listens, so that it knows the address is taken before it
+// tells anyone to open it.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Addr: s.cfg.HTTPAddr, Handler: s.echo, ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: nil}
 	srv.RegisterOnShutdown(s.StopStreams)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err

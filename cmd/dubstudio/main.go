@@ -8,11 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -31,6 +33,7 @@ Usage:
   dubstudio worker                    run a worker host alone (renders lines with ENGINE)
   dubstudio calibrate [flags]         measure a GPU for a concurrency profile (calibrate -h for the flags)
   dubstudio gpus                      print what NVML sees: each GPU with one sample, as JSON
+  dubstudio createdb                  create the database DATABASE_URL names, if the server has none of that name
   dubstudio migrate                   apply database migrations and exit
   dubstudio user add NAME ROLE        add a user (role: admin, manager, editor); prints a password
   dubstudio user list                 list users
@@ -64,6 +67,12 @@ func run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, cfg, logger)
+	case "createdb":
+		created, err := studio.CreateDatabase(ctx, cfg.DatabaseURL)
+		if created {
+			fmt.Println("created the database")
+		}
+		return err
 	case "migrate":
 		store, err := open(ctx, cfg, logger)
 		if err != nil {
@@ -93,6 +102,10 @@ func newLogger(level string) *slog.Logger {
 // open connects, applies migrations and returns the store.
 func open(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*studio.Store, error) {
 	pool, err := studio.Connect(ctx, cfg.DatabaseURL)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "3D000" { // invalid_catalog_name
+		return nil, fmt.Errorf("%w; `dubstudio createdb` creates it", err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -118,22 +131,26 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	}
 	defer store.Pool().Close()
 
-	name, password, err := store.EnsureAdmin(ctx)
-	if err != nil {
+	ready := readyInfo{BaseURL: cfg.BaseURL, DatabaseURL: cfg.DatabaseURL, Command: os.Args[0]}
+	if _, ready.Password, err = store.EnsureAdmin(ctx); err != nil {
 		return err
 	}
-	if password != "" {
-		fmt.Printf("\n  Created the first administrator.\n  User: %s\n  Password: %s\n  (shown once; change it with `dubstudio user reset-password %s`)\n\n", name, password, name)
-	}
-	if cfg.DemoProject {
-		admin, err := store.UserByUsername(ctx, "admin")
-		if err == nil {
-			if _, err := store.EnsureDemoProject(ctx, admin.ID); err != nil {
+	// The first admin is "admin"; a later run still names it, if it is there.
+	admin, err := store.UserByUsername(ctx, "admin")
+	switch {
+	case err == nil:
+		ready.Admin = admin.Username
+		if cfg.DemoProject {
+			demo, err := store.EnsureDemoProject(ctx, admin.ID)
+			if err != nil {
 				return err
 			}
-		} else if !errors.Is(err, studio.ErrNotFound) {
-			return err
+			if demo != nil {
+				ready.DemoProject = demo.ID
+			}
 		}
+	case !errors.Is(err, studio.ErrNotFound):
+		return err
 	}
 	// Live status: one connection LISTENs for line changes and feeds the event streams.
 	broker := live.NewBroker(live.BrokerConfig{})
@@ -166,9 +183,16 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	}
 	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: logger, Live: broker, Renderer: pipeline, Exporter: pipeline,
 		Mounts: []func(web.Routes){riverUI}})
-	fmt.Printf("  dubstudio is running at %s\n", cfg.BaseURL)
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s (is another dubstudio running? stop it, or set HTTP_ADDR): %w", cfg.HTTPAddr, err)
+	}
 	logger.InfoContext(ctx, "listening", "addr", cfg.HTTPAddr)
-	return srv.Serve(ctx)
+	if err := writeReady(os.Stdout, ready); err != nil {
+		ln.Close()
+		return err
+	}
+	return srv.Serve(ctx, ln)
 }
 
 func userCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, args []string) error {

@@ -12,7 +12,7 @@
       cursor: { drag: { x: false, y: false } },
       scales: { x: { time: true }, lines: { range: function (u, min, max) { return [0, Math.max(1, max)]; } } },
       series: [
-        {},
+        { label: el.dataset.labelTime },
         {
           label: el.dataset.labelAudio,
           stroke: "#4f6bed",

@@ -40,7 +40,7 @@
         cursor: { drag: { x: false, y: false } },
         legend: { live: true },
         scales: { x: { time: true }, y: { range: m.range } },
-        series: [{}, { label: box.dataset[m.label], stroke: m.color, width: 2, fill: m.color + "22",
+        series: [{ label: box.dataset.labelTime }, { label: box.dataset[m.label], stroke: m.color, width: 2, fill: m.color + "22",
           value: function (u, v) { return v == null ? "—" : (Math.round(v * 10) / 10).toString(); } }],
         axes: [{}, { size: 44 }],
       };
@@ -114,11 +114,11 @@
         lat: { range: function (u, min, max) { return [0, (max || 1) * 1.15]; } },
       },
       series: [
-        { label: "slots" },
+        { label: el.dataset.labelSlots },
         { label: el.dataset.labelThroughput, stroke: "#4f6bed", width: 2, points: { size: 7 } },
         { label: el.dataset.labelLatency, stroke: "#d4812f", width: 2, scale: "lat", points: { size: 7 } },
       ],
-      axes: [{ label: "slots" }, { size: 50 }, { scale: "lat", side: 1, grid: { show: false }, size: 50 }],
+      axes: [{ label: el.dataset.labelSlots }, { size: 50 }, { scale: "lat", side: 1, grid: { show: false }, size: 50 }],
     }, data, el);
     el.dataset.ready = "true";
   });
