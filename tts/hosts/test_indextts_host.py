@@ -2,11 +2,13 @@
 python3 -m unittest discover -s tts/hosts"""
 
 import hashlib
+import json
 import os
 import tempfile
 import unittest
 import wave
 
+import standin_model
 from hosttest import Host, read_bytes, rmtree, write_wav
 
 
@@ -16,8 +18,7 @@ class IndexTTSHostTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="dubstudio-itts-")
         self.addCleanup(rmtree, self.dir)
-        self.model_dir = os.path.join(self.dir, "checkpoints")
-        os.makedirs(self.model_dir)
+        self.model_dir = standin_model.build(os.path.join(self.dir, "checkpoints"), self.variant)
         self.cache_dir = os.path.join(self.dir, "cond")
         self.log = os.path.join(self.dir, "standin.log")
         self.ref = write_wav(os.path.join(self.dir, "ref.wav"), seconds=1.0)
