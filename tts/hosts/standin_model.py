@@ -95,11 +95,14 @@ def write_torch_archive(path, shapes):
     """Writes a torch.save zip archive ("archive/data.pkl", "archive/data/<key>")."""
     root = os.path.splitext(os.path.basename(path))[0]
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
-        z.writestr(f"{root}/data.pkl", torch_state_dict_pickle(shapes))
-        z.writestr(f"{root}/byteorder", "little")
+        def put(name, data):  # a fixed date: the same bytes on every build
+            z.writestr(zipfile.ZipInfo(f"{root}/{name}", date_time=(1980, 1, 1, 0, 0, 0)), data)
+
+        put("data.pkl", torch_state_dict_pickle(shapes))
+        put("byteorder", "little")
         for i in range(len(shapes)):
-            z.writestr(f"{root}/data/{i}", struct.pack("<f", 0.0))
-        z.writestr(f"{root}/version", "3\n")
+            put(f"data/{i}", struct.pack("<f", 0.0))
+        put("version", "3\n")
 
 
 def write_safetensors(path, shapes):
@@ -132,9 +135,9 @@ def _write(path, data=b"stand-in\n"):
 FAULTS = ("config_version", "shape", "vocabulary", "missing_cache", "lfs_pointer")
 
 
-def build(root, variant="2", faults=()):
+def build(root, variant="2", faults=(), max_mel_tokens=MAX_MEL_TOKENS):
     """Writes the stand-in model directory for variant into root; faults break it on
-    purpose (see FAULTS)."""
+    purpose (see FAULTS). max_mel_tokens sizes the GPT's mel position table."""
     for f in faults:
         if f not in FAULTS:
             raise ValueError(f"unknown fault {f!r}")
@@ -144,7 +147,7 @@ def build(root, variant="2", faults=()):
     if "config_version" in faults:
         version = "2.5" if variant == "2" else "2.0"
     with open(os.path.join(root, "config.yaml"), "w", encoding="utf-8") as f:
-        f.write(CONFIG.format(dim=MODEL_DIM, max_mel=MAX_MEL_TOKENS, max_text=MAX_TEXT_TOKENS, vocab=vocab,
+        f.write(CONFIG.format(dim=MODEL_DIM, max_mel=max_mel_tokens, max_text=MAX_TEXT_TOKENS, vocab=vocab,
                               mel_codes=NUMBER_MEL_CODES, version=version))
     ckpt_vocab = GPT["2.5" if variant == "2" else "2"]["number_text_tokens"] if "shape" in faults else vocab
     gpt = os.path.join(root, "gpt.pth")
@@ -154,7 +157,7 @@ def build(root, variant="2", faults=()):
         write_torch_archive(gpt, {
             "text_embedding.weight": (ckpt_vocab + 1, MODEL_DIM),
             "mel_embedding.weight": (NUMBER_MEL_CODES, MODEL_DIM),
-            "mel_pos_embedding.emb.weight": (MAX_MEL_TOKENS + 3, MODEL_DIM),
+            "mel_pos_embedding.emb.weight": (max_mel_tokens + 3, MODEL_DIM),
             "text_pos_embedding.emb.weight": (MAX_TEXT_TOKENS + 2, MODEL_DIM),
             "mel_head.weight": (NUMBER_MEL_CODES, MODEL_DIM),
         })
