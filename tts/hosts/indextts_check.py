@@ -292,6 +292,8 @@ def check_install(model_dir, variant, cfg_path=None, qwen_emo=False, cuda_kernel
     else:
         out.append(Result("torch", OK, f"torch {getattr(torch, '__version__', '?')}"))
         out.append(check_cuda(torch))
+        if not startup:
+            out.append(check_imports(variant))
     out.extend(check_model_files(model_dir, variant))
     cfg = None
     if not os.path.isfile(cfg_path):
@@ -318,6 +320,23 @@ def check_python():
     if (v.major, v.minor) < MIN_PYTHON:
         return Result("python", FAIL, detail, f"IndexTTS needs Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer")
     return Result("python", OK, detail)
+
+
+def check_imports(variant):
+    """Imports IndexTTS's model module (and with it transformers, librosa, OmegaConf...),
+    as the host will: a moved environment or a checkout off PYTHONPATH fails here."""
+    module = {"2": "indextts.infer_v2", "2.5": "indextts.infer_v2_5"}[variant]
+    try:
+        import importlib  # noqa: PLC0415
+
+        mod = importlib.import_module(module)
+        getattr(mod, "IndexTTS2")
+    except Exception as e:  # noqa: BLE001
+        return Result("imports", FAIL, f"cannot import {module}: {type(e).__name__}: {e}",
+                      "put the index-tts checkout on PYTHONPATH (INDEXTTS_DIR) and use its environment (HOST_PYTHON)")
+    where = os.path.dirname(os.path.dirname(os.path.abspath(mod.__file__)))
+    env = sys.prefix if sys.prefix == sys.base_prefix else f"{sys.prefix} (base {sys.base_prefix})"
+    return Result("imports", OK, f"{module} from {where}; environment {env}")
 
 
 def check_cuda(torch):
