@@ -11,6 +11,7 @@ Only the standard library is needed to check the files; torch (and PyYAML, which
 IndexTTS's OmegaConf brings along) are used where present. docs/engines.md shows a run.
 """
 
+import collections
 import json
 import os
 import pickle
@@ -153,7 +154,8 @@ class _Stub:
         if self.name == "_rebuild_parameter" or self.name == "_rebuild_parameter_with_state":
             return args[0]
         if self.module == "collections" and self.name == "OrderedDict":
-            return dict(*args)
+            # A real OrderedDict: a state dict's carries _metadata, set by BUILD.
+            return collections.OrderedDict(*args)
         if self.name.endswith("Storage") or self.name == "dtype":
             return self
         raise pickle.UnpicklingError(f"checkpoint calls {self.module}.{self.name}, which a state dict does not")

@@ -78,8 +78,9 @@ def _ordered_dict():
 
 
 def torch_state_dict_pickle(shapes):
-    """The pickle torch.save writes for a state dict of float tensors {name: shape},
-    each tensor viewing a one-element storage with stride 0 (storage key = its index)."""
+    """The pickle torch.save writes for a state dict of float tensors {name: shape} (an
+    OrderedDict with _metadata), each tensor viewing a one-element storage with stride 0
+    (storage key = its index)."""
     out = [b"\x80\x02", _ordered_dict(), b"("]
     for i, (name, shape) in enumerate(shapes.items()):
         out.append(_unicode(name))
@@ -87,7 +88,10 @@ def torch_state_dict_pickle(shapes):
         out.append(b"(" + _unicode("storage") + b"ctorch\nFloatStorage\n" + _unicode(str(i)) + _unicode("cpu")
                    + _int(1) + b"tQ")
         out.append(_int(0) + _tuple(shape) + _tuple([0] * len(shape)) + b"\x89" + _ordered_dict() + b"tR")
-    out.append(b"u.")
+    # state_dict() is an OrderedDict with a _metadata attribute (per-module versions),
+    # which pickle restores with BUILD after the items.
+    out.append(b"u}" + _unicode("_metadata") + _ordered_dict() + b"(" + _unicode("") + b"}" + _unicode("version")
+               + _int(1) + b"susb.")
     return b"".join(out)
 
 

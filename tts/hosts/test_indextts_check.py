@@ -1,6 +1,7 @@
 """The install check (indextts_check.py) against stand-in model directories with
 deliberate faults: python3 -m unittest discover -s tts/hosts"""
 
+import collections
 import json
 import os
 import pickle
@@ -153,6 +154,13 @@ class InstallCheckTest(unittest.TestCase):
         self.assertEqual(shapes["mel_pos_embedding.emb.weight"], (1818, 1280))
         self.assertEqual(check.read_safetensors_shapes(os.path.join(d, "hf_cache", "semantic_codec_model.safetensors")),
                          {"quantizer.codebook": (8192, 8)})
+
+        # The OrderedDict of state_dict() carries _metadata (restored with BUILD).
+        od = collections.OrderedDict()
+        od._metadata = collections.OrderedDict([("", {"version": 1})])
+        with zipfile.ZipFile(os.path.join(self.dir, "meta.pth"), "w") as z:
+            z.writestr("meta/data.pkl", pickle.dumps(od, protocol=2))
+        self.assertEqual(check.read_torch_shapes(os.path.join(self.dir, "meta.pth")), {})
 
         # A checkpoint whose pickle calls anything but tensor rebuilding is refused.
         class Evil:
