@@ -153,8 +153,10 @@ type Request struct {
 	// TargetSeconds is the line's slot length, a hint for engines and simulators.
 	TargetSeconds float64 `json:"target_seconds,omitempty"`
 	// MaxMelTokens bounds the GPT's output per segment; 0 means 1500 (about 30 s).
+	// Normalize caps it at MaxMelTokensCap.
 	MaxMelTokens int `json:"max_mel_tokens,omitempty"`
-	// MaxTextTokensPerSegment splits long text; 0 means 120.
+	// MaxTextTokensPerSegment splits long text; 0 means 120. Normalize caps it at
+	// MaxTextTokensPerSegmentCap.
 	MaxTextTokensPerSegment int `json:"max_text_tokens_per_segment,omitempty"`
 	// Seed makes sampling repeatable; 0 means unseeded.
 	Seed int64 `json:"seed,omitempty"`
@@ -194,6 +196,13 @@ const (
 	MaxDurationFactor              = 2.0
 	// MaxTextRunes bounds one line; longer text is a script problem, not a line.
 	MaxTextRunes = 5000
+	// MaxMelTokensCap and MaxTextTokensPerSegmentCap keep requests below IndexTTS's GPT
+	// position tables (config.yaml: 1,815 mel and 600 text positions), past which CUDA
+	// raises a device-side assert that leaves a host unusable: 1,500 is IndexTTS's own
+	// default, 200 the top of the segment length upstream recommends (80-200). A host
+	// lowers them further where its config's tables are smaller.
+	MaxMelTokensCap            = 1500
+	MaxTextTokensPerSegmentCap = 200
 )
 
 // ErrorCode is the category of an engine failure, as carried on the wire.
@@ -210,6 +219,13 @@ const (
 	CodeInternal ErrorCode = "internal"
 	// CodeUnavailable: the engine cannot be reached (host down, connection refused).
 	CodeUnavailable ErrorCode = "unavailable"
+	// CodeTextTooLong: the line cannot be spoken within the caps (a segment longer than
+	// the model's text positions, or speech that reaches MaxMelTokens without ending).
+	// An invalid input: errors.Is matches ErrInvalidInput and it is not retried.
+	CodeTextTooLong ErrorCode = "text_too_long"
+	// CodeUnsupported: the line asks for what this engine or model does not do (a
+	// language it does not know, an emotion weight it ignores). An invalid input too.
+	CodeUnsupported ErrorCode = "unsupported"
 )
 
 // Category sentinels; *Error matches the one for its Code under errors.Is.
@@ -258,7 +274,7 @@ func (c ErrorCode) Sentinel() error {
 	switch c {
 	case CodeOutOfMemory:
 		return ErrOutOfMemory
-	case CodeInvalidInput:
+	case CodeInvalidInput, CodeTextTooLong, CodeUnsupported:
 		return ErrInvalidInput
 	case CodeUnavailable:
 		return ErrUnavailable
@@ -270,7 +286,7 @@ func (c ErrorCode) Sentinel() error {
 // MessageKey is the i18n catalog key of the user-facing text for c.
 func (c ErrorCode) MessageKey() string {
 	switch c {
-	case CodeOutOfMemory, CodeInvalidInput, CodeUnavailable:
+	case CodeOutOfMemory, CodeInvalidInput, CodeUnavailable, CodeTextTooLong, CodeUnsupported:
 		return "tts.error." + string(c)
 	default:
 		return "tts.error.internal"
@@ -278,7 +294,7 @@ func (c ErrorCode) MessageKey() string {
 }
 
 // Retryable reports whether the same request may succeed later.
-func (c ErrorCode) Retryable() bool { return c != CodeInvalidInput }
+func (c ErrorCode) Retryable() bool { return c.Sentinel() != ErrInvalidInput }
 
 // CodeOf returns the code of the *Error in err's chain: CodeInternal for any other non-nil
 // error, "" for nil.
@@ -398,8 +414,9 @@ func (e Emotion) Normalize() Emotion {
 }
 
 // Normalize validates r and returns it with defaults filled in: emotion normalized,
-// MaxMelTokens and MaxTextTokensPerSegment defaulted, Language guessed from the text when
-// empty. Engines call it first; the returned request is what was actually asked for.
+// MaxMelTokens and MaxTextTokensPerSegment defaulted and capped (MaxMelTokensCap,
+// MaxTextTokensPerSegmentCap), Language guessed from the text when empty. Engines call it
+// first; the returned request is what was actually asked for.
 func (r Request) Normalize() (Request, error) {
 	if err := r.Validate(); err != nil {
 		return r, err
@@ -411,6 +428,8 @@ func (r Request) Normalize() (Request, error) {
 	if r.MaxTextTokensPerSegment == 0 {
 		r.MaxTextTokensPerSegment = DefaultMaxTextTokensPerSegment
 	}
+	r.MaxMelTokens = min(r.MaxMelTokens, MaxMelTokensCap)
+	r.MaxTextTokensPerSegment = min(r.MaxTextTokensPerSegment, MaxTextTokensPerSegmentCap)
 	if r.Language == "" {
 		r.Language = GuessLanguage(r.Text)
 	}

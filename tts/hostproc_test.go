@@ -37,8 +37,10 @@ func setupStandIn(t *testing.T) *standInBundle {
 		t.Skip("python3 is not installed: the Python model host cannot be tested here")
 	}
 	dir := t.TempDir()
-	b := &standInBundle{python: python, dir: dir, modelDir: filepath.Join(dir, "checkpoints"), log: filepath.Join(dir, "standin.log")}
-	require.NoError(t, os.MkdirAll(b.modelDir, 0o755))
+	// A stand-in model directory in the real formats: the host checks it before loading.
+	models, err := filepath.Abs(filepath.Join("hosts", "testdata", "standin-model", "2"))
+	require.NoError(t, err)
+	b := &standInBundle{python: python, dir: dir, modelDir: models, log: filepath.Join(dir, "standin.log")}
 	b.ref = filepath.Join(dir, "ref.wav")
 	samples := make([]int16, 16000)
 	for i := range samples {

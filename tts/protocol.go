@@ -29,7 +29,7 @@ const (
 // StatusOf is the HTTP status a host answers with for an error code.
 func StatusOf(code ErrorCode) int {
 	switch code {
-	case CodeInvalidInput:
+	case CodeInvalidInput, CodeTextTooLong, CodeUnsupported:
 		return http.StatusBadRequest
 	case CodeOutOfMemory:
 		return http.StatusInsufficientStorage // 507
@@ -112,7 +112,7 @@ func decodeResponse(status int, contentType string, body []byte, out any) error 
 	if isJSON(contentType) && json.Unmarshal(body, &we) == nil && we.Error.Code != "" {
 		code := we.Error.Code
 		switch code {
-		case CodeOutOfMemory, CodeInvalidInput, CodeInternal, CodeUnavailable:
+		case CodeOutOfMemory, CodeInvalidInput, CodeInternal, CodeUnavailable, CodeTextTooLong, CodeUnsupported:
 		default:
 			code = CodeInternal
 		}

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -36,6 +38,12 @@ type VLLMConfig struct {
 // VLLM is an Engine backed by index-tts-vllm's POST /tts_url. The server reads the
 // reference audio paths itself, so it must share the worker's filesystem. It has no
 // duration control and reports no per-request memory (vLLM pre-allocates its memory).
+//
+// The server runs IndexTTS-2 but forces the emotion weight to 1 in vector and text modes
+// (indextts/infer_vllm_v2.py), where IndexTTS-2 itself scales the vector by it. In vector
+// mode the engine scales the vector itself, which is the same computation, so both
+// engines give the same take for the same settings; in text mode the vector is made on
+// the server, so a weight other than 1 is refused (CodeUnsupported).
 type VLLM struct {
 	cfg  VLLMConfig
 	hc   *http.Client
@@ -117,7 +125,35 @@ type vllmRequest struct {
 	MaxTextTokensPerSentence int        `json:"max_text_tokens_per_sentence"`
 }
 
-// vllmBody builds the /tts_url body from a normalized request.
+// vllmLanguages are what the server's IndexTTS-2 has a text front end for (its BPE
+// vocabulary is Chinese and English).
+var vllmLanguages = []string{"zh", "en"}
+
+// vllmCheck refuses what the server would silently do otherwise: a weight it ignores, a
+// language it does not know.
+func vllmCheck(req Request) error {
+	if req.Emotion.Mode == EmotionText && req.Emotion.Weight != 1 {
+		return newError(CodeUnsupported, "the vllm engine ignores the emotion weight with emotion from text (index-tts-vllm forces 1): set it to 1, or use a vector or another engine")
+	}
+	lang := strings.ToLower(strings.ReplaceAll(req.Language, "_", "-"))
+	if i := strings.IndexByte(lang, '-'); i >= 0 {
+		lang = lang[:i]
+	}
+	switch lang {
+	case "cmn", "zho", "chi":
+		lang = "zh"
+	case "eng":
+		lang = "en"
+	}
+	if !slices.Contains(vllmLanguages, lang) {
+		return newError(CodeUnsupported, "the vllm engine (IndexTTS-2) does not speak language %q; it knows %s", req.Language, strings.Join(vllmLanguages, ", "))
+	}
+	return nil
+}
+
+// vllmBody builds the /tts_url body from a normalized request. In vector mode the vector
+// is scaled by the weight here (as IndexTTS-2's infer() does, to 4 decimals) and sent with
+// emo_weight 1, which is what the server uses anyway.
 func vllmBody(req Request) vllmRequest {
 	b := vllmRequest{
 		Text:                     req.Text,
@@ -132,7 +168,13 @@ func vllmBody(req Request) vllmRequest {
 		b.EmoRefPath = &p
 	case EmotionVector:
 		b.EmoControlMethod = 2
+		b.EmoWeight = 1
 		b.EmoVec = req.Emotion.Vector
+		if w := req.Emotion.Weight; w != 1 {
+			for i, v := range b.EmoVec {
+				b.EmoVec[i] = math.Trunc(v*w*10000) / 10000
+			}
+		}
 	case EmotionText:
 		b.EmoControlMethod = 3
 		if req.Emotion.Text != "" {
@@ -159,6 +201,9 @@ func (v *VLLM) Synthesize(ctx context.Context, req Request) (Result, error) {
 	}
 	if req.Speaker.ReferenceAudioPath == "" {
 		return Result{}, invalidf("the vllm engine needs a reference audio path")
+	}
+	if err := vllmCheck(req); err != nil {
+		return Result{}, err
 	}
 	v.busy.Add(1)
 	defer v.busy.Add(-1)

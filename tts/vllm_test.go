@@ -124,8 +124,12 @@ func TestVLLMSynthesize(t *testing.T) {
 	require.Equal(t, false, body["emo_random"])
 
 	for mode, method := range map[EmotionMode]float64{EmotionSpeaker: 0, EmotionAudio: 1, EmotionText: 3} {
+		weight := 0.6
+		if mode == EmotionText {
+			weight = 1 // the server ignores it there: TestVLLMEmotionWeight
+		}
 		_, err := v.Synthesize(ctx, Request{Text: "hi", Speaker: Speaker{ReferenceAudioPath: "/r.wav"},
-			Emotion: Emotion{Mode: mode, AudioPath: "/sad.wav", Text: "sad", Weight: 0.6}, OutputPath: out})
+			Emotion: Emotion{Mode: mode, AudioPath: "/sad.wav", Text: "sad", Weight: weight}, OutputPath: out})
 		require.NoError(t, err)
 		fake.mu.Lock()
 		require.Equal(t, method, fake.last["emo_control_method"], mode)
@@ -170,4 +174,37 @@ func TestVLLMErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnavailable)
 	_, err = NewVLLM(VLLMConfig{URL: "127.0.0.1:6006"})
 	require.Error(t, err)
+}
+
+// TestVLLMEmotionWeight: index-tts-vllm forces emo_weight 1 in vector and text modes, where
+// IndexTTS-2 scales the vector by it. The engine scales the vector itself (the same
+// computation as IndexTTS-2's infer(), to 4 decimals) and refuses a weight in text mode.
+func TestVLLMEmotionWeight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v, fake, dir := setupVLLM(t)
+	out := filepath.Join(dir, "w.wav")
+	_, err := v.Synthesize(ctx, Request{Text: "你好", Speaker: Speaker{ReferenceAudioPath: "/r.wav"}, OutputPath: out,
+		Emotion: Emotion{Mode: EmotionVector, Weight: 0.5, Vector: [8]float64{0, 0, 0.6, 0, 0, 0, 0, 0.1}}})
+	require.NoError(t, err)
+	fake.mu.Lock()
+	body := fake.last
+	fake.mu.Unlock()
+	require.Equal(t, 1.0, body["emo_weight"], "what the server uses anyway")
+	vec := body["emo_vec"].([]any)
+	require.Equal(t, 0.3, vec[2].(float64), "sad scaled by the weight")
+	require.Equal(t, 0.05, vec[7].(float64))
+	require.Equal(t, 0.0, vec[0].(float64))
+
+	_, err = v.Synthesize(ctx, Request{Text: "hi", Speaker: Speaker{ReferenceAudioPath: "/r.wav"}, OutputPath: out,
+		Emotion: Emotion{Mode: EmotionText, Text: "sad", Weight: 0.5}})
+	require.ErrorIs(t, err, ErrInvalidInput, "refused, not retried")
+	require.Equal(t, CodeUnsupported, CodeOf(err))
+	require.Contains(t, err.Error(), "emotion weight")
+	require.Equal(t, "tts.error.unsupported", CodeOf(err).MessageKey())
+
+	_, err = v.Synthesize(ctx, Request{Text: "hi", Language: "en-US", Speaker: Speaker{ReferenceAudioPath: "/r.wav"}, OutputPath: out})
+	require.NoError(t, err)
+	_, err = v.Synthesize(ctx, Request{Text: "こんにちは", Speaker: Speaker{ReferenceAudioPath: "/r.wav"}, OutputPath: out})
+	require.Equal(t, CodeUnsupported, CodeOf(err), "IndexTTS-2 does not speak Japanese")
 }

@@ -257,8 +257,9 @@ func setupHosts(t *testing.T, b *testBundle, hosts int, cfg func(*gpu.PoolConfig
 	sockDir, err := os.MkdirTemp("", "dubhost")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	modelDir := filepath.Join(b.dataDir, "checkpoints")
-	require.NoError(t, os.MkdirAll(modelDir, 0o755))
+	// A stand-in model directory in the real formats: the host checks it before loading.
+	modelDir, err := filepath.Abs(filepath.Join("..", "tts", "hosts", "testdata", "standin-model", "2"))
+	require.NoError(t, err)
 
 	ctx := context.Background()
 	blobs := studio.BlobStore{Dir: filepath.Join(b.dataDir, "blobs")}

@@ -34,6 +34,7 @@ Usage:
   dubstudio calibrate [flags]         measure a GPU for a concurrency profile (calibrate -h for the flags)
   dubstudio gpus                      print what NVML sees: each GPU with one sample, as JSON
   dubstudio createdb                  create the database DATABASE_URL names, if the server has none of that name
+  dubstudio doctor [flags]            check this machine's IndexTTS install, one line per check (doctor -h)
   dubstudio migrate                   apply database migrations and exit
   dubstudio user add NAME ROLE        add a user (role: admin, manager, editor); prints a password
   dubstudio user list                 list users
@@ -89,6 +90,8 @@ func run(ctx context.Context, args []string) error {
 		return calibrateCmd(ctx, cfg, logger, args[1:])
 	case "gpus":
 		return gpusCmd(ctx, logger)
+	case "doctor":
+		return doctorCmd(ctx, cfg, args[1:])
 	}
 	return fmt.Errorf("unknown command %q (try `dubstudio help`)", args[0])
 }

@@ -41,7 +41,7 @@ func standInLauncher(t *testing.T, nvml func(string, int) (int64, bool)) *ttshos
 	}
 	hosts, err := filepath.Abs("../../tts/hosts")
 	require.NoError(t, err)
-	models := t.TempDir()
+	models := filepath.Join(hosts, "testdata", "standin-model", "2") // checked by the host before loading
 	logs := &syncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {

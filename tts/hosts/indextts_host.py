@@ -10,6 +10,12 @@ model version: /prepare computes it once and saves the tensors the IndexTTS2 ins
 keeps in its cache slot; later requests restore them into the slot instead of running
 the semantic encoder, codec, CAMPPlus and length regulator again.
 
+Before loading, the host checks the install (indextts_check.py: the model directory's
+files, config.yaml against the checkpoint's shapes, hf_cache/) and refuses to start on a
+failure, since IndexTTS would otherwise load a wrong config leniently and render noise.
+`--check` runs the same checks (and builds the BigVGAN kernel) without serving: it is
+what `dubstudio doctor` calls.
+
 Run it in IndexTTS's Python environment with the index-tts checkout on PYTHONPATH:
 
     CUDA_VISIBLE_DEVICES=0 HF_HUB_OFFLINE=1 python3 tts/hosts/indextts_host.py \
@@ -27,6 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import indextts_check  # noqa: E402
 import protocol  # noqa: E402 (the shared module lives next to this file)
 from protocol import HostError, env, env_bool, invalid, require_file  # noqa: E402
 
@@ -45,6 +52,48 @@ VARIANTS = {
     "2.5": ("indextts.infer_v2_5", "IndexTTS-2.5"),
 }
 
+# Caps below the GPT's position tables (config.yaml: gpt.max_mel_tokens 1815,
+# gpt.max_text_tokens 600), where CUDA raises a device-side assert that leaves the process
+# unusable. 1500 mel tokens is IndexTTS's own default (about 30 s at 50 a second); 200
+# text tokens per segment is the top of the range upstream recommends (80-200). A request
+# asking for more gets the cap; the config's own limits lower them further.
+MAX_MEL_TOKENS_CAP = 1500
+MAX_TEXT_TOKENS_PER_SEGMENT_CAP = 200
+
+# The languages each release has a text front end for (infer_v2_5.py normalizes zh, en,
+# zhen, ja and es; any other code falls back to a generic "common" embedding with
+# degraded speech). IndexTTS-2's BPE vocabulary is Chinese and English.
+LANGUAGES = {"2": ("zh", "en"), "2.5": ("zh", "en", "ja", "es", "zhen")}
+LANGUAGE_ALIASES = {"cmn": "zh", "zho": "zh", "chi": "zh", "mandarin": "zh", "eng": "en", "jpn": "ja",
+                    "spa": "es", "zh-en": "zhen", "en-zh": "zhen", "mixed": "zhen"}
+
+
+def model_language(variant, code, text=""):
+    """Maps a language code ("en-US", "zh_CN", "ja-JP", "cmn") to the one the release
+    knows, or raises an unsupported error naming the codes it knows. An empty code is
+    guessed from the text (Chinese characters: zh, else en)."""
+    known = LANGUAGES[variant]
+    raw = (code or "").strip()
+    if not raw:
+        return "zh" if any("\u4e00" <= c <= "\u9fff" for c in text) else "en"
+    c = raw.lower().replace("_", "-")
+    c = LANGUAGE_ALIASES.get(c, c)
+    if c not in known:
+        base = c.split("-", 1)[0]
+        c = LANGUAGE_ALIASES.get(base, base)
+    if c not in known:
+        raise HostError(protocol.UNSUPPORTED, f"IndexTTS-{variant} does not speak language {raw!r}; "
+                                              f"it knows {', '.join(known)}")
+    return c
+
+
+class TooLong(HostError):
+    """A line that cannot be spoken within the caps: failing is better than a device-side
+    assert or a take cut off mid-word."""
+
+    def __init__(self, message):
+        super().__init__(protocol.TEXT_TOO_LONG, message)
+
 
 class IndexTTSBackend:
     """The protocol backend around one IndexTTS2 instance."""
@@ -59,12 +108,41 @@ class IndexTTSBackend:
         self.tts = None
         self.torch = None
         self.tokens = 0
+        # The limits of the request running now, read by the inference_speech wrapper.
+        self.limits = None
+        self.max_mel_cap = MAX_MEL_TOKENS_CAP
+        self.max_segment_cap = MAX_TEXT_TOKENS_PER_SEGMENT_CAP
+        self.text_positions = None
+        self.checks = []
         # The conditioning restored last: {"path", "reference", "tensors"} (on the device).
         self.current = None
 
     # -- loading -----------------------------------------------------------------------
 
+    def check(self):
+        """The install check a host runs before loading; raises on a failure, with the
+        doctor's lines on stderr."""
+        self.checks = indextts_check.check_install(self.opts.model_dir, self.variant, self.opts.cfg,
+                                                   qwen_emo=self.opts.qwen_emo, cuda_kernel=self.opts.cuda_kernel,
+                                                   startup=True)
+        bad = indextts_check.failed(self.checks)
+        for r in self.checks:
+            if r.status in (indextts_check.FAIL, indextts_check.WARN):
+                print("host: check " + r.line(), file=sys.stderr)
+        if bad:
+            raise indextts_check.CheckError(self.checks)
+        cfg = indextts_check.read_config(self.opts.cfg or os.path.join(self.opts.model_dir, "config.yaml"))
+        gpt = cfg.get("gpt") or {}
+        # Never past the config's own tables; keep the mel cap a little inside it (the
+        # table also holds the start and stop tokens and the conditioning input).
+        if "max_mel_tokens" in gpt:
+            self.max_mel_cap = min(MAX_MEL_TOKENS_CAP, int(gpt["max_mel_tokens"]))
+        if "max_text_tokens" in gpt:
+            self.text_positions = int(gpt["max_text_tokens"])
+            self.max_segment_cap = min(MAX_TEXT_TOKENS_PER_SEGMENT_CAP, self.text_positions)
+
     def load(self):
+        self.check()
         import torch  # noqa: PLC0415 (lazy: the protocol and tests work without it)
 
         self.torch = torch
@@ -87,24 +165,49 @@ class IndexTTSBackend:
             if value is not None and name in params:
                 kwargs[name] = value
         self.tts = cls(**kwargs)
-        self._count_tokens()
+        self.infer_params = inspect.signature(self.tts.infer).parameters
+        self._watch_gpt()
+        print(f"host: BigVGAN runs on {self.kernel()}", file=sys.stderr)
 
-    def _count_tokens(self):
-        """Wraps the GPT's inference_speech on this instance to count the mel codes it
-        returns; infer() only prints timings, not token counts."""
+    def kernel(self):
+        """Which BigVGAN activation runs: IndexTTS2 sets use_cuda_kernel False when the
+        fused kernel did not build (it falls back to plain torch)."""
+        return "cuda" if getattr(self.tts, "use_cuda_kernel", False) else "torch"
+
+    def _watch_gpt(self):
+        """Wraps the GPT's inference_speech on this instance, which infer() calls once per
+        segment with the segment's text tokens: it refuses a segment longer than the
+        text position table before CUDA sees it, counts the mel codes up to the stop
+        token (infer() only prints timings), and fails a segment whose speech ran to
+        max_mel_tokens without a stop token (a take cut off mid-word)."""
         gpt = getattr(self.tts, "gpt", None)
         inner = getattr(gpt, "inference_speech", None)
         if inner is None:
             return
+        stop = getattr(self.tts, "stop_mel_token", None)
 
-        def counting(*args, **kwargs):
+        def watched(*args, **kwargs):
+            limits = self.limits or {}
+            text_tokens = args[1] if len(args) > 1 else kwargs.get("text_inputs")
+            n = _last_dim(text_tokens)
+            if self.text_positions and n is not None and n > self.text_positions:
+                raise TooLong(f"a segment of this line has {n} text tokens, more than the model's "
+                              f"{self.text_positions}: split the line at a sentence end")
             out = inner(*args, **kwargs)
-            with contextlib.suppress(Exception):
-                self.tokens += int(out[0].shape[-1])
+            row = _first_row(out[0])
+            if row is None:
+                return out
+            count = row.index(stop) if stop is not None and stop in row else len(row)
+            self.tokens += count
+            cap = kwargs.get("max_generate_length") or limits.get("max_mel_tokens")
+            if stop is not None and stop not in row and cap and len(row) >= cap:
+                raise TooLong(f"the speech of one segment of this line reached max_mel_tokens ({cap}, about "
+                              f"{cap / (25 if self.variant == '2.5' else 50):.0f} s) without ending: "
+                              "split the line into shorter ones")
             return out
 
         with contextlib.suppress(Exception):
-            object.__setattr__(gpt, "inference_speech", counting)
+            object.__setattr__(gpt, "inference_speech", watched)
 
     def info(self):
         return {
@@ -113,11 +216,21 @@ class IndexTTSBackend:
             "sample_rate": 22050,
             "duration_control": self.variant == "2.5",
             "emotion_text": getattr(self.tts, "qwen_emo", None) is not None,
+            "bigvgan_kernel": self.kernel(),
+            "max_mel_tokens": self.max_mel_cap,
+            "max_text_tokens_per_segment": self.max_segment_cap,
+            "languages": list(LANGUAGES[self.variant]),
         }
 
     def on_oom(self):
-        # Intermediate tensors went with the exception; the cache slot stays valid.
-        pass
+        """Drops the instance's conditioning cache slot (and our copy of it): after an
+        out-of-memory error the speaker's tensors are the memory we can give back; the
+        next request restores them from their cache file or recomputes them."""
+        for a in SPEAKER_ATTRS + EMOTION_ATTRS:
+            setattr(self.tts, a, None)
+        self.tts.cache_spk_audio_prompt = None
+        self.tts.cache_emo_audio_prompt = None
+        self.current = None
 
     # -- speaker conditioning ----------------------------------------------------------
 
@@ -149,17 +262,26 @@ class IndexTTSBackend:
     def _compute(self, ref):
         """Fills the instance's cache slot for ref by running a short utterance (IndexTTS2
         has no separate conditioning call) and returns the slot's tensors."""
+        held = getattr(self.tts, "cache_spk_cond", None) is not None
         for attr in SPEAKER_ATTRS + EMOTION_ATTRS:
             setattr(self.tts, attr, None)
         self.tts.cache_spk_audio_prompt = None
         self.tts.cache_emo_audio_prompt = None
+        if held:
+            # What infer() does when the speaker changes; clearing the slot first would
+            # otherwise skip it and keep the old speaker's blocks reserved.
+            self._empty_cache()
+        self.limits = {"max_mel_tokens": WARMUP_MEL_TOKENS}
         with tempfile.TemporaryDirectory(prefix="dubstudio-warmup-") as tmp:
             kwargs = {"spk_audio_prompt": ref, "text": WARMUP_TEXT[self.variant],
                       "output_path": os.path.join(tmp, "warmup.wav"), "max_mel_tokens": WARMUP_MEL_TOKENS}
             if self.variant == "2.5":
                 kwargs["lang"] = "en"
             with protocol.capture_stages({}):
-                self.tts.infer(**kwargs)
+                try:
+                    self.tts.infer(**kwargs)
+                except TooLong:
+                    pass  # the warm-up's audio is thrown away; the slot is what counts
         missing = [a for a in SPEAKER_ATTRS if getattr(self.tts, a, None) is None]
         if missing:
             raise RuntimeError(f"IndexTTS2 left its cache slot empty ({', '.join(missing)}): has infer() changed?")
@@ -179,17 +301,27 @@ class IndexTTSBackend:
         """Puts self.current into the instance's cache slot (pointer assignments)."""
         cur = self.current
         if getattr(self.tts, "cache_spk_audio_prompt", None) != cur["reference"] or self.tts.cache_spk_cond is None:
+            changed = self.tts.cache_spk_cond is not None
             for a in SPEAKER_ATTRS:
                 setattr(self.tts, a, cur["tensors"][a])
             self.tts.cache_spk_audio_prompt = cur["reference"]
+            if changed:
+                self._empty_cache()  # as infer() does on a speaker change
         if speaker_emotion and "cache_emo_cond" in cur["tensors"] and \
                 getattr(self.tts, "cache_emo_audio_prompt", None) != cur["reference"]:
             self.tts.cache_emo_cond = cur["tensors"]["cache_emo_cond"]
             self.tts.cache_emo_audio_prompt = cur["reference"]
 
+    def _empty_cache(self):
+        cuda = getattr(self.torch, "cuda", None)
+        with contextlib.suppress(Exception):
+            if cuda is not None and cuda.is_available():
+                cuda.empty_cache()
+
     # -- synthesis ---------------------------------------------------------------------
 
     def synthesize(self, req):
+        lang = model_language(self.variant, req.language, req.text)
         ref = req.reference_audio_path
         require_file(ref, "reference audio")
         emo = req.emotion
@@ -213,6 +345,8 @@ class IndexTTSBackend:
 
         if req.seed:
             protocol.Meter().seed(req.seed)
+        max_mel = min(req.max_mel_tokens, self.max_mel_cap)
+        max_segment = min(req.max_text_tokens_per_segment, self.max_segment_cap)
         out = req.output_path
         if os.path.dirname(out):
             os.makedirs(os.path.dirname(out), exist_ok=True)
@@ -225,15 +359,18 @@ class IndexTTSBackend:
             "emo_vector": emo.vector if emo.mode == "vector" else None,
             "use_emo_text": emo.mode == "text",
             "emo_text": (emo.text or None) if emo.mode == "text" else None,
-            "max_text_tokens_per_segment": req.max_text_tokens_per_segment,
-            "max_mel_tokens": req.max_mel_tokens,
+            "max_text_tokens_per_segment": max_segment,
+            "max_mel_tokens": max_mel,
         }
+        if req.seed and "seed" in self.infer_params:
+            kwargs["seed"] = req.seed  # 2.5 seeds itself too; the same seed as above
         factor = 1.0
         if self.variant == "2.5":
-            kwargs["lang"] = (req.language or "zh").lower()
+            kwargs["lang"] = lang
             factor = req.duration_factor or 1.0
             kwargs["duration_factor"] = factor
         self.tokens = 0
+        self.limits = {"max_mel_tokens": max_mel}
         with protocol.capture_stages(stages):
             self.tts.infer(**kwargs)
         return {
@@ -244,6 +381,20 @@ class IndexTTSBackend:
             "stages": stages,
             "duration_factor": factor,
         }
+
+
+def _last_dim(t):
+    with contextlib.suppress(Exception):
+        return int(t.shape[-1])
+    return None
+
+
+def _first_row(codes):
+    """The first sequence of a [batch, time] tensor of codes, as a list."""
+    with contextlib.suppress(Exception):
+        rows = codes.tolist()
+        return rows[0] if rows and isinstance(rows[0], list) else rows
+    return None
 
 
 def parse_args(argv=None):
@@ -261,12 +412,20 @@ def parse_args(argv=None):
     p.add_argument("--qwen-emo", dest="qwen_emo", action="store_true", default=env_bool("INDEXTTS_QWEN_EMO", False))
     p.add_argument("--no-qwen-emo", dest="qwen_emo", action="store_false")
     p.add_argument("--device", default=env("INDEXTTS_DEVICE"))
+    p.add_argument("--check", action="store_true",
+                   help="check the install (one line per check), build the BigVGAN kernel, and exit: 1 when a check fails")
+    p.add_argument("--json", action="store_true", help="with --check: one JSON object per line")
     protocol.add_listen_args(p)
     return p.parse_args(argv)
 
 
 def main(argv=None):
     opts = parse_args(argv)
+    if opts.check:
+        results = indextts_check.check_install(opts.model_dir, opts.variant, opts.cfg, qwen_emo=opts.qwen_emo,
+                                               cuda_kernel=opts.cuda_kernel)
+        indextts_check.print_results(results, opts.json)
+        return 1 if indextts_check.failed(results) else 0
     return protocol.run_host(IndexTTSBackend(opts), opts)
 
 

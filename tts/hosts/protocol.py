@@ -45,7 +45,12 @@ INVALID_INPUT = "invalid_input"
 OUT_OF_MEMORY = "out_of_memory"
 INTERNAL = "internal"
 UNAVAILABLE = "unavailable"
-STATUS = {INVALID_INPUT: 400, OUT_OF_MEMORY: 507, INTERNAL: 500, UNAVAILABLE: 503}
+# Refinements of invalid_input with their own user-facing text: the line is too long for
+# the model (a segment or its speech past the caps), or asks for what the engine does not
+# support (a language it does not know).
+TEXT_TOO_LONG = "text_too_long"
+UNSUPPORTED = "unsupported"
+STATUS = {INVALID_INPUT: 400, OUT_OF_MEMORY: 507, INTERNAL: 500, UNAVAILABLE: 503, TEXT_TOO_LONG: 400, UNSUPPORTED: 400}
 
 MAX_BODY_BYTES = 1 << 20
 MAX_TEXT_RUNES = 5000

@@ -2,11 +2,13 @@
 python3 -m unittest discover -s tts/hosts"""
 
 import hashlib
+import json
 import os
 import tempfile
 import unittest
 import wave
 
+import standin_model
 from hosttest import Host, read_bytes, rmtree, write_wav
 
 
@@ -16,8 +18,7 @@ class IndexTTSHostTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="dubstudio-itts-")
         self.addCleanup(rmtree, self.dir)
-        self.model_dir = os.path.join(self.dir, "checkpoints")
-        os.makedirs(self.model_dir)
+        self.model_dir = standin_model.build(os.path.join(self.dir, "checkpoints"), self.variant)
         self.cache_dir = os.path.join(self.dir, "cond")
         self.log = os.path.join(self.dir, "standin.log")
         self.ref = write_wav(os.path.join(self.dir, "ref.wav"), seconds=1.0)
@@ -38,6 +39,10 @@ class IndexTTSHostTest(unittest.TestCase):
             return []
         with open(self.log, encoding="utf-8") as f:
             return [line.split(" ", 1)[1].strip() for line in f if line.startswith(kind + " ")]
+
+    def infers(self):
+        """What the stand-in's infer() used, one dict per call (the log's infer lines)."""
+        return [json.loads(e) for e in self.events("infer")]
 
     def synth(self, host, text="Hello there, how are you?", **kw):
         out = os.path.join(self.dir, "out", f"{abs(hash((text, str(kw))))}.wav")
@@ -238,6 +243,148 @@ class IndexTTSHostTest(unittest.TestCase):
         with self.assertRaises(Exception):
             self.synth(host, text="[crash]")
         self.assertEqual(host.proc.wait(10), 3)
+
+
+    def test_emotion_arguments_reach_the_model(self):
+        # The stand-in does with each argument what IndexTTS2 does, so these fail when the
+        # host passes a wrong order, loses emo_alpha or sends the wrong prompt.
+        host = self.start()
+        status, res = self.synth(host, emotion={"mode": "vector", "weight": 0.5, "vector": [0, 0, 0.6, 0, 0, 0, 0, 0.1]})
+        self.assertEqual(status, 200, res)
+        call = self.infers()[-1]
+        self.assertEqual(call["emo_vector"], [0, 0, 0.3, 0, 0, 0, 0, 0.05], "sad stays third, scaled by the weight")
+        self.assertEqual(call["emo_audio_prompt"], self.ref, "a vector uses the speaker as emotion reference")
+        self.assertEqual(call["emo_alpha"], 1.0)
+        emo = write_wav(os.path.join(self.dir, "angry.wav"), seconds=0.5, freq=300)
+        status, res = self.synth(host, emotion={"mode": "audio", "audio_path": emo, "weight": 0.6})
+        self.assertEqual(status, 200, res)
+        call = self.infers()[-1]
+        self.assertEqual((call["emo_audio_prompt"], call["emo_alpha"], call["emo_vector"]), (emo, 0.6, None))
+        status, res = self.synth(host)
+        call = self.infers()[-1]
+        self.assertEqual((call["emo_audio_prompt"], call["emo_alpha"], call["emo_vector"]), (self.ref, 1.0, None))
+        self.assertFalse(call["use_random"])
+
+    def test_emotion_text_and_its_weight(self):
+        host = self.start("--qwen-emo")
+        status, res = self.synth(host, text="Go away.", emotion={"mode": "text", "text": "angry", "weight": 0.5})
+        self.assertEqual(status, 200, res)
+        self.assertEqual(self.infers()[-1]["emo_vector"], [0, 0.5, 0, 0, 0, 0, 0, 0])
+        status, res = self.synth(host, text="I am so happy.", emotion={"mode": "text"})
+        self.assertEqual(status, 200, res)
+        self.assertEqual(self.infers()[-1]["emo_vector"], [1.0, 0, 0, 0, 0, 0, 0, 0], "the line's text by default")
+
+    def test_seed_reaches_torch(self):
+        host = self.start()
+        draws = []
+        for seed in (7, 7, 8, 0, 0):
+            status, res = self.synth(host, seed=seed)
+            self.assertEqual(status, 200, res)
+            draws.append(self.infers()[-1]["draw"])
+        self.assertEqual(draws[0], draws[1], "the same seed, the same torch draw")
+        self.assertNotEqual(draws[0], draws[2])
+        self.assertNotEqual(draws[3], draws[4], "unseeded runs differ")
+
+    def test_segments_and_tokens(self):
+        host = self.start()
+        text = "One two three four. Five six seven eight. Nine ten eleven twelve."
+        status, res = self.synth(host, text=text, max_text_tokens_per_segment=6)
+        self.assertEqual(status, 200, res)
+        call = self.infers()[-1]
+        self.assertEqual(len(call["segments"]), 3, call["segments"])
+        self.assertEqual(call["max_text_tokens_per_segment"], 6)
+        per_second = 25 if self.variant == "2.5" else 50
+        self.assertEqual(res["tokens"], sum(call["codes"]), "the stop tokens are not counted")
+        speech = sum(call["codes"]) / per_second
+        self.assertAlmostEqual(res["audio_seconds"], speech + 2 * 0.2, places=2, msg="every segment is in the take")
+
+    def test_caps(self):
+        host = self.start()
+        status, res = self.synth(host, max_mel_tokens=5000, max_text_tokens_per_segment=1000)
+        self.assertEqual(status, 200, res)
+        call = self.infers()[-1]
+        self.assertEqual((call["max_mel_tokens"], call["max_text_tokens_per_segment"]), (1500, 200))
+        _, h = host.call("GET", "/health")
+        self.assertEqual((h["max_mel_tokens"], h["max_text_tokens_per_segment"]), (1500, 200))
+
+        # The config's own tables lower the caps.
+        small = standin_model.build(os.path.join(self.dir, "small"), self.variant, max_mel_tokens=1000)
+        host2 = Host("indextts_host.py", ["--model-dir", small, "--variant", self.variant],
+                     env={"INDEXTTS_STANDIN_LOG": self.log}, workdir=tempfile.mkdtemp(dir=self.dir)).start()
+        self.addCleanup(host2.stop)
+        status, res = self.synth(host2, max_mel_tokens=1500)
+        self.assertEqual(status, 200, res)
+        self.assertEqual(self.infers()[-1]["max_mel_tokens"], 1000)
+
+    def test_text_too_long(self):
+        host = self.start()
+        # One sentence of 700 words: a segment past the 600 text positions. Without the
+        # host's guard the stand-in raises a device-side assert and stays broken.
+        status, res = self.synth(host, text=" ".join(["word"] * 700))
+        self.assertEqual(status, 400, res)
+        self.assertEqual(res["error"]["code"], "text_too_long")
+        self.assertIn("700 text tokens", res["error"]["message"])
+        status, res = self.synth(host, text="Hello there, how are you doing today?", max_mel_tokens=20)
+        self.assertEqual(status, 400, res)
+        self.assertEqual(res["error"]["code"], "text_too_long")
+        self.assertIn("max_mel_tokens (20", res["error"]["message"])
+        status, res = self.synth(host)
+        self.assertEqual(status, 200, "the host is still usable")
+
+    def test_languages(self):
+        host = self.start()
+        ok = {"zh-CN": "zh", "en-US": "en", "EN_gb": "en", "cmn": "zh"}
+        if self.variant == "2.5":
+            ok.update({"ja-JP": "ja", "es-419": "es", "zh-en": "zhen"})
+        for code, want in ok.items():
+            status, res = self.synth(host, language=code)
+            self.assertEqual(status, 200, (code, res))
+            if self.variant == "2.5":
+                self.assertEqual(self.infers()[-1]["lang"], want, code)
+        refused = ["ko", "fr-FR", "yue"] + (["ja"] if self.variant == "2" else [])
+        for code in refused:
+            status, res = self.synth(host, language=code)
+            self.assertEqual(status, 400, code)
+            self.assertEqual(res["error"]["code"], "unsupported", code)
+            self.assertIn(repr(code), res["error"]["message"])
+
+    def test_oom_drops_the_cache_slot(self):
+        host = self.start()
+        req = {"reference_audio_path": self.ref, "reference_sha256": self.ref_sha, "cache_dir": self.cache_dir}
+        _, prep = host.call("POST", "/prepare", req)
+        spk = {"reference_audio_path": self.ref, "conditioning_path": prep["cache_path"]}
+        self.assertEqual(self.synth(host, speaker=spk)[0], 200)
+        self.assertEqual(len(self.events("spk")), 1)
+        status, _ = self.synth(host, text="Far too long [oom]", speaker=spk)
+        self.assertEqual(status, 507)
+        self.assertEqual(self.synth(host, speaker=spk)[0], 200)
+        self.assertEqual(len(self.events("spk")), 1, "restored from the cache file")
+        _, h = host.call("GET", "/health")
+        self.assertEqual(h["counters"]["conditioning_computed"], 1)
+        self.synth(host, text="Again [oom]", speaker=spk)
+        self.assertEqual(self.synth(host)[0], 200)
+        self.assertEqual(len(self.events("spk")), 2, "without a cache file the slot was empty: recomputed")
+
+    def test_empty_cache_on_a_speaker_change(self):
+        host = self.start()
+        other = write_wav(os.path.join(self.dir, "other.wav"), seconds=1.0, freq=330)
+        self.synth(host)
+        before = len(self.events("empty_cache"))
+        self.synth(host)
+        self.assertEqual(len(self.events("empty_cache")), before, "the same speaker keeps the cache")
+        self.synth(host, speaker={"reference_audio_path": other})
+        self.assertGreater(len(self.events("empty_cache")), before)
+        before = len(self.events("empty_cache"))
+        host.call("POST", "/prepare", {"reference_audio_path": self.ref})
+        self.assertGreater(len(self.events("empty_cache")), before, "prepare of another speaker empties it too")
+
+    def test_bigvgan_kernel_is_reported(self):
+        _, h = self.start().call("GET", "/health")
+        self.assertEqual(h["bigvgan_kernel"], "cuda")
+        _, h = self.start(env={"INDEXTTS_STANDIN_KERNEL": "fail"}).call("GET", "/health")
+        self.assertEqual(h["bigvgan_kernel"], "torch", "the kernel did not build: IndexTTS fell back")
+        _, h = self.start("--no-cuda-kernel").call("GET", "/health")
+        self.assertEqual(h["bigvgan_kernel"], "torch")
 
 
 class IndexTTS25HostTest(IndexTTSHostTest):

@@ -21,4 +21,5 @@ class IndexTTS2(StandIn):
         if "duration_factor" in generation_kwargs:
             raise TypeError("IndexTTS-2 has no duration_factor")
         return self._infer(spk_audio_prompt, text, output_path, emo_audio_prompt, emo_alpha, emo_vector,
-                           use_emo_text, emo_text, generation_kwargs.get("max_mel_tokens", 1500), 1.0)
+                           use_emo_text, emo_text, use_random, interval_silence, max_text_tokens_per_segment,
+                           generation_kwargs.get("max_mel_tokens", 1500), 1.0)

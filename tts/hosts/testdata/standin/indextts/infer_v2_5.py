@@ -1,5 +1,7 @@
 """Stand-in for indextts.infer_v2_5 (tests only)."""
 
+import torch
+
 from indextts._standin import StandIn
 
 
@@ -17,8 +19,12 @@ class IndexTTS2(StandIn):
               emo_audio_prompt=None, emo_alpha=1.0,
               emo_vector=None, use_emo_text=False, emo_text=None, use_random=False, interval_silence=200,
               verbose=False, max_text_tokens_per_segment=120, stream_return=False, more_segment_before=0,
-              duration_factor=1.0, text_normalization=True, **generation_kwargs):
+              duration_factor=1.0, text_normalization=True,
+              seed=None, diffusion_steps=25, inference_cfg_rate=0.7, cfm_temperature=1.0, **generation_kwargs):
         if not lang:
             raise ValueError("lang is required")
+        if seed is not None:
+            torch.manual_seed(seed)
         return self._infer(spk_audio_prompt, text, output_path, emo_audio_prompt, emo_alpha, emo_vector,
-                           use_emo_text, emo_text, generation_kwargs.get("max_mel_tokens", 1500), duration_factor)
+                           use_emo_text, emo_text, use_random, interval_silence, max_text_tokens_per_segment,
+                           generation_kwargs.get("max_mel_tokens", 1500), duration_factor, lang)

@@ -1,5 +1,6 @@
 """torch.cuda stand-in: memory counters that the stand-in model moves."""
 
+import os
 import threading
 
 
@@ -52,6 +53,20 @@ def empty_cache():
     global _reserved
     with _lock:
         _reserved = _allocated
+    path = os.environ.get("INDEXTTS_STANDIN_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("empty_cache -\n")
+
+
+def mem_get_info():
+    """(free, total) bytes: INDEXTTS_STANDIN_FREE_BYTES (default 70 GiB) of 80 GiB."""
+    total = 80 << 30
+    return int(os.environ.get("INDEXTTS_STANDIN_FREE_BYTES") or (70 << 30)), total
+
+
+def get_device_name(index=0):
+    return "Stand-in GPU"
 
 
 def _alloc(n):
