@@ -60,7 +60,7 @@ func TestWorkersWithRivertest(t *testing.T) {
 
 	// Every fit slot is busy and as many syntheses wait for one: the take goes to a
 	// fit job, which any worker works.
-	w.fitClaims.Store(int32(2 * cap(w.fitSlots)))
+	w.fitClaims.Store(int32(2 * cap(w.fits)))
 	work(synth, lines[1], lines[1].RenderSeq)
 	got, _ := store.Line(ctx, project.ID, lines[1].ID)
 	require.Equal(t, studio.StateFitting, got.State)
@@ -103,7 +103,7 @@ func TestWorkersWithRivertest(t *testing.T) {
 	again, _ := store.Line(ctx, project.ID, lines[0].ID)
 	require.Equal(t, before.State, again.State)
 	require.Equal(t, before.CurrentTakeID, again.CurrentTakeID)
-	require.Len(t, w.fitSlots, 0) // every fit gave its slot back
+	require.Len(t, w.fits, 0) // every fit gave its slot back
 	require.Zero(t, w.fitClaims.Load())
 }
 
@@ -116,7 +116,7 @@ func TestSynthesisWaitsForAFitSlot(t *testing.T) {
 	store, project, w, lines := renderQueued(t, 1, 1)
 	line := lines[0]
 
-	w.fitSlots <- struct{}{} // another fit holds the only slot
+	w.fits <- struct{}{} // another fit holds the only slot
 	tx, err := store.Pool().Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
@@ -141,7 +141,7 @@ func TestSynthesisWaitsForAFitSlot(t *testing.T) {
 	}
 	require.Equal(t, int32(1), w.fitClaims.Load())
 
-	<-w.fitSlots // the other fit ends
+	<-w.fits // the other fit ends
 	require.NoError(t, <-done)
 	got, err := store.Line(ctx, project.ID, line.ID)
 	require.NoError(t, err)
@@ -149,7 +149,7 @@ func TestSynthesisWaitsForAFitSlot(t *testing.T) {
 	require.NotNil(t, got.CurrentTakeID)
 	rivertest.RequireNotInserted(ctx, t, riverpgxv5.New(store.Pool()), &FitArgs{}, nil)
 	require.Zero(t, w.fitClaims.Load())
-	require.Len(t, w.fitSlots, 0)
+	require.Len(t, w.fits, 0)
 }
 
 // renderQueued makes a project of n lines, queues their render and returns a worker
@@ -165,8 +165,8 @@ func renderQueued(t *testing.T, n, fitWorkers int) (*studio.Store, *studio.Proje
 	require.NoError(t, err)
 	ed := studiotest.User(t, store, studio.RoleEditor)
 	project := studiotest.Project(t, store, ed, n)
-	w, err := NewWorker(p, NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 1),
-		WorkerConfig{Name: t.Name(), DataDir: t.TempDir(), FitWorkers: fitWorkers}, slog.New(slog.DiscardHandler))
+	w, err := NewWorker(p, NewLocalPermits(tts.NewEspeak(tts.EspeakConfig{}), 1),
+		WorkerConfig{Name: t.Name(), DataDir: t.TempDir(), ConcurrentFits: fitWorkers}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, w.ensureDirs())
 	queued, err := p.RenderPending(context.Background(), project.ID)
