@@ -29,6 +29,8 @@ import (
 // takes always give the same bytes.
 var zipTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// exportWorker works export jobs: it builds an export's archive (buildExport) and
+// records the outcome.
 type exportWorker struct {
 	river.WorkerDefaults[ExportArgs]
 	w *Worker
