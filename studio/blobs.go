@@ -2,18 +2,16 @@ package studio
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
+
+	"dubstudio/blobhash"
 )
 
 // Blob is a stored audio file, addressed by the SHA-256 of its bytes.
@@ -43,39 +41,18 @@ func (b BlobStore) Path(sum string) (string, error) {
 	return filepath.Join(b.Dir, sum[:2], sum), nil
 }
 
-// HashFile returns the SHA-256 of a file.
-func HashFile(path string) (string, error) {
-	sum, _, err := hashFile(path)
-	return sum, err
-}
-
-// hashFile returns the SHA-256 of a file and its size.
-func hashFile(path string) (string, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, err
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
-}
-
 // PutBlob moves the (already probed) file at tmpPath into the blob store and records
 // it. The move is atomic; storing the same content twice keeps one copy.
 func (s *Store) PutBlob(ctx context.Context, bs BlobStore, tmpPath string, meta Blob) (*Blob, error) {
 	var err error
-	meta.SHA256, meta.SizeBytes, err = hashFile(tmpPath)
+	meta.SHA256, meta.SizeBytes, err = blobhash.FileSize(tmpPath)
 	if err != nil {
 		return nil, fmt.Errorf("error hashing upload: %w", err)
 	}
 	if err := bs.Put(tmpPath, meta.SHA256); err != nil {
 		return nil, err
 	}
-	q, args := insertBlobs([]Blob{meta}, gormArg)
+	q, args := insertBlobs([]Blob{meta})
 	if err := s.db.WithContext(ctx).Exec(q, args...).Error; err != nil {
 		return nil, fmt.Errorf("error recording blob: %w", err)
 	}
@@ -100,7 +77,7 @@ func (b BlobStore) Dest(sum string) (string, error) {
 // Put moves the file at tmpPath, whose SHA-256 its caller computed as sum (while
 // writing or reading it), into the store. The move is atomic; storing the same
 // content twice keeps one copy. It records nothing: the blob's row goes into the
-// statement that uses it (StartFitTx, FinishRender), or PutBlob writes it.
+// statement that uses it (StartFit, FinishRender), or PutBlob writes it.
 func (b BlobStore) Put(tmpPath, sum string) error {
 	dst, err := b.Dest(sum)
 	if err != nil {
@@ -119,8 +96,8 @@ func (b BlobStore) Put(tmpPath, sum string) error {
 }
 
 // insertBlobs returns the statement that records blobs (none already recorded
-// changes), and its arguments; arg(n) writes the placeholder of the nth (from 1).
-func insertBlobs(blobs []Blob, arg func(n int) string) (string, []any) {
+// changes), and its arguments.
+func insertBlobs(blobs []Blob) (string, []any) {
 	var b strings.Builder
 	b.WriteString("INSERT INTO blobs (sha256, size_bytes, format, duration_ms, sample_rate, channels) VALUES ")
 	args := make([]any, 0, 6*len(blobs))
@@ -133,7 +110,7 @@ func insertBlobs(blobs []Blob, arg func(n int) string) (string, []any) {
 			if j > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(arg(6*i + j + 1))
+			b.WriteString("?")
 		}
 		b.WriteString(")")
 		args = append(args, m.SHA256, m.SizeBytes, m.Format, m.DurationMs, m.SampleRate, m.Channels)
@@ -141,10 +118,6 @@ func insertBlobs(blobs []Blob, arg func(n int) string) (string, []any) {
 	b.WriteString(" ON CONFLICT (sha256) DO NOTHING")
 	return b.String(), args
 }
-
-// gormArg and pgxArg write placeholders for gorm's statements and pgx's.
-func gormArg(int) string  { return "?" }
-func pgxArg(n int) string { return "$" + strconv.Itoa(n) }
 
 // Blob returns a stored blob's metadata.
 func (s *Store) Blob(ctx context.Context, sum string) (*Blob, error) {

@@ -237,7 +237,7 @@ func (s *Store) SetCharacterReference(ctx context.Context, projectID, id int64, 
 
 // DeleteCharacter removes a character; its lines keep their text and lose the speaker.
 func (s *Store) DeleteCharacter(ctx context.Context, projectID, id int64) error {
-	return s.Tx(ctx, func(tx *gorm.DB) error {
+	return s.inTx(ctx, func(tx *gorm.DB) error {
 		res := tx.Exec("DELETE FROM characters WHERE project_id = ? AND id = ?", projectID, id)
 		if res.Error == nil && res.RowsAffected == 0 {
 			return fmt.Errorf("character %d: %w", id, ErrNotFound)

@@ -2,6 +2,7 @@ package studio
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"gorm.io/gorm"
@@ -34,15 +35,22 @@ type Export struct {
 	FinishedAt   *time.Time
 }
 
+// QueueExportFunc inserts an export's job inside tx.
+type QueueExportFunc func(ctx context.Context, tx *sql.Tx, e *Export) error
+
 // CreateExport records a requested export and, in the same transaction, runs queue
 // (which inserts its job).
-func (s *Store) CreateExport(ctx context.Context, projectID, userID int64, approvedOnly bool, queue func(tx *gorm.DB, e *Export) error) (*Export, error) {
+func (s *Store) CreateExport(ctx context.Context, projectID, userID int64, approvedOnly bool, queue QueueExportFunc) (*Export, error) {
 	e := &Export{ProjectID: projectID, ApprovedOnly: approvedOnly, State: ExportQueued, CreatedBy: &userID}
-	err := s.Tx(ctx, func(tx *gorm.DB) error {
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Omit("CreatedAt", "FinishedAt").Create(e).Error; err != nil {
 			return err
 		}
-		return queue(tx, e)
+		t, err := sqlTx(tx)
+		if err != nil {
+			return err
+		}
+		return queue(ctx, t, e)
 	})
 	return e, err
 }

@@ -332,7 +332,7 @@ func (s *Store) GPUCalibrations(ctx context.Context, limit int) ([]GPUCalibratio
 // its old name if it was deleted meanwhile), whose slots and long-lane limit become
 // slots and laneLimit.
 func (s *Store) ApplyGPUCalibration(ctx context.Context, userID, id int64, slots, laneLimit int) error {
-	return s.Tx(ctx, func(tx *gorm.DB) error {
+	return s.inTx(ctx, func(tx *gorm.DB) error {
 		var c GPUCalibration
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).First(&c, id).Error; err != nil {
 			return notFound(err, "calibration")
@@ -526,7 +526,7 @@ func (s *Store) SynthesisHistogram(ctx context.Context, bounds []float64) (count
 	for i := range counts {
 		vals[2+i] = &counts[i]
 	}
-	if err := s.pool.QueryRow(ctx, q.String()).Scan(vals...); err != nil {
+	if err := queryRow(s.db.WithContext(ctx), q.String(), nil, vals...); err != nil {
 		return 0, 0, nil, err
 	}
 	buckets = make(map[float64]uint64, len(bounds))

@@ -2,6 +2,7 @@ package studio
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"encoding/json"
 	"errors"
@@ -277,7 +278,7 @@ func (s *Store) UpdateLine(ctx context.Context, userID int64, projectID, lineID 
 		}
 	}
 	var out *Line
-	err := s.Tx(ctx, func(tx *gorm.DB) error {
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		var l Line
 		if err := tx.Clauses(forUpdate).Where("project_id = ? AND id = ?", projectID, lineID).First(&l).Error; err != nil {
 			return notFound(err, "line")
@@ -395,13 +396,31 @@ func (s *Store) saveLine(ctx context.Context, tx *gorm.DB, userID int64, action 
 			return err
 		}
 	}
-	if s.LineChanged != nil {
-		if err := s.LineChanged(ctx, tx, before, l); err != nil {
-			return err
-		}
+	if err := s.lineChanged(ctx, tx, before, l); err != nil {
+		return err
 	}
 	done()
 	return nil
+}
+
+// lineChanged runs the LineChanged hook, if any, in tx.
+func (s *Store) lineChanged(ctx context.Context, tx *gorm.DB, before, after *Line) error {
+	if s.LineChanged == nil {
+		return nil
+	}
+	t, err := sqlTx(tx)
+	if err != nil {
+		return err
+	}
+	return s.LineChanged(ctx, t, before, after)
+}
+
+// RequeueLine records, in tx (the transaction a LineChanged hook was given), the
+// render that the hook queued for a line whose audible content changed while it was
+// being rendered: its render sequence number, the state queued and the job.
+func (s *Store) RequeueLine(ctx context.Context, tx *sql.Tx, lineID int64, renderSeq int, jobID int64) error {
+	return s.onTx(ctx, tx).Exec(`UPDATE lines SET render_seq = ?, state = 'queued', job_id = ?, attempts = 0,
+		state_changed_at = now() WHERE id = ?`, renderSeq, jobID, lineID).Error
 }
 
 func addHistory(tx *gorm.DB, userID int64, action string, before, after *Line) error {
@@ -499,7 +518,7 @@ func (s *Store) LineHistory(ctx context.Context, projectID, lineID int64) ([]His
 // Each line's revision is bumped and the change kept in its history.
 func (s *Store) AssignCharacter(ctx context.Context, userID, projectID int64, lineIDs []int64, characterID *int64) (int, error) {
 	n := 0
-	err := s.Tx(ctx, func(tx *gorm.DB) error {
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		if err := checkCharacter(tx, projectID, characterID); err != nil {
 			return err
 		}
@@ -535,7 +554,7 @@ func eqID(a, b *int64) bool {
 // (0: in proportion to the text).
 func (s *Store) SplitLine(ctx context.Context, userID, projectID, lineID int64, baseRevision, atRune, atMs int) (*Line, *Line, error) {
 	var first, second *Line
-	err := s.Tx(ctx, func(tx *gorm.DB) error {
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		var l Line
 		if err := tx.Clauses(forUpdate).Where("project_id = ? AND id = ?", projectID, lineID).First(&l).Error; err != nil {
 			return notFound(err, "line")
@@ -580,7 +599,7 @@ func (s *Store) SplitLine(ctx context.Context, userID, projectID, lineID int64, 
 // combined, the second line removed.
 func (s *Store) MergeLines(ctx context.Context, userID, projectID, lineID int64, baseRevision int) (*Line, error) {
 	var out *Line
-	err := s.Tx(ctx, func(tx *gorm.DB) error {
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		var l, next Line
 		if err := tx.Clauses(forUpdate).Where("project_id = ? AND id = ?", projectID, lineID).First(&l).Error; err != nil {
 			return notFound(err, "line")
@@ -604,10 +623,8 @@ func (s *Store) MergeLines(ctx context.Context, userID, projectID, lineID int64,
 		if err := addHistory(tx, userID, "merged_into", &next, nil); err != nil {
 			return err
 		}
-		if s.LineChanged != nil {
-			if err := s.LineChanged(ctx, tx, &next, nil); err != nil {
-				return err
-			}
+		if err := s.lineChanged(ctx, tx, &next, nil); err != nil {
+			return err
 		}
 		if err := tx.Exec("DELETE FROM lines WHERE id = ?", next.ID).Error; err != nil {
 			return err
@@ -715,7 +732,7 @@ func (s *Store) ImportLines(ctx context.Context, userID, projectID int64, lines 
 		return nil, &ImportError{Problems: problems}
 	}
 	res := &ImportResult{Lines: len(lines)}
-	err := s.Tx(ctx, func(tx *gorm.DB) error {
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		// Serialise imports into one project so indices stay dense.
 		if err := tx.Exec("SELECT 1 FROM projects WHERE id = ? FOR UPDATE", projectID).Error; err != nil {
 			return err
@@ -775,11 +792,9 @@ func (s *Store) ImportLines(ctx context.Context, userID, projectID int64, lines 
 			return err
 		}
 		res.Flagged = int(flagged)
-		if s.LineChanged != nil {
-			for i := range rows {
-				if err := s.LineChanged(ctx, tx, nil, &rows[i]); err != nil {
-					return err
-				}
+		for i := range rows {
+			if err := s.lineChanged(ctx, tx, nil, &rows[i]); err != nil {
+				return err
 			}
 		}
 		return nil

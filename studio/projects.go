@@ -130,7 +130,7 @@ func (s *Store) updateProject(ctx context.Context, id int64, fields map[string]a
 
 // DeleteProject removes a project with its characters, lines and history.
 func (s *Store) DeleteProject(ctx context.Context, id int64) error {
-	return s.Tx(ctx, func(tx *gorm.DB) error {
+	return s.inTx(ctx, func(tx *gorm.DB) error {
 		res := tx.Exec("DELETE FROM projects WHERE id = ?", id)
 		if res.Error == nil && res.RowsAffected == 0 {
 			return fmt.Errorf("project %d: %w", id, ErrNotFound)

@@ -283,7 +283,7 @@ func (s *Store) SetCharacterSourceEmotion(ctx context.Context, projectID, charac
 	if err := e.Validate(); err != nil {
 		return err
 	}
-	return s.Tx(ctx, func(tx *gorm.DB) error {
+	return s.inTx(ctx, func(tx *gorm.DB) error {
 		res := tx.Model(&Character{}).Where("project_id = ? AND id = ?", projectID, characterID).
 			Updates(map[string]any{"emotion": e, "updated_at": time.Now()})
 		if res.Error == nil && res.RowsAffected == 0 {

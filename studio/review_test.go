@@ -2,13 +2,13 @@ package studio_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"gorm.io/gorm"
 
 	"dubstudio/studio"
 )
@@ -45,7 +45,7 @@ func TestReviewHistoryKeepsWhoDidWhat(t *testing.T) {
 	first := addTake(t, b, bs, lines[0], "take one")
 	// A second render of the same line.
 	n, err := b.store.QueueRenders(ctx, b.project.ID, studio.RenderChosen, []int64{lines[0].ID},
-		func(_ context.Context, _ *gorm.DB, ls []studio.QueuedLine) ([]int64, error) {
+		func(_ context.Context, _ *sql.Tx, ls []studio.QueuedLine) ([]int64, error) {
 			return make([]int64, len(ls)), nil
 		})
 	require.NoError(t, err)

@@ -2,11 +2,11 @@ package studio
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -44,6 +44,12 @@ func redact(c *pgconn.Config) string {
 
 // Store reads and writes the domain in Postgres. It is the only holder of the
 // database handle; services call its methods and own no SQL.
+//
+// Its SQL runs through gorm on pgx's database/sql driver, all of it written with
+// gorm's ? placeholders. A callback that must write in one of the store's
+// transactions (inserting River jobs) is given that transaction as a *sql.Tx: the one
+// transaction type that leaves the store, the one gorm runs on and River's
+// database/sql driver inserts on.
 type Store struct {
 	db   *gorm.DB
 	pool *pgxpool.Pool
@@ -54,7 +60,7 @@ type Store struct {
 
 // LineChangedFunc is called with the transaction, the line before (nil for a new line)
 // and after (nil for a deleted line) each change.
-type LineChangedFunc func(ctx context.Context, tx *gorm.DB, before, after *Line) error
+type LineChangedFunc func(ctx context.Context, tx *sql.Tx, before, after *Line) error
 
 // NewStore wraps pool in gorm. No AutoMigrate: the schema comes from migrations.
 func NewStore(pool *pgxpool.Pool) (*Store, error) {
@@ -70,24 +76,43 @@ func NewStore(pool *pgxpool.Pool) (*Store, error) {
 	return &Store{db: db, pool: pool}, nil
 }
 
-// Pool returns the shared pgx pool (for River and LISTEN).
+// Pool returns the shared pgx pool, for River's worker client and LISTEN; the
+// store's own SQL goes through gorm.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// DB returns the gorm handle for packages that extend the store with their own
-// tables (workflow). Web handlers never use it.
-func (s *Store) DB() *gorm.DB { return s.db }
-
-// Tx runs fn in a transaction.
-func (s *Store) Tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+// inTx runs fn in a transaction.
+func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 	return s.db.WithContext(ctx).Transaction(fn)
 }
 
-// TxPgx runs fn in a transaction on the pool itself, for work that goes through
-// pgx directly: the worker moving a line on to fitting (and inserting its fit job
-// with River's pgx driver, where one is needed), without gorm's and database/sql's
-// layers on the way.
-func (s *Store) TxPgx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, fn)
+// sqlTx returns the database/sql transaction that a gorm transaction runs on, for a
+// callback that writes in it.
+func sqlTx(tx *gorm.DB) (*sql.Tx, error) {
+	t, ok := tx.Statement.ConnPool.(*sql.Tx)
+	if !ok {
+		return nil, errors.New("studio: not inside a database/sql transaction")
+	}
+	return t, nil
+}
+
+// onTx returns a gorm handle on tx, a transaction the store handed to a callback
+// (sqlTx), for a store method that the callback calls to write in it.
+func (s *Store) onTx(ctx context.Context, tx *sql.Tx) *gorm.DB {
+	db := s.db.Session(&gorm.Session{Context: ctx})
+	db.Statement.ConnPool = tx
+	return db
+}
+
+// queryRow runs q, a query of at most one row, and scans its columns into dest:
+// gorm writes the statement, database/sql scans plain values, and no model is
+// reflected on (the render's hot paths). No row is sql.ErrNoRows.
+func queryRow(db *gorm.DB, q string, args []any, dest ...any) error {
+	tx := db.Raw(q, args...)
+	row := tx.Row()
+	if tx.Error != nil {
+		return tx.Error
+	}
+	return row.Scan(dest...)
 }
 
 func isUniqueViolation(err error) bool {

@@ -2,6 +2,7 @@ package studio
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 
@@ -83,14 +83,14 @@ type QueuedLine struct {
 
 // InsertJobsFunc inserts one render job per line inside tx and returns their IDs in
 // the same order.
-type InsertJobsFunc func(ctx context.Context, tx *gorm.DB, lines []QueuedLine) ([]int64, error)
+type InsertJobsFunc func(ctx context.Context, tx *sql.Tx, lines []QueuedLine) ([]int64, error)
 
 // QueueRenders starts a new render of the selected lines: each gets a new render
 // sequence number (making any older job stale), the state queued, and a job inserted
 // by insert in the same transaction. It returns how many lines were queued.
 func (s *Store) QueueRenders(ctx context.Context, projectID int64, sel RenderSelect, lineIDs []int64, insert InsertJobsFunc) (int, error) {
 	n := 0
-	err := s.Tx(ctx, func(tx *gorm.DB) error {
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		q := tx.Clauses(forUpdate).Where("project_id = ?", projectID)
 		switch sel {
 		case RenderPending:
@@ -129,7 +129,11 @@ func (s *Store) QueueRenders(ctx context.Context, projectID int64, sel RenderSel
 		// The jobs first, then one update per line (the rows are locked): a second
 		// update of each row would fire its notification trigger and foreign key
 		// checks again.
-		jobIDs, err := insert(ctx, tx, queued)
+		t, err := sqlTx(tx)
+		if err != nil {
+			return err
+		}
+		jobIDs, err := insert(ctx, t, queued)
 		if err != nil {
 			return err
 		}
@@ -269,12 +273,13 @@ const fitInputColumns = `l.render_seq, l.state, l.duration_lock, l.end_ms - l.st
 		WHERE pl.project_id = l.project_id AND pl.character_id = l.character_id AND pl.idx < l.idx
 		ORDER BY pl.idx DESC LIMIT 1), 0)`
 
-func scanFitInput(row pgx.Row, lineID int64) (*FitInput, error) {
+// scanFitInput runs q, whose columns are fitInputColumns, on db.
+func scanFitInput(db *gorm.DB, q string, args []any, lineID int64) (*FitInput, error) {
 	var in FitInput
-	err := row.Scan(&in.RenderSeq, &in.State, &in.DurationLock, &in.SlotMs,
+	err := queryRow(db, q, args, &in.RenderSeq, &in.State, &in.DurationLock, &in.SlotMs,
 		&in.StretchMin, &in.StretchMax, &in.LoudnessLUFS, &in.MaxSpeedStep, &in.GapBorrowMs,
 		&in.GapAfterMs, &in.PrevRatio)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("line %d: %w", lineID, ErrNotFound)
 	}
 	if err != nil {
@@ -285,8 +290,8 @@ func scanFitInput(row pgx.Row, lineID int64) (*FitInput, error) {
 
 // FitInput loads what a fit needs, in one query of plain columns.
 func (s *Store) FitInput(ctx context.Context, lineID int64) (*FitInput, error) {
-	return scanFitInput(s.pool.QueryRow(ctx, `SELECT `+fitInputColumns+`
-		FROM lines l JOIN projects p ON p.id = l.project_id WHERE l.id = $1`, lineID), lineID)
+	return scanFitInput(s.db.WithContext(ctx), `SELECT `+fitInputColumns+`
+		FROM lines l JOIN projects p ON p.id = l.project_id WHERE l.id = ?`, []any{lineID}, lineID)
 }
 
 // activeStates are the states of a render that has not finished: the ones a render's
@@ -295,15 +300,6 @@ func (s *Store) FitInput(ctx context.Context, lineID int64) (*FitInput, error) {
 // again; where a fit job had been queued instead, whichever finishes first records
 // the take and the other finds it there (FinishRender).
 var activeStates = []LineState{StateQueued, StateWaitingGPU, StateSynthesizing, StateFitting}
-
-// activeStateNames is activeStates for pgx, which sends a []string as text[].
-var activeStateNames = func() []string {
-	names := make([]string, len(activeStates))
-	for i, st := range activeStates {
-		names[i] = string(st)
-	}
-	return names
-}()
 
 // commitAsync, joined into a statement, lets its transaction commit without waiting
 // for PostgreSQL to flush its log to disk (synchronous_commit off for that
@@ -321,10 +317,10 @@ const commitAsync = `(SELECT set_config('synchronous_commit', 'off', true)) AS c
 // (commitAsync). It returns false, changing nothing, when the render is stale (the
 // line was edited, re-queued or cancelled) or finished.
 func (s *Store) SetRenderState(ctx context.Context, lineID int64, renderSeq int, state LineState, attempts int) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE lines SET state = $1, attempts = greatest(attempts, $2), state_changed_at = now()
-		FROM `+commitAsync+` WHERE id = $3 AND render_seq = $4 AND state = ANY($5::text[])`,
-		string(state), attempts, lineID, renderSeq, activeStateNames)
-	return tag.RowsAffected() == 1, err
+	res := s.db.WithContext(ctx).Exec(`UPDATE lines SET state = ?, attempts = greatest(attempts, ?), state_changed_at = now()
+		FROM `+commitAsync+` WHERE id = ? AND render_seq = ? AND state IN ?`,
+		state, attempts, lineID, renderSeq, activeStates)
+	return res.RowsAffected == 1, res.Error
 }
 
 // RenderFailure records a failed attempt. final means no retry follows: the line
@@ -370,38 +366,32 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 	var q strings.Builder
 	var args []any
 	if len(blobs) > 0 {
-		ins, a := insertBlobs(blobs, pgxArg)
+		ins, a := insertBlobs(blobs)
 		q.WriteString("WITH b AS (" + ins + "), ")
 		args = a
 	} else {
 		q.WriteString("WITH ")
 	}
-	// arg adds a value and returns its placeholder.
-	arg := func(v any) string {
-		args = append(args, v)
-		return pgxArg(len(args))
-	}
-	fmt.Fprintf(&q, `l AS (SELECT id FROM lines WHERE id = %s AND render_seq = %s AND state <> 'cancelled' FOR UPDATE),
+	// The placeholders are in the order of args.
+	q.WriteString(`l AS (SELECT id FROM lines WHERE id = ? AND render_seq = ? AND state <> 'cancelled' FOR UPDATE),
 		t AS (INSERT INTO takes (line_id, project_id, revision, render_seq, engine, model_version, gpu, worker, seed,
 			spoken_text, peak_vram_bytes, synth_ms, fit_ms, audio_ms, duration_ms, rtf, stretch_ratio, needed_ratio,
 			borrowed_ms, loudness_lufs, needs_review, hint, audio_sha256, raw_sha256, approved_at, approved_by)
-			SELECT l.id, %s FROM l
+			SELECT l.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ? FROM l
 			ON CONFLICT (line_id, render_seq) DO NOTHING RETURNING id)
-		UPDATE lines SET state = %s, last_error = '', last_traceback = '', state_changed_at = now(),
+		UPDATE lines SET state = ?, last_error = '', last_traceback = '', state_changed_at = now(),
 			current_take_id = coalesce((SELECT id FROM t),
-				(SELECT id FROM takes WHERE line_id = %[1]s AND render_seq = %[2]s), current_take_id)
+				(SELECT id FROM takes WHERE line_id = ? AND render_seq = ?), current_take_id)
 		WHERE id = (SELECT id FROM l)
-		RETURNING current_take_id`,
-		arg(t.LineID), arg(t.RenderSeq),
-		strings.Join([]string{arg(t.ProjectID), arg(t.Revision), arg(t.RenderSeq), arg(t.Engine), arg(t.ModelVersion),
-			arg(t.GPU), arg(t.Worker), arg(t.Seed), arg(t.SpokenText), arg(t.PeakVRAMBytes), arg(t.SynthMs), arg(t.FitMs),
-			arg(t.AudioMs), arg(t.DurationMs), arg(t.RTF), arg(t.StretchRatio), arg(t.NeededRatio), arg(t.BorrowedMs),
-			arg(t.LoudnessLUFS), arg(t.NeedsReview), arg(hint) + "::jsonb", arg(t.AudioSHA256), arg(t.RawSHA256),
-			arg(t.ApprovedAt), arg(t.ApprovedBy)}, ", "),
-		arg(string(state)))
+		RETURNING current_take_id`)
+	args = append(args, t.LineID, t.RenderSeq,
+		t.ProjectID, t.Revision, t.RenderSeq, t.Engine, t.ModelVersion, t.GPU, t.Worker, t.Seed, t.SpokenText,
+		t.PeakVRAMBytes, t.SynthMs, t.FitMs, t.AudioMs, t.DurationMs, t.RTF, t.StretchRatio, t.NeededRatio,
+		t.BorrowedMs, t.LoudnessLUFS, t.NeedsReview, hint, t.AudioSHA256, t.RawSHA256, t.ApprovedAt, t.ApprovedBy,
+		state, t.LineID, t.RenderSeq)
 	var id *int64
-	err := s.pool.QueryRow(ctx, q.String(), args...).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	err := queryRow(s.db.WithContext(ctx), q.String(), args, &id)
+	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
@@ -430,7 +420,7 @@ func (s *Store) Take(ctx context.Context, projectID, takeID int64) (*Take, error
 
 // ApproveTake marks a take as the line's approved one (and its current one).
 func (s *Store) ApproveTake(ctx context.Context, userID, projectID, takeID int64) error {
-	return s.Tx(ctx, func(tx *gorm.DB) error {
+	return s.inTx(ctx, func(tx *gorm.DB) error {
 		var t Take
 		if err := tx.Where("project_id = ? AND id = ?", projectID, takeID).First(&t).Error; err != nil {
 			return notFound(err, "take")
@@ -445,7 +435,7 @@ func (s *Store) ApproveTake(ctx context.Context, userID, projectID, takeID int64
 // UseTake makes an earlier take the line's current one (going back), clearing an
 // approval of another take.
 func (s *Store) UseTake(ctx context.Context, projectID, takeID int64) error {
-	return s.Tx(ctx, func(tx *gorm.DB) error {
+	return s.inTx(ctx, func(tx *gorm.DB) error {
 		var t Take
 		if err := tx.Where("project_id = ? AND id = ?", projectID, takeID).First(&t).Error; err != nil {
 			return notFound(err, "take")
@@ -466,30 +456,66 @@ func (s *Store) UseTake(ctx context.Context, projectID, takeID int64) error {
 	})
 }
 
-// StartFitTx moves a line's current render to fitting inside a caller's transaction
-// (Store.TxPgx) and returns what its fit needs, as FitInput would. The transaction
-// then commits asynchronously (commitAsync) unless handOff: the caller hands the
-// render to another job (a fit job, inserted in the same transaction) and ends. It
-// returns ErrNotFound, changing nothing, when the render is stale (the line was
-// deleted, edited, re-queued or cancelled) or finished. blobs (the render's output so
-// far, moved into the blob store with BlobStore.Put) are recorded in the same
-// statement, whatever the outcome, as PutBlob would have.
-func StartFitTx(ctx context.Context, tx pgx.Tx, lineID int64, renderSeq int, handOff bool, blobs ...Blob) (*FitInput, error) {
+// HandOffFunc hands a render on to another job (inserts a fit job) inside tx, the
+// transaction that moves the render to fitting (StartFit).
+type HandOffFunc func(ctx context.Context, tx *sql.Tx) error
+
+// StartFit moves a line's current render to fitting and returns what its fit needs,
+// as FitInput would. handOff is nil where the caller fits the take itself: the one
+// statement then commits asynchronously (commitAsync), as the same job writes the
+// take later. Otherwise handOff runs in the same transaction (inserting the fit job
+// that takes the render on), which commits synchronously: the job ends there. It
+// returns ErrNotFound, changing nothing and handing nothing off, when the render is
+// stale (the line was deleted, edited, re-queued or cancelled) or finished. blobs
+// (the render's output so far, moved into the blob store with BlobStore.Put) are
+// recorded in the same statement, whatever the outcome, as PutBlob would have.
+func (s *Store) StartFit(ctx context.Context, lineID int64, renderSeq int, handOff HandOffFunc, blobs ...Blob) (*FitInput, error) {
+	return s.startFit(ctx, lineID, renderSeq, handOff == nil, handOff, blobs...)
+}
+
+// startFit is StartFit, committing asynchronously if async; then, if not nil, runs
+// in the statement's transaction (a tests' hook may watch an asynchronous one).
+func (s *Store) startFit(ctx context.Context, lineID int64, renderSeq int, async bool, then HandOffFunc, blobs ...Blob) (*FitInput, error) {
 	var q string
 	var args []any
 	if len(blobs) > 0 {
-		ins, a := insertBlobs(blobs, pgxArg)
-		q, args = "WITH b AS ("+ins+") ", a
+		q, args = insertBlobs(blobs)
+		q = "WITH b AS (" + q + ") "
 	}
 	from := "projects p"
-	if !handOff {
+	if async {
 		from += ", " + commitAsync
 	}
-	n := len(args)
-	q += fmt.Sprintf(`UPDATE lines l SET state = $%d, state_changed_at = now() FROM `+from+`
-		WHERE l.id = $%d AND l.render_seq = $%d AND l.state = ANY($%d::text[]) AND p.id = l.project_id
-		RETURNING `+fitInputColumns, n+1, n+2, n+3, n+4)
-	return scanFitInput(tx.QueryRow(ctx, q, append(args, string(StateFitting), lineID, renderSeq, activeStateNames)...), lineID)
+	q += `UPDATE lines l SET state = ?, state_changed_at = now() FROM ` + from + `
+		WHERE l.id = ? AND l.render_seq = ? AND l.state IN ? AND p.id = l.project_id
+		RETURNING ` + fitInputColumns
+	args = append(args, StateFitting, lineID, renderSeq, activeStates)
+	if then == nil {
+		// One statement is its own transaction: no BEGIN and COMMIT round trips.
+		return scanFitInput(s.db.WithContext(ctx), q, args, lineID)
+	}
+	var in *FitInput
+	var stale error
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
+		var err error
+		in, err = scanFitInput(tx, q, args, lineID)
+		if errors.Is(err, ErrNotFound) {
+			stale = err
+			return nil // commit all the same: the blobs' rows are kept, as their files are
+		}
+		if err != nil {
+			return err
+		}
+		t, err := sqlTx(tx)
+		if err != nil {
+			return err
+		}
+		return then(ctx, t)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return in, stale
 }
 
 // SpeakerConditioning returns the conditioning cache of a reference audio for a model

@@ -2,17 +2,18 @@ package studio_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-	"gorm.io/gorm"
 
+	"dubstudio/blobhash"
 	"dubstudio/studio"
+	"dubstudio/studio/studiotest"
 )
 
 func TestRenderInputGathersWhatASynthesisNeeds(t *testing.T) {
@@ -26,9 +27,9 @@ func TestRenderInputGathersWhatASynthesisNeeds(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, lines[0].ID, in.Line.ID)
 	require.Equal(t, lines[0].Text, in.Line.Text)
-	var project studio.Project
-	require.NoError(t, b.store.DB().First(&project, b.project.ID).Error)
-	require.Equal(t, project, in.Project)
+	project, err := b.store.Project(ctx, b.project.ID)
+	require.NoError(t, err)
+	require.Equal(t, *project, in.Project)
 	require.NotNil(t, in.Character)
 	require.Equal(t, *lines[0].CharacterID, in.Character.ID)
 	require.Equal(t, "Alice", in.Character.Name)
@@ -53,9 +54,9 @@ func TestFitInputGathersWhatAFitNeeds(t *testing.T) {
 	t.Parallel()
 	b, lines := setupLines(t, 5) // Alice, Bob, Alice, Bob, Alice; 1.5 s each, 0.5 s apart
 	ctx := context.Background()
-	require.NoError(t, b.store.DB().Exec(`UPDATE projects SET stretch_min = 0.8, stretch_max = 1.25, loudness_lufs = -20,
-		max_speed_step = 0.1, gap_borrow_ms = 250 WHERE id = ?`, b.project.ID).Error)
-	require.NoError(t, b.store.DB().Exec(`UPDATE lines SET duration_lock = false WHERE id = ?`, lines[1].ID).Error)
+	studiotest.Exec(t, b.store, `UPDATE projects SET stretch_min = 0.8, stretch_max = 1.25, loudness_lufs = -20,
+		max_speed_step = 0.1, gap_borrow_ms = 250 WHERE id = $1`, b.project.ID)
+	studiotest.Exec(t, b.store, `UPDATE lines SET duration_lock = false WHERE id = $1`, lines[1].ID)
 
 	in, err := b.store.FitInput(ctx, lines[0].ID)
 	require.NoError(t, err)
@@ -69,7 +70,7 @@ func TestFitInputGathersWhatAFitNeeds(t *testing.T) {
 	// The ratio is the nearest earlier take of the same character.
 	bs := studio.BlobStore{Dir: t.TempDir()}
 	tk := addTake(t, b, bs, lines[0], "alice one")
-	require.NoError(t, b.store.DB().Exec(`UPDATE takes SET stretch_ratio = 1.2 WHERE id = ?`, tk.ID).Error)
+	studiotest.Exec(t, b.store, `UPDATE takes SET stretch_ratio = 1.2 WHERE id = $1`, tk.ID)
 	addTake(t, b, bs, lines[1], "bob one") // ratio 1
 	in, err = b.store.FitInput(ctx, lines[4].ID)
 	require.NoError(t, err)
@@ -131,7 +132,7 @@ func setupLines(t *testing.T, n int) (*testBundle, []studio.Line) {
 func requeue(t *testing.T, b *testBundle, lineIDs ...int64) {
 	t.Helper()
 	_, err := b.store.QueueRenders(context.Background(), b.project.ID, studio.RenderChosen, lineIDs,
-		func(_ context.Context, _ *gorm.DB, ls []studio.QueuedLine) ([]int64, error) {
+		func(_ context.Context, _ *sql.Tx, ls []studio.QueuedLine) ([]int64, error) {
 			return make([]int64, len(ls)), nil
 		})
 	require.NoError(t, err)
@@ -143,7 +144,7 @@ func blobFile(t *testing.T, bs studio.BlobStore, content string) studio.Blob {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "take.wav")
 	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
-	sum, err := studio.HashFile(p)
+	sum, err := blobhash.File(p)
 	require.NoError(t, err)
 	require.NoError(t, bs.Put(p, sum))
 	require.NoFileExists(t, p)
@@ -195,7 +196,7 @@ func TestFinishRenderStoresOneTakePerRender(t *testing.T) {
 
 	// A stale render (the line was queued again since) stores nothing.
 	_, err = b.store.QueueRenders(ctx, b.project.ID, studio.RenderChosen, []int64{l.ID},
-		func(_ context.Context, _ *gorm.DB, ls []studio.QueuedLine) ([]int64, error) {
+		func(_ context.Context, _ *sql.Tx, ls []studio.QueuedLine) ([]int64, error) {
 			return make([]int64, len(ls)), nil
 		})
 	require.NoError(t, err)
@@ -221,25 +222,27 @@ func TestFinishRenderStoresOneTakePerRender(t *testing.T) {
 	require.Len(t, takes, 1)
 }
 
-func TestStartFitTx(t *testing.T) {
+func TestStartFit(t *testing.T) {
 	t.Parallel()
 	b, bs, l := setupLine(t, 1)
 	ctx := context.Background()
 	requeue(t, b, l.ID)
 	raw := blobFile(t, bs, "raw output")
-	var in *studio.FitInput
-	var err error
-	commit := func(tx pgx.Tx) string {
+	commit := func(tx *sql.Tx) string {
 		var setting string
-		require.NoError(t, tx.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&setting))
+		require.NoError(t, tx.QueryRowContext(ctx, `SHOW synchronous_commit`).Scan(&setting))
 		return setting
 	}
-	require.NoError(t, b.store.TxPgx(ctx, func(tx pgx.Tx) error {
-		in, err = studio.StartFitTx(ctx, tx, l.ID, l.RenderSeq+1, false, raw)
-		// The same job writes again before it ends: no wait for the log flush.
-		require.Equal(t, "off", commit(tx))
-		return err
-	}))
+	// The synthesis fits the take itself: the same job writes again before it ends,
+	// so no wait for the log flush. (StartFit's statement is then its own
+	// transaction; the tests' hook watches it in an explicit one.)
+	var setting string
+	in, err := studio.StartFitWatched(ctx, b.store, l.ID, l.RenderSeq+1, func(_ context.Context, tx *sql.Tx) error {
+		setting = commit(tx)
+		return nil
+	}, raw)
+	require.NoError(t, err)
+	require.Equal(t, "off", setting)
 	_, err = b.store.Blob(ctx, raw.SHA256)
 	require.NoError(t, err)
 	// It returns what FitInput reads once the line is fitting.
@@ -248,31 +251,55 @@ func TestStartFitTx(t *testing.T) {
 	require.Equal(t, want, in)
 	require.Equal(t, studio.StateFitting, in.State)
 	require.Equal(t, l.RenderSeq+1, in.RenderSeq)
-
-	// Handing the render on to a fit job, the job's last write: synchronous.
-	// (The line's render moved back to synthesizing, as a rescued job does.)
-	_, err = b.store.Pool().Exec(ctx, `UPDATE lines SET state = 'synthesizing' WHERE id = $1`, l.ID)
+	// And so does StartFit itself, without a hand-off.
+	studiotest.Exec(t, b.store, `UPDATE lines SET state = 'synthesizing' WHERE id = $1`, l.ID)
+	in, err = b.store.StartFit(ctx, l.ID, l.RenderSeq+1, nil)
 	require.NoError(t, err)
-	require.NoError(t, b.store.TxPgx(ctx, func(tx pgx.Tx) error {
-		in, err = studio.StartFitTx(ctx, tx, l.ID, l.RenderSeq+1, true)
-		require.Equal(t, "on", commit(tx))
-		return err
-	}))
+	require.Equal(t, want, in)
+
+	// Handing the render on to a fit job, the job's last write: synchronous, and in
+	// the hand-off's transaction. (The line's render moved back to synthesizing, as a
+	// rescued job does.)
+	studiotest.Exec(t, b.store, `UPDATE lines SET state = 'synthesizing' WHERE id = $1`, l.ID)
+	setting = ""
+	in, err = b.store.StartFit(ctx, l.ID, l.RenderSeq+1, func(_ context.Context, tx *sql.Tx) error {
+		setting = commit(tx)
+		var state string
+		require.NoError(t, tx.QueryRowContext(ctx, `SELECT state FROM lines WHERE id = $1`, l.ID).Scan(&state))
+		require.Equal(t, "fitting", state, "the hand-off sees the line fitting")
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, "on", setting)
 	require.Equal(t, studio.StateFitting, in.State)
 
-	// Stale: the state stays, the blob is recorded all the same (it is on disk).
+	// A failing hand-off rolls the move back.
+	studiotest.Exec(t, b.store, `UPDATE lines SET state = 'synthesizing' WHERE id = $1`, l.ID)
+	handOffErr := errors.New("no fit job")
+	_, err = b.store.StartFit(ctx, l.ID, l.RenderSeq+1, func(context.Context, *sql.Tx) error { return handOffErr })
+	require.ErrorIs(t, err, handOffErr)
+	line, err := b.store.Line(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, studio.StateSynthesizing, line.State)
+	studiotest.Exec(t, b.store, `UPDATE lines SET state = 'fitting' WHERE id = $1`, l.ID)
+
+	// Stale: the state stays, the blob is recorded all the same (it is on disk), and
+	// nothing is handed off.
 	other, another := blobFile(t, bs, "stale output"), blobFile(t, bs, "another")
-	require.NoError(t, b.store.TxPgx(ctx, func(tx pgx.Tx) error {
-		in, err = studio.StartFitTx(ctx, tx, l.ID, l.RenderSeq, false, other, another)
-		require.ErrorIs(t, err, studio.ErrNotFound)
+	in, err = b.store.StartFit(ctx, l.ID, l.RenderSeq, nil, other)
+	require.ErrorIs(t, err, studio.ErrNotFound)
+	require.Nil(t, in)
+	in, err = b.store.StartFit(ctx, l.ID, l.RenderSeq, func(context.Context, *sql.Tx) error {
+		t.Error("a stale render was handed off")
 		return nil
-	}))
+	}, another)
+	require.ErrorIs(t, err, studio.ErrNotFound)
 	require.Nil(t, in)
 	for _, blob := range []studio.Blob{other, another} {
 		_, err = b.store.Blob(ctx, blob.SHA256)
 		require.NoError(t, err)
 	}
-	line, err := b.store.Line(ctx, b.project.ID, l.ID)
+	line, err = b.store.Line(ctx, b.project.ID, l.ID)
 	require.NoError(t, err)
 	require.Equal(t, studio.StateFitting, line.State)
 }
@@ -289,17 +316,19 @@ func TestFinishRenderRacingItsTwin(t *testing.T) {
 			Engine: "test", SpokenText: l.Text, DurationMs: 1000, StretchRatio: 1, AudioSHA256: fitted.SHA256}
 	}
 
-	require.NoError(t, b.store.DB().Exec(`INSERT INTO blobs (sha256, size_bytes, format, duration_ms, sample_rate, channels) VALUES (?, 6, 'wav', 1000, 48000, 1)`,
-		fitted.SHA256).Error)
+	studiotest.Exec(t, b.store, `INSERT INTO blobs (sha256, size_bytes, format, duration_ms, sample_rate, channels) VALUES ($1, 6, 'wav', 1000, 48000, 1)`,
+		fitted.SHA256)
 	// The first run, inside a transaction that holds the line's lock until it commits.
-	tx := b.store.DB().Begin()
-	require.NoError(t, tx.Error)
-	defer tx.Rollback()
+	tx, err := b.store.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
 	var firstID int64
-	require.NoError(t, tx.Exec(`SELECT id FROM lines WHERE id = ? FOR UPDATE`, l.ID).Error)
-	require.NoError(t, tx.Raw(`INSERT INTO takes (line_id, project_id, revision, render_seq, engine, spoken_text, audio_sha256)
-		VALUES (?, ?, ?, ?, 'test', '', ?) RETURNING id`, l.ID, l.ProjectID, l.Revision, l.RenderSeq, fitted.SHA256).Scan(&firstID).Error)
-	require.NoError(t, tx.Exec(`UPDATE lines SET current_take_id = ?, state = 'done' WHERE id = ?`, firstID, l.ID).Error)
+	_, err = tx.Exec(ctx, `SELECT id FROM lines WHERE id = $1 FOR UPDATE`, l.ID)
+	require.NoError(t, err)
+	require.NoError(t, tx.QueryRow(ctx, `INSERT INTO takes (line_id, project_id, revision, render_seq, engine, spoken_text, audio_sha256)
+		VALUES ($1, $2, $3, $4, 'test', '', $5) RETURNING id`, l.ID, l.ProjectID, l.Revision, l.RenderSeq, fitted.SHA256).Scan(&firstID))
+	_, err = tx.Exec(ctx, `UPDATE lines SET current_take_id = $1, state = 'done' WHERE id = $2`, firstID, l.ID)
+	require.NoError(t, err)
 
 	second := take()
 	done := make(chan error, 1)
@@ -314,15 +343,15 @@ func TestFinishRenderRacingItsTwin(t *testing.T) {
 	// first's commit); if it has not reached the lock yet, the test passes all the same.
 	var waiting bool
 	for range 200 {
-		require.NoError(t, b.store.DB().Raw(`SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting).Error)
+		require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting))
 		if waiting {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("second run waiting for the lock: %v", waiting)
-	require.NoError(t, tx.Commit().Error)
+	require.NoError(t, tx.Commit(ctx))
 	require.NoError(t, <-done)
 	require.Equal(t, firstID, second.ID)
 	line, err := b.store.Line(ctx, b.project.ID, l.ID)

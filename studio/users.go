@@ -168,7 +168,7 @@ func (s *Store) SetUserRole(ctx context.Context, id int64, role Role) error {
 	if _, err := ParseRole(string(role)); err != nil {
 		return err
 	}
-	return s.Tx(ctx, func(tx *gorm.DB) error {
+	return s.inTx(ctx, func(tx *gorm.DB) error {
 		if role != RoleAdmin {
 			if err := lastAdminGuard(tx, id); err != nil {
 				return err
@@ -184,7 +184,7 @@ func (s *Store) SetUserRole(ctx context.Context, id int64, role Role) error {
 
 // SetUserDisabled enables or disables a login. Disabling ends the user's sessions.
 func (s *Store) SetUserDisabled(ctx context.Context, id int64, disabled bool) error {
-	return s.Tx(ctx, func(tx *gorm.DB) error {
+	return s.inTx(ctx, func(tx *gorm.DB) error {
 		if disabled {
 			if err := lastAdminGuard(tx, id); err != nil {
 				return err
@@ -226,7 +226,7 @@ func (s *Store) SetUserPassword(ctx context.Context, id int64, password string) 
 	if err != nil {
 		return err
 	}
-	return s.Tx(ctx, func(tx *gorm.DB) error {
+	return s.inTx(ctx, func(tx *gorm.DB) error {
 		res := tx.Model(&User{}).Where("id = ?", id).Updates(map[string]any{"password_hash": string(hash), "updated_at": time.Now()})
 		if res.Error != nil {
 			return res.Error

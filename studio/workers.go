@@ -77,7 +77,7 @@ func (s *Store) Workers(ctx context.Context) ([]WorkerInfo, error) {
 // make a retry safe even if the worker was only slow.
 func (s *Store) RescueDeadWorkers(ctx context.Context, staleAfter time.Duration) (int64, error) {
 	var n int64
-	err := s.Tx(ctx, func(tx *gorm.DB) error {
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		var dead []string
 		if err := tx.Raw(`DELETE FROM workers WHERE heartbeat_at < now() - make_interval(secs => ?) RETURNING name`,
 			staleAfter.Seconds()).Scan(&dead).Error; err != nil {

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"dubstudio/blobhash"
 	"dubstudio/gpu/simdev"
-	"dubstudio/studio"
 )
 
 // Fault is a failure the simulator can be told to produce.
@@ -230,7 +230,7 @@ func (s *Simulator) PrepareSpeaker(ctx context.Context, req PrepareRequest) (Pre
 	if req.ReferenceAudioPath == "" {
 		return PrepareResult{}, invalidf("reference audio path is empty")
 	}
-	sha, err := studio.HashFile(req.ReferenceAudioPath)
+	sha, err := blobhash.File(req.ReferenceAudioPath)
 	if err != nil {
 		return PrepareResult{}, invalidf("reading reference audio: %v", err)
 	}
@@ -452,7 +452,7 @@ func (s *Simulator) ensureSpeaker(ctx context.Context, sp Speaker) error {
 	if sp.ReferenceAudioPath == "" {
 		return nil // nothing to condition on: the simulator does not mind
 	}
-	sha, err := studio.HashFile(sp.ReferenceAudioPath)
+	sha, err := blobhash.File(sp.ReferenceAudioPath)
 	if err != nil {
 		return invalidf("reading reference audio: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"dubstudio/audio"
 	"dubstudio/studio"
+	"dubstudio/studio/studiotest"
 )
 
 // takeWith stores a take of line l whose audio is n samples of a tone at 48 kHz
@@ -39,7 +40,7 @@ func takeWith(t *testing.T, b *testBundle, l studio.Line, n, lead int, freq floa
 	require.NoError(t, err)
 	if fresh.CurrentTakeID != nil {
 		// A new render of the line: the next render sequence number.
-		require.NoError(t, b.store.DB().Exec(`UPDATE lines SET render_seq = render_seq + 1 WHERE id = ?`, l.ID).Error)
+		studiotest.Exec(t, b.store, `UPDATE lines SET render_seq = render_seq + 1 WHERE id = $1`, l.ID)
 		fresh, err = b.store.Line(ctx, l.ProjectID, l.ID)
 		require.NoError(t, err)
 	}
@@ -252,7 +253,7 @@ func TestReviewActionsKeepAHistory(t *testing.T) {
 	resp = c.htmx("GET", fmt.Sprintf("%s/lines/%d/review-status", p, l.ID), nil)
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 	require.Equal(t, "review-refresh", resp.Header.Get("HX-Trigger"))
-	require.NoError(t, b.store.DB().Exec(`UPDATE lines SET state = 'synthesizing' WHERE id = ?`, l.ID).Error)
+	studiotest.Exec(t, b.store, `UPDATE lines SET state = 'synthesizing' WHERE id = $1`, l.ID)
 	resp = c.htmx("GET", fmt.Sprintf("%s/lines/%d/review-status", p, l.ID), nil)
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 	require.Empty(t, resp.Header.Get("HX-Trigger"))
@@ -307,13 +308,13 @@ func TestPlayRangeIsTheTimeline(t *testing.T) {
 	src2, _ := again.Find(`[data-testid=range-audio]`).Attr("src")
 	require.Equal(t, src, src2)
 	var n int
-	require.NoError(t, b.store.DB().Raw(`SELECT count(*) FROM derived_audio WHERE key LIKE 'range:%'`).Scan(&n).Error)
+	require.NoError(t, b.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM derived_audio WHERE key LIKE 'range:%'`).Scan(&n))
 	require.Equal(t, 1, n)
 
 	require.Equal(t, http.StatusUnprocessableEntity, c.htmx("POST", p, url.Values{}).StatusCode, "nothing selected")
 	resp = c.htmx("POST", p, url.Values{"line_id": {fmt.Sprint(lines[0].ID)}})
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, "a line without a take")
-	require.NoError(t, b.store.DB().Exec(`UPDATE lines SET end_ms = 900000 WHERE id = ?`, lines[2].ID).Error)
+	studiotest.Exec(t, b.store, `UPDATE lines SET end_ms = 900000 WHERE id = $1`, lines[2].ID)
 	resp = c.htmx("POST", p, form)
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, "too long to play")
 }
@@ -399,10 +400,10 @@ func TestSourceUploadAndSegments(t *testing.T) {
 	require.Equal(t, int(audio.SamplesFor(1500, 48000)), pcm.Frames())
 	require.Equal(t, http.StatusOK, c.get(fmt.Sprintf("%s/lines/%d/source.wav", p, lines[1].ID)).StatusCode)
 	var n int
-	require.NoError(t, b.store.DB().Raw(`SELECT count(*) FROM derived_audio WHERE key LIKE 'segment:%'`).Scan(&n).Error)
+	require.NoError(t, b.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM derived_audio WHERE key LIKE 'segment:%'`).Scan(&n))
 	require.Equal(t, 1, n)
 	// A line after the end of the source has no segment.
-	require.NoError(t, b.store.DB().Exec(`UPDATE lines SET start_ms = 19000, end_ms = 19500 WHERE id = ?`, lines[2].ID).Error)
+	studiotest.Exec(t, b.store, `UPDATE lines SET start_ms = 19000, end_ms = 19500 WHERE id = $1`, lines[2].ID)
 	require.Equal(t, http.StatusNotFound, c.get(fmt.Sprintf("%s/lines/%d/source.wav", p, lines[2].ID)).StatusCode)
 
 	// The review view shows the original beside the takes and offers it as the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"dubstudio/blobhash"
 	"dubstudio/studio"
 	"dubstudio/tts"
 	"dubstudio/workflow"
@@ -40,7 +41,7 @@ func TestAudioDiskFull(t *testing.T) {
 
 	// espeak-ng, since every line must make different audio: the blob store keeps
 	// one copy of identical takes.
-	b.startWorkerWith(t, workflow.NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 2), nil)
+	b.startWorkerWith(t, workflow.NewLocalPermits(tts.NewEspeak(tts.EspeakConfig{}), 2), nil)
 	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
 	require.NoError(t, err)
 	counts := b.waitSettled(t, 2*time.Minute)
@@ -81,7 +82,7 @@ func (b *testBundle) requireNoPartialFiles(t *testing.T) {
 		rel, _ := filepath.Rel(b.dataDir, path)
 		dir, _ := filepath.Rel(blobs, filepath.Dir(path))
 		require.True(t, filepath.Dir(filepath.Dir(path)) == blobs && len(dir) == 2, "a file outside the blob store: %s", rel)
-		sum, err := studio.HashFile(path)
+		sum, err := blobhash.File(path)
 		require.NoError(t, err)
 		require.Equal(t, filepath.Base(path), sum, "blob %s is what its name says", rel)
 		st, err := os.Stat(path)

@@ -1,29 +1,14 @@
 package workflow
 
 import (
-	"archive/zip"
-	"bytes"
 	"context"
-	"encoding/csv"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"os"
+	"database/sql"
 	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
-	"syscall"
-	"time"
-	"unicode"
 
 	"github.com/riverqueue/river"
-	"gorm.io/gorm"
 
-	"dubstudio/audio"
 	"dubstudio/studio"
-	"dubstudio/studio/script"
 )
 
 // ExportArgs builds one export archive.
@@ -42,8 +27,9 @@ func (ExportArgs) InsertOpts() river.InsertOpts {
 
 // Export queues an export of a project's approved takes (or all done takes).
 func (p *Pipeline) Export(ctx context.Context, projectID, userID int64, approvedOnly bool) (*studio.Export, error) {
-	return p.store.CreateExport(ctx, projectID, userID, approvedOnly, func(tx *gorm.DB, e *studio.Export) error {
-		return p.insertTx(ctx, tx, ExportArgs{ExportID: e.ID, ProjectID: projectID})
+	return p.store.CreateExport(ctx, projectID, userID, approvedOnly, func(ctx context.Context, tx *sql.Tx, e *studio.Export) error {
+		_, err := p.inserter.InsertTx(ctx, tx, ExportArgs{ExportID: e.ID, ProjectID: projectID}, nil)
+		return err
 	})
 }
 
@@ -51,10 +37,6 @@ func (p *Pipeline) Export(ctx context.Context, projectID, userID int64, approved
 func ExportPath(dataDir string, exportID int64) string {
 	return filepath.Join(dataDir, "exports", "export-"+strconv.FormatInt(exportID, 10)+".zip")
 }
-
-// zipTime is the modification time written for every archive entry, so that the same
-// takes always give the same bytes.
-var zipTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // ManifestLine is one line of an export's manifest.
 type ManifestLine struct {
@@ -82,256 +64,4 @@ type Manifest struct {
 	Samples    int64          `json:"samples"`
 	Lines      []ManifestLine `json:"lines"`
 	Stems      []string       `json:"stems"`
-}
-
-type exportWorker struct {
-	river.WorkerDefaults[ExportArgs]
-	w *Worker
-}
-
-func (e *exportWorker) Timeout(*river.Job[ExportArgs]) time.Duration { return time.Hour }
-
-func (e *exportWorker) Work(ctx context.Context, job *river.Job[ExportArgs]) error {
-	w := e.w
-	ex, err := w.store.Export(ctx, job.Args.ProjectID, job.Args.ExportID)
-	if errors.Is(err, studio.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	n, name, size, err := w.buildExport(ctx, ex)
-	if err != nil {
-		msg := err.Error()
-		if errors.Is(err, audio.ErrNoSpace) {
-			msg = "no space left on the data disk"
-		}
-		if ferr := w.store.FinishExport(ctx, ex.ID, 0, "", 0, msg); ferr != nil {
-			return errors.Join(err, ferr)
-		}
-		if job.Attempt >= job.MaxAttempts {
-			return river.JobCancel(err)
-		}
-		return err
-	}
-	return w.store.FinishExport(ctx, ex.ID, n, name, size, "")
-}
-
-// safeName turns a character name into a file name part: letters and digits of any
-// script, '-' and '_' only.
-func safeName(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '_':
-			b.WriteRune(r)
-		case unicode.IsSpace(r) || r == '.':
-			b.WriteRune('_')
-		}
-	}
-	out := []rune(b.String())
-	if len(out) > 40 {
-		out = out[:40]
-	}
-	if len(out) == 0 {
-		return "none"
-	}
-	return string(out)
-}
-
-// stemNames gives each character's stem a file name (safeName, "none" for lines
-// without a character), keyed by that name. Names that safeName or a file system that
-// ignores case would merge ("Mr. X" and "Mr_X", a character called "None" and the
-// unassigned lines) get "-2", "-3" ... in the order of the characters' names, so no
-// character's stem overwrites another's.
-func stemNames(byChar map[string][]audio.Clip) map[string]string {
-	chars := make([]string, 0, len(byChar))
-	for c := range byChar {
-		chars = append(chars, c)
-	}
-	sort.Strings(chars)
-	out := make(map[string]string, len(chars))
-	taken := map[string]bool{}
-	for _, c := range chars {
-		base := safeName(c)
-		name := base
-		for n := 2; taken[strings.ToLower(name)]; n++ {
-			name = base + "-" + strconv.Itoa(n)
-		}
-		taken[strings.ToLower(name)] = true
-		out[name] = c
-	}
-	return out
-}
-
-func timecodeName(ms int) string {
-	return fmt.Sprintf("%02d-%02d-%02d.%03d", ms/3600000, ms/60000%60, ms/1000%60, ms%1000)
-}
-
-// buildExport writes the archive: per-line WAVs, the mix, stems, subtitles with final
-// timings and the manifest. It returns how many lines went in.
-func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, string, int64, error) {
-	project, err := w.store.Project(ctx, ex.ProjectID)
-	if err != nil {
-		return 0, "", 0, err
-	}
-	lines, err := w.store.ExportLines(ctx, ex.ProjectID, ex.ApprovedOnly)
-	if err != nil {
-		return 0, "", 0, err
-	}
-	if len(lines) == 0 {
-		return 0, "", 0, errors.New("no takes to export: approve takes first, or export all done takes")
-	}
-	work, err := os.MkdirTemp(filepath.Join(w.cfg.DataDir, "tmp"), "export-*")
-	if err != nil {
-		return 0, "", 0, err
-	}
-	defer os.RemoveAll(work)
-	const rate = audio.DefaultSampleRate
-	progress := func(p int) { _ = w.store.ExportProgress(ctx, ex.ID, p) }
-	progress(1)
-
-	man := Manifest{Project: project.Name, SampleRate: rate}
-	byChar := map[string][]audio.Clip{}
-	var all []audio.Clip
-	type entry struct{ name, path string }
-	var files []entry
-	var cues []script.Cue
-	for i, el := range lines {
-		src, err := w.blobs.Path(el.Take.AudioSHA256)
-		if err != nil {
-			return 0, "", 0, err
-		}
-		pcm, err := audio.ReadWAVFile(src)
-		if err != nil {
-			return 0, "", 0, fmt.Errorf("take %d: %w", el.Take.ID, err)
-		}
-		if pcm.SampleRate != rate {
-			return 0, "", 0, fmt.Errorf("take %d is %d Hz, not %d", el.Take.ID, pcm.SampleRate, rate)
-		}
-		frames := int64(pcm.Frames())
-		offset := audio.SamplesFor(el.Line.StartMs, rate)
-		clip := audio.Clip{Path: src, Offset: offset}
-		stem := safeName(el.Character)
-		byChar[el.Character] = append(byChar[el.Character], clip)
-		all = append(all, clip)
-		man.Samples = max(man.Samples, offset+frames)
-		name := fmt.Sprintf("lines/%04d_%s_%s.wav", el.Line.Idx, timecodeName(el.Line.StartMs), stem)
-		files = append(files, entry{name, src})
-		endMs := el.Line.StartMs + int(frames*1000/rate)
-		man.Lines = append(man.Lines, ManifestLine{Index: el.Line.Idx, StartMs: el.Line.StartMs, EndMs: endMs,
-			Character: el.Character, Text: el.Line.Text, SpokenText: el.Take.SpokenText, TakeID: el.Take.ID,
-			Approved: el.Line.ApprovedTakeID != nil && *el.Line.ApprovedTakeID == el.Take.ID, Engine: el.Take.Engine,
-			ModelVersion: el.Take.ModelVersion, DurationMs: int(frames * 1000 / rate), Samples: frames,
-			StretchRatio: el.Take.StretchRatio, File: name, SHA256: el.Take.AudioSHA256})
-		cues = append(cues, script.Cue{Start: time.Duration(el.Line.StartMs) * time.Millisecond,
-			End: time.Duration(endMs) * time.Millisecond, Character: el.Character, Text: el.Line.Text})
-		if i%50 == 0 {
-			progress(1 + 30*i/len(lines))
-		}
-	}
-	// The programme runs to the last line's end or its audio, whichever is later.
-	if last := lines[len(lines)-1].Line.EndMs; audio.SamplesFor(last, rate) > man.Samples {
-		man.Samples = audio.SamplesFor(last, rate)
-	}
-	mix := filepath.Join(work, "mix.wav")
-	if err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: mix, SampleRate: rate, Channels: 1, Samples: man.Samples, Clips: all}); err != nil {
-		return 0, "", 0, err
-	}
-	files = append(files, entry{"mix.wav", mix})
-	progress(55)
-	stemFiles := stemNames(byChar)
-	stems := make([]string, 0, len(byChar))
-	for name := range stemFiles {
-		stems = append(stems, name)
-	}
-	sort.Strings(stems)
-	for i, name := range stems {
-		path := filepath.Join(work, "stem-"+strconv.Itoa(i)+".wav")
-		if err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: path, SampleRate: rate, Channels: 1, Samples: man.Samples, Clips: byChar[stemFiles[name]]}); err != nil {
-			return 0, "", 0, err
-		}
-		files = append(files, entry{"stems/" + name + ".wav", path})
-		man.Stems = append(man.Stems, "stems/"+name+".wav")
-		progress(55 + 30*(i+1)/len(stems))
-	}
-	var srt, vtt, manifestCSV bytes.Buffer
-	if err := script.WriteSRT(&srt, cues); err != nil {
-		return 0, "", 0, err
-	}
-	if err := script.WriteVTT(&vtt, cues); err != nil {
-		return 0, "", 0, err
-	}
-	manifestJSON, err := json.MarshalIndent(man, "", "  ")
-	if err != nil {
-		return 0, "", 0, err
-	}
-	cw := csv.NewWriter(&manifestCSV)
-	cw.Write([]string{"index", "start_ms", "end_ms", "character", "text", "take_id", "approved", "duration_ms", "samples", "stretch_ratio", "file", "sha256"})
-	for _, l := range man.Lines {
-		cw.Write([]string{strconv.Itoa(l.Index), strconv.Itoa(l.StartMs), strconv.Itoa(l.EndMs), l.Character, l.Text,
-			strconv.FormatInt(l.TakeID, 10), strconv.FormatBool(l.Approved), strconv.Itoa(l.DurationMs),
-			strconv.FormatInt(l.Samples, 10), strconv.FormatFloat(l.StretchRatio, 'f', 4, 64), l.File, l.SHA256})
-	}
-	cw.Flush()
-
-	dst := ExportPath(w.cfg.DataDir, ex.ID)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return 0, "", 0, err
-	}
-	tmp := dst + ".part"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return 0, "", 0, err
-	}
-	zw := zip.NewWriter(f)
-	add := func(name string, r io.Reader) error {
-		hw, err := zw.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store, Modified: zipTime})
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(hw, r)
-		return err
-	}
-	err = func() error {
-		for _, e := range files {
-			src, err := os.Open(e.path)
-			if err != nil {
-				return err
-			}
-			err = add(e.name, src)
-			src.Close()
-			if err != nil {
-				return err
-			}
-		}
-		for _, doc := range []struct {
-			name string
-			body []byte
-		}{{"subtitles.srt", srt.Bytes()}, {"subtitles.vtt", vtt.Bytes()}, {"manifest.json", manifestJSON}, {"manifest.csv", manifestCSV.Bytes()}} {
-			if err := add(doc.name, bytes.NewReader(doc.body)); err != nil {
-				return err
-			}
-		}
-		return zw.Close()
-	}()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp)
-		if errors.Is(err, syscall.ENOSPC) {
-			return 0, "", 0, fmt.Errorf("%w: %v", audio.ErrNoSpace, err)
-		}
-		return 0, "", 0, err
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return 0, "", 0, err
-	}
-	fi, err := os.Stat(dst)
-	if err != nil {
-		return 0, "", 0, err
-	}
-	name := fmt.Sprintf("%s-export-%d.zip", safeName(project.Name), ex.ID)
-	return len(lines), name, fi.Size(), nil
 }

@@ -36,14 +36,14 @@ func faultWorkerConfig(name, dataDir string) workflow.WorkerConfig {
 	}
 }
 
-// startWorkerWith starts a worker over slots; cfg, when set, adjusts its configuration.
-func (b *testBundle) startWorkerWith(t *testing.T, slots workflow.Slots, cfg func(*workflow.WorkerConfig)) *workflow.Worker {
+// startWorkerWith starts a worker over permits; cfg, when set, adjusts its configuration.
+func (b *testBundle) startWorkerWith(t *testing.T, permits workflow.Permits, cfg func(*workflow.WorkerConfig)) *workflow.Worker {
 	t.Helper()
 	c := faultWorkerConfig(fmt.Sprintf("fault-%d", time.Now().UnixNano()), b.dataDir)
 	if cfg != nil {
 		cfg(&c)
 	}
-	w, err := workflow.NewWorker(b.pipeline, slots, c, slog.New(slog.DiscardHandler))
+	w, err := workflow.NewWorker(b.pipeline, permits, c, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(func() {
@@ -85,7 +85,7 @@ func TestRescuedSynthesisOfAFinishedRenderChangesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 2)
 	ctx := context.Background()
-	b.startWorkerWith(t, workflow.NewLocalSlots(simulator(t), 2), nil)
+	b.startWorkerWith(t, workflow.NewLocalPermits(simulator(t), 2), nil)
 	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
 	require.NoError(t, err)
 	b.waitSettled(t, time.Minute)
@@ -160,7 +160,7 @@ func TestModelHostKilledMidRender(t *testing.T) {
 
 // TestModelHostHangsMidRender freezes a model host (SIGSTOP) while it serves a request.
 // Health checks are off, so only the synthesis deadline can notice: the attempt is
-// abandoned, the slot reports the host hung and its owner kills it, the pool starts a
+// abandoned, the permit reports the host hung and its owner kills it, the pool starts a
 // new one, and the line is retried and done.
 func TestModelHostHangsMidRender(t *testing.T) {
 	if testing.Short() {
@@ -191,30 +191,30 @@ func TestModelHostHangsMidRender(t *testing.T) {
 	require.Positive(t, deadlines, "the attempt failed on the deadline")
 }
 
-// hungCounter counts slots given back as hung.
+// hungCounter counts permits given back as hung.
 type hungCounter struct {
-	workflow.Slots
+	workflow.Permits
 	hung atomic.Int64
 }
 
-type countedSlot struct {
-	workflow.Slot
+type countedPermit struct {
+	workflow.Permit
 	c *hungCounter
 }
 
-func (h *hungCounter) Acquire(ctx context.Context, req workflow.SlotRequest) (workflow.Slot, error) {
-	s, err := h.Slots.Acquire(ctx, req)
+func (h *hungCounter) Acquire(ctx context.Context, req workflow.PermitRequest) (workflow.Permit, error) {
+	s, err := h.Permits.Acquire(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return countedSlot{Slot: s, c: h}, nil
+	return countedPermit{Permit: s, c: h}, nil
 }
 
-func (s countedSlot) Done(o workflow.SlotOutcome) {
+func (s countedPermit) Done(o workflow.Outcome) {
 	if o.Hung {
 		s.c.hung.Add(1)
 	}
-	s.Slot.Done(o)
+	s.Permit.Done(o)
 }
 
 // TestHungEngineIsAbandonedAtItsDeadline hangs three requests of an in-process engine:
@@ -226,15 +226,15 @@ func TestHungEngineIsAbandonedAtItsDeadline(t *testing.T) {
 	ctx := context.Background()
 	sim := simulator(t)
 	sim.Inject(tts.FaultHang, tts.FaultHang, tts.FaultHang)
-	slots := &hungCounter{Slots: workflow.NewLocalSlots(sim, 2)}
-	b.startWorkerWith(t, slots, func(c *workflow.WorkerConfig) {
+	permits := &hungCounter{Permits: workflow.NewLocalPermits(sim, 2)}
+	b.startWorkerWith(t, permits, func(c *workflow.WorkerConfig) {
 		c.SynthesisTimeoutBase, c.SynthesisTimeoutPerSecond = time.Second, 100*time.Millisecond
 	})
 	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
 	require.NoError(t, err)
 	b.waitSettled(t, time.Minute)
 	b.requireDoneOnce(t, 10)
-	require.EqualValues(t, 3, slots.hung.Load())
+	require.EqualValues(t, 3, permits.hung.Load())
 	var msgs []string
 	rows, err := b.store.Pool().Query(ctx, `SELECT e->>'error' FROM river_job, jsonb_array_elements(to_jsonb(errors)) e
 		WHERE kind = 'synthesize_line'`)
@@ -256,9 +256,9 @@ func TestHungEngineIsAbandonedAtItsDeadline(t *testing.T) {
 	}
 }
 
-// workflowLocalSlots is n local slots over the simulator.
-func workflowLocalSlots(t *testing.T, n int) workflow.Slots {
-	return workflow.NewLocalSlots(simulator(t), n)
+// localPermits is n local permits over the simulator.
+func localPermits(t *testing.T, n int) workflow.Permits {
+	return workflow.NewLocalPermits(simulator(t), n)
 }
 
 // pacedSimulator is the simulator taking about 100 ms per line of these tests, so

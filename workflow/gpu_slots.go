@@ -91,7 +91,7 @@ type gpuEntry struct {
 	restarting    bool
 }
 
-var _ Slots = (*GPUSlots)(nil)
+var _ Permits = (*GPUSlots)(nil)
 
 // slotHost is what a slot needs of the host its lease names (gpu/ttshost's hosts).
 type slotHost interface {
@@ -534,13 +534,13 @@ func (c *CalibrationSlots) Prepare(ctx context.Context, p gpu.Profile, cal gpu.C
 
 // Synthesize runs one line through a slot.
 func (c *CalibrationSlots) Synthesize(ctx context.Context, req tts.Request, audioSeconds float64) (tts.Result, error) {
-	sl, err := c.slots.Acquire(ctx, SlotRequest{LineID: c.seq.Add(1), AudioSeconds: audioSeconds,
+	sl, err := c.slots.Acquire(ctx, PermitRequest{LineID: c.seq.Add(1), AudioSeconds: audioSeconds,
 		TextRunes: len([]rune(req.Text))})
 	if err != nil {
 		return tts.Result{}, err
 	}
 	res, err := sl.Engine().Synthesize(ctx, req)
-	sl.Done(SlotOutcome{PeakBytes: res.PeakReservedBytes, OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil})
+	sl.Done(Outcome{PeakBytes: res.PeakReservedBytes, OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil})
 	return res, err
 }
 
@@ -609,7 +609,7 @@ func (d monitorMemory) Used() (int64, bool) {
 // profile allows, or whose predicted peak no GPU can ever give, is refused: the
 // slot's engine fails it with a message the editor shows (split the line, or ask
 // for a profile that allows it), never sending it to crash a host.
-func (s *GPUSlots) Acquire(ctx context.Context, req SlotRequest) (Slot, error) {
+func (s *GPUSlots) Acquire(ctx context.Context, req PermitRequest) (Permit, error) {
 	secs := req.AudioSeconds
 	if req.LineID == 0 && req.TextRunes == 0 {
 		// A speaker preparation: a short utterance whatever the worker asks.
@@ -716,7 +716,7 @@ func (g *gpuSlot) Device() string     { return g.lease.GPU }
 // Done reports the outcome to the executor: the measured peak (which corrects the
 // prediction), an out-of-memory error (which raises the GPU's safety factor), a host
 // that died or hung (which is killed and restarted by its pool).
-func (g *gpuSlot) Done(o SlotOutcome) {
+func (g *gpuSlot) Done(o Outcome) {
 	g.once.Do(func() {
 		e := g.engine
 		e.mu.Lock()
@@ -840,7 +840,7 @@ type refusal struct {
 
 func (r refusal) Engine() tts.Engine { return refusingEngine(r) }
 func (r refusal) Device() string     { return "" }
-func (r refusal) Done(SlotOutcome)   {}
+func (r refusal) Done(Outcome)       {}
 
 type refusingEngine refusal
 

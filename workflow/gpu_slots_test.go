@@ -138,7 +138,7 @@ func (b *simBundle) replaced(t *testing.T, before gpu.GPUSnapshot, n int) gpu.GP
 
 func metricsOf(s *workflow.GPUSlots) gpu.GPUMetrics { return s.Executor().Metrics().GPUs[0] }
 
-func synth(ctx context.Context, t *testing.T, s workflow.Slot, secs float64) (tts.Result, error) {
+func synth(ctx context.Context, t *testing.T, s workflow.Permit, secs float64) (tts.Result, error) {
 	return s.Engine().Synthesize(ctx, tts.Request{Text: "A line to say.", TargetSeconds: secs,
 		OutputPath: filepath.Join(t.TempDir(), "out.wav")})
 }
@@ -169,7 +169,7 @@ func TestGPUSlotsMixedLengthsStayWithinBudget(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(g), 7))
 			for range 6 {
 				secs := lengths[r.IntN(len(lengths))]
-				s, err := b.slots.Acquire(ctx, workflow.SlotRequest{LineID: int64(g + 1), AudioSeconds: secs, TextRunes: 14})
+				s, err := b.slots.Acquire(ctx, workflow.PermitRequest{LineID: int64(g + 1), AudioSeconds: secs, TextRunes: 14})
 				if err != nil {
 					failures.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
@@ -180,7 +180,7 @@ func TestGPUSlotsMixedLengthsStayWithinBudget(t *testing.T) {
 					failures.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
 				}
-				s.Done(workflow.SlotOutcome{PeakBytes: res.PeakReservedBytes, Failed: err != nil})
+				s.Done(workflow.Outcome{PeakBytes: res.PeakReservedBytes, Failed: err != nil})
 			}
 		}()
 	}
@@ -208,22 +208,22 @@ func TestGPUSlotsOutOfMemoryRaisesTheSafetyFactor(t *testing.T) {
 		}
 	}})
 	ctx := context.Background()
-	s, err := b.slots.Acquire(ctx, workflow.SlotRequest{LineID: 1, AudioSeconds: 4, TextRunes: 14})
+	s, err := b.slots.Acquire(ctx, workflow.PermitRequest{LineID: 1, AudioSeconds: 4, TextRunes: 14})
 	require.NoError(t, err)
 	require.Equal(t, simGPU, s.Device())
 	_, err = synth(ctx, t, s, 4)
 	require.ErrorIs(t, err, tts.ErrOutOfMemory)
-	s.Done(workflow.SlotOutcome{OOM: true, Failed: true})
+	s.Done(workflow.Outcome{OOM: true, Failed: true})
 	m := metricsOf(b.slots)
 	require.EqualValues(t, 1, m.OOMs)
 	require.InDelta(t, 1.25, m.SafetyFactor, 1e-9, "predictions grow after an OOM")
 
 	// The retry runs and is admitted with the larger prediction.
-	s, err = b.slots.Acquire(ctx, workflow.SlotRequest{LineID: 1, AudioSeconds: 4, TextRunes: 14})
+	s, err = b.slots.Acquire(ctx, workflow.PermitRequest{LineID: 1, AudioSeconds: 4, TextRunes: 14})
 	require.NoError(t, err)
 	_, err = synth(ctx, t, s, 4)
 	require.NoError(t, err)
-	s.Done(workflow.SlotOutcome{})
+	s.Done(workflow.Outcome{})
 	require.EqualValues(t, 1, metricsOf(b.slots).Completed)
 }
 
@@ -233,25 +233,25 @@ func TestGPUSlotsRefuseWhatCanNeverRun(t *testing.T) {
 	p.MaxGenSeconds, p.LongTextThresholdSec = 20, 10
 	b := setupSimSlots(t, simSlotsOpts{profile: &p})
 	ctx := context.Background()
-	s, err := b.slots.Acquire(ctx, workflow.SlotRequest{LineID: 9, AudioSeconds: 25, TextRunes: 300})
+	s, err := b.slots.Acquire(ctx, workflow.PermitRequest{LineID: 9, AudioSeconds: 25, TextRunes: 300})
 	require.NoError(t, err, "a refusal is a slot that fails the line with its reason")
 	require.Empty(t, s.Device())
 	_, err = synth(ctx, t, s, 25)
 	require.ErrorContains(t, err, "render.too_long")
-	s.Done(workflow.SlotOutcome{Failed: true})
+	s.Done(workflow.Outcome{Failed: true})
 	require.Zero(t, metricsOf(b.slots).Admitted)
 
 	// A speaker preparation asks for 15 s whatever the profile: it is shortened, not refused.
-	s, err = b.slots.Acquire(ctx, workflow.SlotRequest{AudioSeconds: 15})
+	s, err = b.slots.Acquire(ctx, workflow.PermitRequest{AudioSeconds: 15})
 	require.NoError(t, err)
 	require.Equal(t, simGPU, s.Device())
-	s.Done(workflow.SlotOutcome{})
+	s.Done(workflow.Outcome{})
 }
 
 func TestGPUSlotsNeverFitsInMemory(t *testing.T) {
 	t.Parallel()
 	b := setupSimSlots(t, simSlotsOpts{total: 6 * gpu.GiB})
-	s, err := b.slots.Acquire(context.Background(), workflow.SlotRequest{LineID: 3, AudioSeconds: 30, TextRunes: 400})
+	s, err := b.slots.Acquire(context.Background(), workflow.PermitRequest{LineID: 3, AudioSeconds: 30, TextRunes: 400})
 	require.NoError(t, err)
 	_, err = synth(context.Background(), t, s, 30)
 	require.ErrorContains(t, err, "gpu.request.never_fits")
@@ -264,9 +264,9 @@ func TestGPUSlotsKillAHungHost(t *testing.T) {
 	b := setupSimSlots(t, simSlotsOpts{})
 	before := b.serving(t, 2)
 	ctx := context.Background()
-	s, err := b.slots.Acquire(ctx, workflow.SlotRequest{LineID: 1, AudioSeconds: 2, TextRunes: 10})
+	s, err := b.slots.Acquire(ctx, workflow.PermitRequest{LineID: 1, AudioSeconds: 2, TextRunes: 10})
 	require.NoError(t, err)
-	s.Done(workflow.SlotOutcome{Hung: true, Failed: true})
+	s.Done(workflow.Outcome{Hung: true, Failed: true})
 	after := b.replaced(t, before, 1)
 	require.Len(t, after.Hosts, 2)
 	require.EqualValues(t, 1, metricsOf(b.slots).HostDeaths, "counted once")
@@ -411,13 +411,13 @@ func TestGPUSlotsShareWeights(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				sl, err := b.slots.Acquire(ctx, workflow.SlotRequest{LineID: int64(i + 1), AudioSeconds: float64(4 + 3*i), TextRunes: 40})
+				sl, err := b.slots.Acquire(ctx, workflow.PermitRequest{LineID: int64(i + 1), AudioSeconds: float64(4 + 3*i), TextRunes: 40})
 				if err != nil {
 					errs[i] = err
 					return
 				}
 				_, errs[i] = synth(ctx, t, sl, float64(4+3*i))
-				sl.Done(workflow.SlotOutcome{Failed: errs[i] != nil})
+				sl.Done(workflow.Outcome{Failed: errs[i] != nil})
 			}()
 		}
 		wg.Wait()
@@ -727,14 +727,14 @@ func TestGPUSlotsOnARealGPU(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for _, secs := range []float64{2, 5, 10} {
-				s, err := slots.Acquire(wctx, workflow.SlotRequest{LineID: int64(g*10 + int(secs)), AudioSeconds: secs, TextRunes: 40})
+				s, err := slots.Acquire(wctx, workflow.PermitRequest{LineID: int64(g*10 + int(secs)), AudioSeconds: secs, TextRunes: 40})
 				if !assert(t, err) {
 					return
 				}
 				t0 := time.Now()
 				res, err := s.Engine().Synthesize(wctx, tts.Request{Text: "A benchmark line for the GPU test.", TargetSeconds: secs,
 					Speaker: tts.Speaker{ReferenceAudioPath: ref}, OutputPath: filepath.Join(t.TempDir(), "o.wav")})
-				s.Done(workflow.SlotOutcome{PeakBytes: res.PeakReservedBytes, OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil})
+				s.Done(workflow.Outcome{PeakBytes: res.PeakReservedBytes, OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil})
 				if !assert(t, err) {
 					return
 				}

@@ -6,7 +6,7 @@ import (
 	"github.com/riverqueue/river"
 )
 
-// Queues. Synthesis is bounded by engine slots; fitting by CPU cores.
+// Queues. Synthesis is bounded by engine permits; fitting by CPU cores.
 const (
 	QueueSynthesis = "synthesis"
 	QueueFit       = "fit"
@@ -72,6 +72,6 @@ func (PrepareSpeakerArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueuePrepare, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// conditioningWait is how long a line waits (snoozed, holding no slot) for its
+// conditioningWait is how long a line waits (snoozed, holding no permit) for its
 // speaker's conditioning before looking again.
 const conditioningWait = 500 * time.Millisecond

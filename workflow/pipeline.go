@@ -3,13 +3,17 @@
 // database.
 //
 // A render request bumps the line's render sequence number and inserts a synthesize
-// job in the same transaction. A worker takes the job, waits for an engine slot (the
-// VRAM-budgeted executor on a GPU host), synthesizes, stores the raw audio, frees the
-// slot, locks the audio to the line's slot and stores the take; where the worker's
+// job in the same transaction. A worker takes the job, waits for an engine's permit
+// (the VRAM-budgeted executor on a GPU host), synthesizes, stores the raw audio, gives
+// the permit back, locks the audio to the line's slot and stores the take; where the worker's
 // fits back up, a fit job does the last two on any worker instead. Each step
 // checks the sequence number first, so a job for a line that was edited, re-queued or
 // cancelled since finishes without writing anything. Line states change in the
 // database, whose trigger announces them to the web server for live status.
+//
+// The package writes no SQL: the store does. Where a job must be inserted in one of
+// the store's transactions, the store hands it over as a *sql.Tx, and the pipeline's
+// one insert client (River's database/sql driver) inserts on it.
 package workflow
 
 import (
@@ -19,25 +23,22 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverdatabasesql"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"gorm.io/gorm"
 
 	"dubstudio/studio"
 )
 
 // Pipeline queues and cancels renders. The web server holds one; it needs no engine.
 type Pipeline struct {
-	store    *studio.Store
+	store *studio.Store
+	// inserter is the one client that inserts jobs (and cancels them, pauses
+	// queues): on River's database/sql driver, whose transaction, *sql.Tx, is the one
+	// the store's callbacks are given. The worker's own client fetches and works
+	// jobs and inserts none.
 	inserter *river.Client[*sql.Tx]
-	// pgxInserter inserts inside pgx transactions (Store.TxPgx): the fit job that a
-	// synthesis queues where its worker's fits back up, with River's own driver,
-	// whose array parameters cost far less to encode than database/sql's.
-	pgxInserter *river.Client[pgx.Tx]
-	logger      *slog.Logger
+	logger   *slog.Logger
 }
 
 // NewPipeline makes a pipeline that inserts jobs through the store's own
@@ -52,34 +53,18 @@ func NewPipeline(store *studio.Store, logger *slog.Logger) (*Pipeline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error creating River insert client: %w", err)
 	}
-	pgxClient, err := river.NewClient(riverpgxv5.New(store.Pool()), &river.Config{Logger: logger,
-		FetchCooldown: river.FetchCooldownMin})
-	if err != nil {
-		return nil, fmt.Errorf("error creating River insert client: %w", err)
-	}
-	p := &Pipeline{store: store, inserter: client, pgxInserter: pgxClient, logger: logger}
+	p := &Pipeline{store: store, inserter: client, logger: logger}
 	store.LineChanged = p.lineChanged
 	return p, nil
 }
 
-func sqlTx(tx *gorm.DB) (*sql.Tx, error) {
-	t, ok := tx.Statement.ConnPool.(*sql.Tx)
-	if !ok {
-		return nil, errors.New("workflow: not inside a database/sql transaction")
-	}
-	return t, nil
-}
-
-func (p *Pipeline) insertJobs(ctx context.Context, tx *gorm.DB, lines []studio.QueuedLine) ([]int64, error) {
-	t, err := sqlTx(tx)
-	if err != nil {
-		return nil, err
-	}
+// insertJobs is the store's InsertJobsFunc: a synthesize job per line, in tx.
+func (p *Pipeline) insertJobs(ctx context.Context, tx *sql.Tx, lines []studio.QueuedLine) ([]int64, error) {
 	params := make([]river.InsertManyParams, len(lines))
 	for i, l := range lines {
 		params[i] = river.InsertManyParams{Args: SynthesizeArgs{LineID: l.ID, RenderSeq: l.RenderSeq, ProjectID: l.ProjectID}}
 	}
-	res, err := p.inserter.InsertManyTx(ctx, t, params)
+	res, err := p.inserter.InsertManyTx(ctx, tx, params)
 	if err != nil {
 		return nil, fmt.Errorf("error inserting render jobs: %w", err)
 	}
@@ -153,7 +138,7 @@ func (p *Pipeline) SynthesisPaused(ctx context.Context) (bool, error) {
 // lineChanged re-queues a line whose audible content changed while it was queued or
 // being rendered (a notes-only edit leaves the render alone): the running job becomes stale and a job for the new content is
 // inserted in the same transaction as the edit.
-func (p *Pipeline) lineChanged(ctx context.Context, tx *gorm.DB, before, after *studio.Line) error {
+func (p *Pipeline) lineChanged(ctx context.Context, tx *sql.Tx, before, after *studio.Line) error {
 	if before == nil || after == nil || !before.State.Active() || !studio.Audible(before, after) {
 		return nil
 	}
@@ -163,16 +148,5 @@ func (p *Pipeline) lineChanged(ctx context.Context, tx *gorm.DB, before, after *
 	if err != nil {
 		return err
 	}
-	return tx.Exec(`UPDATE lines SET render_seq = ?, state = 'queued', job_id = ?, attempts = 0, state_changed_at = now()
-		WHERE id = ?`, after.RenderSeq, ids[0], after.ID).Error
-}
-
-// insertTx inserts one job inside a store transaction.
-func (p *Pipeline) insertTx(ctx context.Context, tx *gorm.DB, args river.JobArgs) error {
-	t, err := sqlTx(tx)
-	if err != nil {
-		return err
-	}
-	_, err = p.inserter.InsertTx(ctx, t, args, nil)
-	return err
+	return p.store.RequeueLine(ctx, tx, after.ID, after.RenderSeq, ids[0])
 }

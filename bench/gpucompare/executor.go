@@ -74,10 +74,10 @@ func (r *rig) executor(ctx context.Context, memory func(string) calibrate.Device
 		return res
 	}
 	// The worker's prepare job: each character once, through a slot.
-	sl, err := slots.Acquire(ctx, workflow.SlotRequest{AudioSeconds: 15})
+	sl, err := slots.Acquire(ctx, workflow.PermitRequest{AudioSeconds: 15})
 	if err == nil {
 		err = r.speakers.prepare(ctx, sl.Engine(), r.work)
-		sl.Done(workflow.SlotOutcome{Failed: err != nil})
+		sl.Done(workflow.Outcome{Failed: err != nil})
 	}
 	if err != nil {
 		res.StartError = err.Error()
@@ -159,7 +159,7 @@ func (r *rig) slotLine(ctx context.Context, slots *workflow.GPUSlots, l line) (t
 // slotLineTimed waits for a slot, then synthesizes; took counts from the moment
 // the slot is granted.
 func (r *rig) slotLineTimed(ctx context.Context, slots *workflow.GPUSlots, l line) (tts.Result, time.Duration, error) {
-	sl, err := slots.Acquire(ctx, workflow.SlotRequest{LineID: max(l.ID, 1), AudioSeconds: l.Seconds, TextRunes: len([]rune(l.Text))})
+	sl, err := slots.Acquire(ctx, workflow.PermitRequest{LineID: max(l.ID, 1), AudioSeconds: l.Seconds, TextRunes: len([]rune(l.Text))})
 	if err != nil {
 		return tts.Result{}, 0, err
 	}
@@ -170,6 +170,6 @@ func (r *rig) slotLineTimed(ctx context.Context, slots *workflow.GPUSlots, l lin
 	req := r.speakers.request(l, out, r.profile, r.tps)
 	req.MaxTextTokensPerSegment, req.MaxMelTokens = 0, 0
 	res, err := sl.Engine().Synthesize(ctx, req)
-	sl.Done(workflow.SlotOutcome{PeakBytes: res.PeakReservedBytes, OOM: isOOM(err), Failed: err != nil})
+	sl.Done(workflow.Outcome{PeakBytes: res.PeakReservedBytes, OOM: isOOM(err), Failed: err != nil})
 	return res, time.Since(t0), err
 }

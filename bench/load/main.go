@@ -285,7 +285,7 @@ func startServer(ctx context.Context, o options, logger *slog.Logger) (*target, 
 	if err != nil {
 		return fail(err)
 	}
-	worker, err := workflow.NewWorker(pipeline, workflow.NewLocalSlots(sim, o.slots), workflow.WorkerConfig{Name: "load-worker", DataDir: dataDir}, logger)
+	worker, err := workflow.NewWorker(pipeline, workflow.NewLocalPermits(sim, o.slots), workflow.WorkerConfig{Name: "load-worker", DataDir: dataDir}, logger)
 	if err != nil {
 		return fail(err)
 	}

@@ -3,7 +3,7 @@
 // synthesize job, the engine's output stored as a blob, the fit and its take, every
 // state change and its notification), how many plain River no-op jobs per second the
 // same database runs in the same run, and how long a render request waits before its
-// synthesis starts when a slot is free.
+// synthesis starts when a permit is free.
 //
 // It creates a fresh database on the server (TEST_DATABASE_URL, or -db), migrates it
 // and drops it at the end:
@@ -47,21 +47,21 @@ import (
 )
 
 type options struct {
-	db          string
-	lines       int
-	noop        int
-	samples     int
-	gap         time.Duration
-	slots       int
-	fitWorkers  int
-	cooldown    time.Duration
-	rate        int
-	cpuProfile  string
-	jsonOut     bool
-	keep        bool
-	verbose     bool
-	apart       bool
-	lineSeconds float64
+	db             string
+	lines          int
+	noop           int
+	samples        int
+	gap            time.Duration
+	permits        int
+	concurrentFits int
+	cooldown       time.Duration
+	rate           int
+	cpuProfile     string
+	jsonOut        bool
+	keep           bool
+	verbose        bool
+	apart          bool
+	lineSeconds    float64
 }
 
 func main() {
@@ -71,8 +71,8 @@ func main() {
 	flag.IntVar(&o.noop, "noop", 5000, "River no-op jobs in the comparison run")
 	flag.IntVar(&o.samples, "samples", 200, "single-line renders timed for the start latency")
 	flag.DurationVar(&o.gap, "gap", 200*time.Millisecond, "mean pause between latency samples (an editor's clicks are not back to back)")
-	flag.IntVar(&o.slots, "slots", 8, "engine slots of the worker")
-	flag.IntVar(&o.fitWorkers, "fit-workers", 0, "fits at once (0: the worker's default, workflow.DefaultFitWorkers)")
+	flag.IntVar(&o.permits, "permits", 8, "engine permits of the worker: syntheses at once")
+	flag.IntVar(&o.concurrentFits, "concurrent-fits", 0, "fits at once (0: the worker's default, workflow.DefaultConcurrentFits)")
 	flag.DurationVar(&o.cooldown, "fetch-cooldown", 0, "River fetch cooldown of the worker's queues (0: the worker's default)")
 	flag.IntVar(&o.rate, "rate", 48000, "sample rate of the engine's output (48000 needs no resampling in the fit)")
 	flag.Float64Var(&o.lineSeconds, "line-seconds", 1.5, "length of each line's slot")
@@ -101,12 +101,12 @@ func main() {
 
 // Result holds the figures of one run.
 type Result struct {
-	CPUs        int     `json:"cpus"`
-	Lines       int     `json:"lines"`
-	LineSeconds float64 `json:"line_seconds"`
-	EngineRate  int     `json:"engine_sample_rate"`
-	Slots       int     `json:"slots"`
-	FitWorkers  int     `json:"fit_workers"`
+	CPUs           int     `json:"cpus"`
+	Lines          int     `json:"lines"`
+	LineSeconds    float64 `json:"line_seconds"`
+	EngineRate     int     `json:"engine_sample_rate"`
+	Permits        int     `json:"permits"`
+	ConcurrentFits int     `json:"concurrent_fits"`
 	// DataDirApart says whether the worker's data directories were placed apart
 	// from recently freed inodes (placeApart).
 	DataDirApart   bool    `json:"data_dir_apart"`
@@ -126,7 +126,7 @@ type Result struct {
 	// synthesis fits its own take) unless the worker's fits back up, so 1 would mean
 	// the pipeline adds nothing to River.
 	Ratio float64 `json:"ratio"`
-	// Start latency of single renders with a free slot: from the render request's
+	// Start latency of single renders with a free permit: from the render request's
 	// commit to River starting the synthesize job (DB clock, created_at ->
 	// attempted_at), and to the first notification of the line's start arriving
 	// (waiting for GPU, or synthesizing; client clock).
@@ -163,8 +163,8 @@ func quantiles(ms []float64) Quantiles {
 
 func (r Result) print() {
 	fmt.Printf("machine: %d CPUs (%s/%s), Go %s\n", r.CPUs, runtime.GOOS, runtime.GOARCH, runtime.Version())
-	fmt.Printf("pipeline: %d lines of %.1f s, engine output at %d Hz, %d slots, %d fit workers, data directories placed apart: %t\n",
-		r.Lines, r.LineSeconds, r.EngineRate, r.Slots, r.FitWorkers, r.DataDirApart)
+	fmt.Printf("pipeline: %d lines of %.1f s, engine output at %d Hz, %d engine permits, %d concurrent fits, data directories placed apart: %t\n",
+		r.Lines, r.LineSeconds, r.EngineRate, r.Permits, r.ConcurrentFits, r.DataDirApart)
 	fmt.Printf("  %.0f lines/s (%.2f s), %d line notifications, %d lines fitted by a fit job\n",
 		r.LinesPerSecond, r.PipelineWall, r.Notifications, r.FitJobs)
 	if r.DBCPUPerLineMs > 0 {
@@ -176,7 +176,7 @@ func (r Result) print() {
 	fmt.Printf("river no-op: %d jobs, %d workers as the worker's queues: %.0f jobs/s; River's defaults (100 workers): %.0f jobs/s\n",
 		r.NoopJobs, r.NoopWorkers, r.NoopPerSecond, r.NoopDefaultPerSecond)
 	fmt.Printf("ratio lines/s : no-op jobs/s = %.3f (a line is 1 job: 1 would be River's own cost)\n", r.Ratio)
-	fmt.Printf("start latency, %d single renders with a free slot:\n", r.Samples)
+	fmt.Printf("start latency, %d single renders with a free permit:\n", r.Samples)
 	fmt.Printf("  insert -> job started (DB clock):     p50 %.1f ms, p95 %.1f ms, max %.1f ms\n", r.StartDBMs.P50, r.StartDBMs.P95, r.StartDBMs.Max)
 	fmt.Printf("  request -> started notification:      p50 %.1f ms, p95 %.1f ms, max %.1f ms\n", r.StartSeenMs.P50, r.StartSeenMs.P95, r.StartSeenMs.Max)
 	fmt.Printf("  request -> done notification:         p50 %.1f ms, p95 %.1f ms, max %.1f ms\n", r.DoneSeenMs.P50, r.DoneSeenMs.P95, r.DoneSeenMs.Max)
@@ -198,14 +198,14 @@ func run(ctx context.Context, o options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{CPUs: runtime.NumCPU(), Lines: o.lines, LineSeconds: o.lineSeconds, EngineRate: o.rate, Slots: o.slots,
-		FitWorkers: o.fitWorkers, Samples: o.samples, NoopJobs: o.noop}
-	if res.FitWorkers == 0 {
-		res.FitWorkers = workflow.DefaultFitWorkers()
+	res := &Result{CPUs: runtime.NumCPU(), Lines: o.lines, LineSeconds: o.lineSeconds, EngineRate: o.rate, Permits: o.permits,
+		ConcurrentFits: o.concurrentFits, Samples: o.samples, NoopJobs: o.noop}
+	if res.ConcurrentFits == 0 {
+		res.ConcurrentFits = workflow.DefaultConcurrentFits()
 	}
 
 	// River alone, with as many workers as the pipeline's two queues together.
-	res.NoopWorkers = o.slots + 1 + res.FitWorkers
+	res.NoopWorkers = o.permits + 1 + res.ConcurrentFits
 	cooldown := o.cooldown
 	if cooldown == 0 {
 		cooldown = workflow.DefaultFetchCooldown
@@ -264,8 +264,8 @@ func run(ctx context.Context, o options) (*Result, error) {
 	if err := addReferences(ctx, store, project.ID, dataDir); err != nil {
 		return nil, err
 	}
-	worker, err := workflow.NewWorker(pipeline, workflow.NewLocalSlots(&zeroEngine{rate: o.rate}, o.slots), workflow.WorkerConfig{
-		Name: "bench", DataDir: dataDir, FitWorkers: o.fitWorkers, FetchCooldown: o.cooldown,
+	worker, err := workflow.NewWorker(pipeline, workflow.NewLocalPermits(&zeroEngine{rate: o.rate}, o.permits), workflow.WorkerConfig{
+		Name: "bench", DataDir: dataDir, ConcurrentFits: o.concurrentFits, FetchCooldown: o.cooldown,
 	}, logger)
 	if err != nil {
 		return nil, err
@@ -674,7 +674,7 @@ func (l *listener) loop(ctx context.Context) {
 		if w := l.watchers[m.L]; w != nil {
 			switch m.S {
 			case string(studio.StateWaitingGPU), string(studio.StateSynthesizing):
-				// A line with a free slot goes straight to synthesizing.
+				// A line with a free permit goes straight to synthesizing.
 				if w.waiting.IsZero() {
 					w.waiting = now
 				}

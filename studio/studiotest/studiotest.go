@@ -95,3 +95,13 @@ func AdminConn(t testing.TB) *pgx.Conn {
 	t.Cleanup(func() { c.Close(context.Background()) })
 	return c
 }
+
+// Exec runs a statement on s's database with pgx ($1 placeholders), for a test
+// that sets rows up as no store method would. It goes through the pool the store
+// shares with River, not through the store: the store hands out no database handle.
+func Exec(t testing.TB, s *studio.Store, sql string, args ...any) {
+	t.Helper()
+	if _, err := s.Pool().Exec(context.Background(), sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -2,11 +2,7 @@ package workflow_test
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"os"
-	"os/exec"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,87 +11,8 @@ import (
 	"dubstudio/audio"
 	"dubstudio/studio"
 	"dubstudio/studio/script"
-	"dubstudio/studio/studiotest"
-	"dubstudio/tts"
 	"dubstudio/workflow"
 )
-
-type testBundle struct {
-	store    *studio.Store
-	pipeline *workflow.Pipeline
-	dataDir  string
-	editor   *studio.User
-	project  *studio.Project
-}
-
-func setup(t *testing.T, lines int) *testBundle {
-	t.Helper()
-	if _, err := exec.LookPath("espeak-ng"); err != nil {
-		t.Skip("espeak-ng is not installed")
-	}
-	store := studiotest.Store(t)
-	p, err := workflow.NewPipeline(store, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	ed := studiotest.User(t, store, studio.RoleEditor)
-	return &testBundle{store: store, pipeline: p, dataDir: t.TempDir(), editor: ed, project: studiotest.Project(t, store, ed, lines)}
-}
-
-type workerOpts struct {
-	name   string
-	engine tts.Engine
-	slots  int
-}
-
-func (b *testBundle) startWorker(t *testing.T, o workerOpts) *workflow.Worker {
-	t.Helper()
-	if o.engine == nil {
-		o.engine = tts.NewEspeak(tts.EspeakConfig{})
-	}
-	if o.name == "" {
-		o.name = fmt.Sprintf("test-%d", time.Now().UnixNano())
-	}
-	return b.startWorkerWith(t, workflow.NewLocalSlots(o.engine, max(o.slots, 2)), func(c *workflow.WorkerConfig) {
-		c.Name = o.name
-		c.MaxAttempts = 0 // the worker's default
-	})
-}
-
-// waitSettled waits until no line of the project is queued or running, failing the
-// test if that does not happen within limit (a bound on a hang, not a timing claim).
-func (b *testBundle) waitSettled(t *testing.T, limit time.Duration) studio.StateCounts {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		counts, err := b.store.ProjectStateCounts(context.Background(), []int64{b.project.ID})
-		if err != nil {
-			// A connection the test itself killed: the pool replaces it.
-			require.True(t, time.Now().Before(deadline), "%v", err)
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		c := counts[b.project.ID]
-		active := 0
-		for st, n := range c {
-			if st.Active() {
-				active += n
-			}
-		}
-		if active == 0 {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lines still active after %s: %v", limit, c)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (b *testBundle) lines(t *testing.T) []studio.Line {
-	t.Helper()
-	ls, err := b.store.AllLines(context.Background(), b.project.ID)
-	require.NoError(t, err)
-	return ls
-}
 
 func TestRenderProjectWithEspeak(t *testing.T) {
 	t.Parallel()
@@ -199,82 +116,6 @@ func TestRenderRequestsAreUnique(t *testing.T) {
 	require.True(t, dup, "the duplicate is skipped")
 }
 
-func TestPermanentFailureFailsAtOnce(t *testing.T) {
-	t.Parallel()
-	b := setup(t, 1)
-	ctx := context.Background()
-	l := b.lines(t)[0]
-	empty := "   "
-	_, err := b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: l.Revision, Text: &empty})
-	require.NoError(t, err)
-	b.startWorker(t, workerOpts{})
-	_, err = b.pipeline.RenderPending(ctx, b.project.ID)
-	require.NoError(t, err)
-	counts := b.waitSettled(t, time.Minute)
-	require.Equal(t, 1, counts[studio.StateFailed])
-	got := b.lines(t)[0]
-	require.Equal(t, 1, got.Attempts)
-	require.Contains(t, got.LastError, "render.empty_text")
-
-	// Fixed and retried from the failed list, it renders.
-	fixed := "Now there is something to say."
-	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: got.Revision, Text: &fixed})
-	require.NoError(t, err)
-	n, err := b.pipeline.RetryFailed(ctx, b.project.ID)
-	require.NoError(t, err)
-	require.Zero(t, n, "the edit moved it back to draft")
-	n, err = b.pipeline.RenderPending(ctx, b.project.ID)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	counts = b.waitSettled(t, time.Minute)
-	require.Equal(t, 1, counts[studio.StateDone]+counts[studio.StateNeedsReview])
-}
-
-// countingEngine counts how often the real engine computes speaker conditioning.
-type countingEngine struct {
-	tts.Engine
-	prepared atomic.Int64
-}
-
-func (c *countingEngine) PrepareSpeaker(ctx context.Context, req tts.PrepareRequest) (tts.PrepareResult, error) {
-	c.prepared.Add(1)
-	return c.Engine.PrepareSpeaker(ctx, req)
-}
-
-func TestSpeakerConditioningOncePerCharacter(t *testing.T) {
-	t.Parallel()
-	b := setup(t, 12)
-	ctx := context.Background()
-	blobs := studio.BlobStore{Dir: b.dataDir + "/blobs"}
-	chars, err := b.store.Characters(ctx, b.project.ID)
-	require.NoError(t, err)
-	for i, c := range chars {
-		ref := fmt.Sprintf("%s/ref-%d.wav", t.TempDir(), i)
-		out, err := exec.Command("espeak-ng", "-w", ref, fmt.Sprintf("This is the reference voice of %s.", c.Name)).CombinedOutput()
-		require.NoError(t, err, string(out))
-		blob, err := b.store.PutBlob(ctx, blobs, ref, studio.Blob{Format: "wav", DurationMs: 2000, SampleRate: 22050, Channels: 1})
-		require.NoError(t, err)
-		require.NoError(t, b.store.SetCharacterReference(ctx, b.project.ID, c.ID, blob.SHA256, "ref.wav"))
-	}
-	eng := &countingEngine{Engine: tts.NewEspeak(tts.EspeakConfig{})}
-	b.startWorker(t, workerOpts{engine: eng, slots: 3})
-	_, err = b.pipeline.RenderPending(ctx, b.project.ID)
-	require.NoError(t, err)
-	counts := b.waitSettled(t, 2*time.Minute)
-	require.Equal(t, 12, counts[studio.StateDone]+counts[studio.StateNeedsReview], "%v", counts)
-	require.EqualValues(t, 2, eng.prepared.Load(), "once per character, not per line")
-
-	// Regenerating every line computes nothing again.
-	ids := []int64{}
-	for _, l := range b.lines(t) {
-		ids = append(ids, l.ID)
-	}
-	_, err = b.pipeline.RenderLines(ctx, b.project.ID, ids)
-	require.NoError(t, err)
-	b.waitSettled(t, 2*time.Minute)
-	require.EqualValues(t, 2, eng.prepared.Load())
-}
-
 func TestCancelStopsTheRender(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 5)
@@ -290,14 +131,6 @@ func TestCancelStopsTheRender(t *testing.T) {
 	var takes int
 	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM takes`).Scan(&takes))
 	require.Zero(t, takes)
-}
-
-func TestMain(m *testing.M) {
-	if os.Getenv(victimEnv) != "" {
-		runVictim()
-		return
-	}
-	os.Exit(m.Run())
 }
 
 func TestGlossaryIsSpoken(t *testing.T) {

@@ -1,0 +1,77 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"syscall"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"dubstudio/audio"
+	"dubstudio/tts"
+)
+
+// failure is a render failure to show the user: a catalog key and its arguments.
+type failure struct {
+	key  string
+	args []any
+}
+
+func (f *failure) Error() string { return "render failed: " + f.key }
+
+func userKey(key string, args ...any) error { return &failure{key: key, args: args} }
+
+func errorText(err error) (msg, detail string) {
+	var f *failure
+	if errors.As(err, &f) {
+		b, _ := json.Marshal(map[string]any{"key": f.key, "args": f.args})
+		return string(b), ""
+	}
+	var te *tts.Error
+	if errors.As(err, &te) {
+		b, _ := json.Marshal(map[string]any{"key": te.Code.MessageKey()})
+		return string(b), strings.TrimSpace(te.Error() + "\n" + te.Traceback)
+	}
+	b, _ := json.Marshal(map[string]any{"key": "render.internal", "args": []any{err.Error()}})
+	return string(b), err.Error()
+}
+
+// fail records a failed attempt and returns what River should do with the job.
+func (w *Worker) fail(ctx context.Context, job *rivertype.JobRow, lineID int64, seq int, err error) error {
+	if diskFull(err) {
+		// Nothing will succeed until someone frees space: say so, and stop retrying.
+		err = userKey("audio.no_space")
+	}
+	permanent := false
+	var f *failure
+	switch {
+	case errors.As(err, &f), errors.Is(err, tts.ErrInvalidInput):
+		permanent = true
+	case errors.Is(err, tts.ErrOutOfMemory):
+		// Out of memory is retried OOMRetries times (the executor admits less meanwhile).
+		permanent = job.Attempt > w.cfg.OOMRetries
+	}
+	final := permanent || job.Attempt >= job.MaxAttempts
+	msg, detail := errorText(err)
+	if _, serr := w.store.RenderFailure(ctx, lineID, seq, job.Attempt, msg, detail, final); serr != nil {
+		return errors.Join(err, serr)
+	}
+	w.logger.WarnContext(ctx, "render attempt failed", "line", lineID, "attempt", job.Attempt, "final", final, "err", err)
+	if final {
+		return river.JobCancel(err)
+	}
+	return err
+}
+
+// diskFull reports whether err says the disk is full, from this process or in the
+// text of an engine process's error (a model host's OSError).
+func diskFull(err error) bool {
+	if errors.Is(err, audio.ErrNoSpace) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "No space left on device") || strings.Contains(msg, "Disk quota exceeded")
+}

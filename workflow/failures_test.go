@@ -1,0 +1,42 @@
+package workflow_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"dubstudio/studio"
+)
+
+func TestPermanentFailureFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	ctx := context.Background()
+	l := b.lines(t)[0]
+	empty := "   "
+	_, err := b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: l.Revision, Text: &empty})
+	require.NoError(t, err)
+	b.startWorker(t, workerOpts{})
+	_, err = b.pipeline.RenderPending(ctx, b.project.ID)
+	require.NoError(t, err)
+	counts := b.waitSettled(t, time.Minute)
+	require.Equal(t, 1, counts[studio.StateFailed])
+	got := b.lines(t)[0]
+	require.Equal(t, 1, got.Attempts)
+	require.Contains(t, got.LastError, "render.empty_text")
+
+	// Fixed and retried from the failed list, it renders.
+	fixed := "Now there is something to say."
+	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: got.Revision, Text: &fixed})
+	require.NoError(t, err)
+	n, err := b.pipeline.RetryFailed(ctx, b.project.ID)
+	require.NoError(t, err)
+	require.Zero(t, n, "the edit moved it back to draft")
+	n, err = b.pipeline.RenderPending(ctx, b.project.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	counts = b.waitSettled(t, time.Minute)
+	require.Equal(t, 1, counts[studio.StateDone]+counts[studio.StateNeedsReview])
+}
