@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,7 +14,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"gorm.io/gorm"
 
 	"dubstudio/studio"
 	"dubstudio/studio/script"
@@ -83,7 +83,7 @@ func TestDownloadsKeepTheProjectName(t *testing.T) {
 	ctx := context.Background()
 	editor := b.users[studio.RoleEditor]
 	require.NoError(t, b.store.RenameProject(ctx, b.project.ID, "Épisode 1 – 港口/夜"))
-	ex, err := b.store.CreateExport(ctx, b.project.ID, editor.ID, false, func(*gorm.DB, *studio.Export) error { return nil })
+	ex, err := b.store.CreateExport(ctx, b.project.ID, editor.ID, false, func(context.Context, *sql.Tx, *studio.Export) error { return nil })
 	require.NoError(t, err)
 	dir := filepath.Join(b.cfg.DataDir, "exports")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
