@@ -14,7 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"dubstudio/audio"
-	"dubstudio/i18n"
+	"dubstudio/media"
 	"dubstudio/studio"
 	"dubstudio/views"
 )
@@ -153,8 +153,8 @@ func (s *Server) saveCharacter(c echo.Context) error {
 
 // uploadReference stores a character's reference voice.
 func (s *Server) uploadReference(c echo.Context) error {
-	return s.uploadCharacterAudio(c, "file", func(ctx context.Context, ch *studio.Character, sum, name string) error {
-		return s.store.SetCharacterReference(ctx, ch.ProjectID, ch.ID, sum, name)
+	return s.uploadCharacterAudio(c, "file", func(ctx context.Context, ch *studio.Character, up media.Upload) error {
+		return s.media.SetCharacterReference(ctx, ch.ProjectID, ch.ID, up)
 	})
 }
 
@@ -164,101 +164,79 @@ func (s *Server) uploadEmotionAudio(c echo.Context) error {
 	if err != nil {
 		weight = 0.8
 	}
-	return s.uploadCharacterAudio(c, "emotion_file", func(ctx context.Context, ch *studio.Character, sum, _ string) error {
-		return s.store.SetCharacterEmotionAudio(ctx, ch.ProjectID, ch.ID, sum, weight)
+	return s.uploadCharacterAudio(c, "emotion_file", func(ctx context.Context, ch *studio.Character, up media.Upload) error {
+		return s.media.SetCharacterEmotionAudio(ctx, ch.ProjectID, ch.ID, up, weight)
 	})
 }
 
-// uploadCharacterAudio takes an audio upload for a character. The upload is
-// size-limited, spooled to a private temporary file, probed by content (never trusted
-// by name or extension), stored content-addressed by its SHA-256, then recorded by
-// set.
-func (s *Server) uploadCharacterAudio(c echo.Context, field string, set func(ctx context.Context, ch *studio.Character, sum, name string) error) error {
+// uploadCharacterAudio takes an audio upload for a character: size-limited, spooled
+// to a private temporary file and handed to set. A refused file is shown in the
+// character's card, next to its field.
+func (s *Server) uploadCharacterAudio(c echo.Context, field string, set func(ctx context.Context, ch *studio.Character, up media.Upload) error) error {
 	ch, err := s.character(c)
 	if err != nil {
 		return err
 	}
-	f := characterForm(*ch)
-	fail := func(status int, msg string) error {
+	ctx := c.Request().Context()
+	up, err := s.spoolUpload(c, field)
+	if err == nil {
+		defer os.Remove(up.Path)
+		err = set(ctx, ch, up)
+	}
+	if err != nil {
+		status, msg, ok := s.refusal(c, err)
+		if !ok {
+			return err
+		}
+		f := characterForm(*ch)
 		f.Errors[field] = msg
 		return s.render(c, status, views.CharacterCard(s.page(c, "", ""), ch.ProjectID, f))
-	}
-	tmp, name, err := s.spoolUpload(c, field)
-	if err != nil {
-		var he *echo.HTTPError
-		if errors.As(err, &he) {
-			return fail(he.Code, s.messageOf(c, he.Code, err))
-		}
-		return err
-	}
-	defer os.Remove(tmp)
-	ctx := c.Request().Context()
-	info, err := audio.ProbeReference(ctx, tmp)
-	if err != nil {
-		var ie *i18n.Error
-		if errors.As(err, &ie) {
-			return fail(http.StatusUnprocessableEntity, ie.In(langOf(c)))
-		}
-		return err
-	}
-	blob, err := s.store.PutBlob(ctx, s.blobs, tmp, studio.Blob{Format: info.Format,
-		DurationMs: int(info.Duration.Milliseconds()), SampleRate: info.SampleRate, Channels: info.Channels})
-	if err != nil {
-		return err
-	}
-	if err := set(ctx, ch, blob.SHA256, name); err != nil {
-		var fe studio.FieldErrors
-		if errors.As(err, &fe) || errors.Is(err, studio.ErrInvalid) {
-			return fail(http.StatusUnprocessableEntity, s.messageOf(c, 422, err))
-		}
-		return err
 	}
 	ch, err = s.store.Character(ctx, ch.ProjectID, ch.ID)
 	if err != nil {
 		return err
 	}
-	f = characterForm(*ch)
+	f := characterForm(*ch)
 	f.Saved = true
 	return s.render(c, http.StatusOK, views.CharacterCard(s.page(c, "", ""), ch.ProjectID, f))
 }
 
 // spoolUpload copies the multipart file field to a temporary file under the data
-// directory, refusing it with 413 past the upload limit. It returns the temporary
-// path and the client's file name reduced to a display name.
-func (s *Server) spoolUpload(c echo.Context, field string) (string, string, error) {
+// directory, refusing it with 413 past the upload limit.
+func (s *Server) spoolUpload(c echo.Context, field string) (media.Upload, error) {
 	limit := s.cfg.MaxUploadBytes
 	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, limit+1<<20)
 	fh, err := c.FormFile(field)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return "", "", echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
+			return media.Upload{}, echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
 		}
-		return "", "", echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "upload.no_file"))
+		return media.Upload{}, echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "upload.no_file"))
 	}
 	if fh.Size > limit {
-		return "", "", echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
+		return media.Upload{}, echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
 	}
 	src, err := fh.Open()
 	if err != nil {
-		return "", "", err
+		return media.Upload{}, err
 	}
 	defer src.Close()
 	return s.spoolTo(c, src, fh.Filename, "upload-*", limit)
 }
 
 // spoolTo copies src into a private temporary file under the data directory, refusing
-// it with 413 past limit bytes (nothing is kept then). It returns the temporary path
-// and the client's file name reduced to a display name, never used as a path.
-func (s *Server) spoolTo(c echo.Context, src io.Reader, filename, pattern string, limit int64) (string, string, error) {
+// it with 413 past limit bytes (nothing is kept then). The upload's name is the
+// client's file name reduced to a display name, never used as a path.
+func (s *Server) spoolTo(c echo.Context, src io.Reader, filename, pattern string, limit int64) (media.Upload, error) {
 	tooLarge := echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
 	dir := filepath.Join(s.cfg.DataDir, "tmp")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", "", err
+		return media.Upload{}, err
 	}
 	dst, err := os.CreateTemp(dir, pattern)
 	if err != nil {
-		return "", "", err
+		return media.Upload{}, err
 	}
 	n, err := io.Copy(dst, io.LimitReader(src, limit+1))
 	if cerr := dst.Close(); err == nil {
@@ -268,15 +246,15 @@ func (s *Server) spoolTo(c echo.Context, src io.Reader, filename, pattern string
 		os.Remove(dst.Name())
 		var mbe *http.MaxBytesError
 		if n > limit || errors.As(err, &mbe) {
-			return "", "", tooLarge
+			return media.Upload{}, tooLarge
 		}
-		return "", "", err
+		return media.Upload{}, err
 	}
 	name := path.Base(strings.ReplaceAll(filename, "\\", "/"))
 	if len(name) > 200 {
 		name = name[:200]
 	}
-	return dst.Name(), name, nil
+	return media.Upload{Path: dst.Name(), Name: name}, nil
 }
 
 func (s *Server) deleteCharacter(c echo.Context) error {

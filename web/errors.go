@@ -9,17 +9,22 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"dubstudio/audio"
 	"dubstudio/i18n"
 	"dubstudio/studio"
 	"dubstudio/views"
 )
 
-// statusOf maps the domain's category sentinels to HTTP statuses, in one place.
+// statusOf maps the domain's category sentinels to HTTP statuses, in one place. A
+// full disk (met while storing audio) is the server's fault, but worth telling the
+// user: it has a status of its own.
 func statusOf(err error) int {
 	var he *echo.HTTPError
 	switch {
 	case errors.As(err, &he):
 		return he.Code
+	case errors.Is(err, audio.ErrNoSpace):
+		return http.StatusInsufficientStorage
 	case errors.Is(err, studio.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, studio.ErrInvalid):
@@ -64,6 +69,18 @@ func (s *Server) messageOf(c echo.Context, status int, err error) string {
 		return s.t(c, "error.bad_request")
 	}
 	return s.t(c, "error.internal")
+}
+
+// refusal returns the status and the message of err when it refuses the request
+// (bad input, a conflict, something gone: any status below 500), for a handler that
+// shows it in place, in the form that was sent; ok is false for a server error, which
+// the handler returns for handleError to render and log.
+func (s *Server) refusal(c echo.Context, err error) (status int, msg string, ok bool) {
+	status = statusOf(err)
+	if status >= 500 {
+		return status, "", false
+	}
+	return status, s.messageOf(c, status, err), true
 }
 
 // handleError renders every error once: a page for normal requests, a message swapped

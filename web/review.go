@@ -1,28 +1,18 @@
 package web
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
 
-	"dubstudio/audio"
 	"dubstudio/studio"
 	"dubstudio/views"
 )
 
 // hxHistoryRestore marks htmx's request for a whole page when going back in history.
 const hxHistoryRestore = "HX-History-Restore-Request"
-
-// maxRangeMs bounds a range of lines played on the timeline.
-const maxRangeMs = 10 * 60 * 1000
-
-// speechThreshold is the level (of 16-bit full scale) above which a take's sample
-// counts as speech for the waveform's speech region: about -40 dBFS.
-const speechThreshold = 328
 
 // showReview shows a line in the review view (?line=ID; the first line waiting for
 // approval otherwise): the whole page, or only its panel for htmx.
@@ -98,7 +88,7 @@ func (s *Server) reviewVM(c echo.Context, p *studio.Project, l *studio.Line) (vi
 		rt := views.ReviewTake{Take: t, Number: len(takes) - i, Comments: comments[t.ID],
 			Current:  l.CurrentTakeID != nil && *l.CurrentTakeID == t.ID,
 			Approved: l.ApprovedTakeID != nil && *l.ApprovedTakeID == t.ID}
-		rt.SpeechStartMs, rt.SpeechEndMs = s.speechBounds(t)
+		rt.SpeechStartMs, rt.SpeechEndMs = s.media.SpeechBounds(t)
 		vm.Takes = append(vm.Takes, rt)
 	}
 	src, err := s.store.ProjectSource(ctx, p.ID)
@@ -109,33 +99,6 @@ func (s *Server) reviewVM(c echo.Context, p *studio.Project, l *studio.Line) (vi
 		return vm, err
 	}
 	return vm, nil
-}
-
-// speechBounds finds where a take's speech starts and ends, in ms from its start;
-// -1, -1 when the take cannot be read or is silent.
-func (s *Server) speechBounds(t studio.Take) (int, int) {
-	path, err := s.blobs.Path(t.AudioSHA256)
-	if err != nil {
-		return -1, -1
-	}
-	pcm, err := audio.ReadWAVFile(path)
-	if err != nil || pcm.Frames() == 0 {
-		return -1, -1
-	}
-	first, last := -1, -1
-	for i, v := range pcm.Samples {
-		if v > speechThreshold || v < -speechThreshold {
-			if first < 0 {
-				first = i
-			}
-			last = i
-		}
-	}
-	if first < 0 {
-		return -1, -1
-	}
-	ch := pcm.Channels
-	return first / ch * 1000 / pcm.SampleRate, (last/ch + 1) * 1000 / pcm.SampleRate
 }
 
 // reviewAfter answers an action with the review panel of the line it changed; edit,
@@ -261,10 +224,8 @@ func (s *Server) approveCurrentTake(c echo.Context) error {
 	return s.renderRow(c, http.StatusOK, l)
 }
 
-// playRange assembles the selected lines as they will sound on the timeline: each
-// line's take (the approved one, or else the current one) at its timecode, silence
-// between, placed exactly as the export places it. The result is cached by what it
-// is made of, so playing the same range again costs nothing.
+// playRange plays the selected lines as they will sound on the timeline (each line's
+// take at its timecode, silence between, as the export places it), mixed by media.
 func (s *Server) playRange(c echo.Context) error {
 	p, err := s.project(c)
 	if err != nil {
@@ -274,77 +235,9 @@ func (s *Server) playRange(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	lines, err := s.store.LinesByIDs(ctx, p.ID, ids)
+	mix, err := s.media.RangeMix(c.Request().Context(), p.ID, ids)
 	if err != nil {
 		return err
 	}
-	if len(lines) == 0 {
-		return echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "range.none"))
-	}
-	takeIDs := make([]int64, 0, len(lines))
-	for _, l := range lines {
-		if id := rangeTake(l); id != nil {
-			takeIDs = append(takeIDs, *id)
-		}
-	}
-	takes, err := s.store.TakesByIDs(ctx, takeIDs)
-	if err != nil {
-		return err
-	}
-	startMs, endMs := lines[0].StartMs, 0
-	for _, l := range lines {
-		startMs = min(startMs, l.StartMs)
-		endMs = max(endMs, l.EndMs)
-		if id := rangeTake(l); id != nil {
-			if t, ok := takes[*id]; ok {
-				endMs = max(endMs, l.StartMs+t.DurationMs)
-			}
-		}
-	}
-	if endMs-startMs > maxRangeMs {
-		return echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "range.too_long", maxRangeMs/60000))
-	}
-	const rate = audio.DefaultSampleRate
-	origin := audio.SamplesFor(startMs, rate)
-	samples := max(audio.SamplesFor(endMs, rate)-origin, 1)
-	var clips []audio.Clip
-	key := []string{strconv.Itoa(rate), strconv.FormatInt(origin, 10), strconv.FormatInt(samples, 10)}
-	for _, l := range lines {
-		id := rangeTake(l)
-		if id == nil {
-			continue
-		}
-		t, ok := takes[*id]
-		if !ok {
-			continue
-		}
-		path, err := s.blobs.Path(t.AudioSHA256)
-		if err != nil {
-			return err
-		}
-		off := audio.SamplesFor(l.StartMs, rate) - origin
-		clips = append(clips, audio.Clip{Path: path, Offset: off})
-		key = append(key, t.AudioSHA256+"@"+strconv.FormatInt(off, 10))
-	}
-	if len(clips) == 0 {
-		return echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "range.no_takes"))
-	}
-	blob, err := s.store.DerivedAudio(ctx, s.blobs, studio.DerivedKey("range", key...),
-		func(ctx context.Context, out string) (studio.Blob, error) {
-			err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: out, SampleRate: rate, Channels: 1, Samples: samples, Clips: clips})
-			return studio.Blob{Format: audio.FormatWAV, DurationMs: int(samples * 1000 / rate), SampleRate: rate, Channels: 1}, err
-		})
-	if err != nil {
-		return fmt.Errorf("error assembling lines %d-%d: %w", lines[0].Idx, lines[len(lines)-1].Idx, err)
-	}
-	return s.render(c, http.StatusOK, views.RangePlayer(s.page(c, "", ""), lines[0].Idx, lines[len(lines)-1].Idx, startMs, endMs, blob.SHA256))
-}
-
-// rangeTake is the take of l that plays in a range: the approved one, else the current.
-func rangeTake(l studio.Line) *int64 {
-	if l.ApprovedTakeID != nil {
-		return l.ApprovedTakeID
-	}
-	return l.CurrentTakeID
+	return s.render(c, http.StatusOK, views.RangePlayer(s.page(c, "", ""), mix.FirstIdx, mix.LastIdx, mix.StartMs, mix.EndMs, mix.Blob.SHA256))
 }

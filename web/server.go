@@ -19,6 +19,7 @@ import (
 	"dubstudio/config"
 	"dubstudio/i18n"
 	"dubstudio/live"
+	"dubstudio/media"
 	"dubstudio/static"
 	"dubstudio/studio"
 	"dubstudio/views"
@@ -48,6 +49,9 @@ type Deps struct {
 	// Mounts add routes owned by other packages (River UI, metrics, live events),
 	// given the group for each role.
 	Mounts []func(r Routes)
+	// Media stores uploaded audio and cuts and mixes derived audio; nil: a
+	// media.Library over Store and DATA_DIR/blobs.
+	Media Media
 }
 
 // Routes are the route groups by required role, for Mounts.
@@ -70,6 +74,7 @@ type Server struct {
 	store    *studio.Store
 	logger   *slog.Logger
 	blobs    studio.BlobStore
+	media    Media
 	echo     *echo.Echo
 	live     *live.Broker
 	// streams ends when the server shuts down, ending the event streams.
@@ -80,6 +85,10 @@ type Server struct {
 // New builds the server and its routes.
 func New(d Deps) *Server {
 	s := &Server{renderer: d.Renderer, exporter: d.Exporter, cfg: d.Config, store: d.Store, logger: d.Logger, blobs: studio.BlobStore{Dir: d.Config.DataDir + "/blobs"}}
+	s.media = d.Media
+	if s.media == nil {
+		s.media = media.NewLibrary(d.Store, s.blobs)
+	}
 	s.live = d.Live
 	if s.live == nil {
 		s.live = live.NewBroker(live.BrokerConfig{})

@@ -3,18 +3,15 @@ package web
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
-	"dubstudio/audio"
-	"dubstudio/i18n"
+	"dubstudio/media"
 	"dubstudio/studio"
 	"dubstudio/views"
 )
@@ -32,11 +29,21 @@ func (s *Server) sourceVM(c echo.Context, p *studio.Project) (views.SourceVM, er
 	return vm, nil
 }
 
+// Media is what the handlers need of the studio's audio files: storing uploads,
+// cutting source segments and mixing ranges (a *media.Library).
+type Media interface {
+	SetCharacterReference(ctx context.Context, projectID, characterID int64, up media.Upload) error
+	SetCharacterEmotionAudio(ctx context.Context, projectID, characterID int64, up media.Upload, weight float64) error
+	SetProjectSource(ctx context.Context, projectID, userID int64, up media.Upload) (*studio.ProjectSource, error)
+	DeleteProjectSource(ctx context.Context, projectID int64) error
+	SourceSegment(ctx context.Context, projectID int64, startMs, endMs int) (*studio.Blob, error)
+	RangeMix(ctx context.Context, projectID int64, lineIDs []int64) (*media.RangeMix, error)
+	SpeechBounds(t studio.Take) (startMs, endMs int)
+}
+
 // uploadSource takes a project's original performance: an audio or video file, size
-// limited (SOURCE_MAX_UPLOAD_MB), spooled to a private temporary file, probed by
-// content, its sound track extracted with ffmpeg to a 48 kHz WAV and stored as a
-// content-addressed blob. The uploaded file itself is not kept, and its name is only
-// shown.
+// limited (SOURCE_MAX_UPLOAD_MB) and spooled to a private temporary file, whose sound
+// track media keeps. A refused file is shown in the source card.
 func (s *Server) uploadSource(c echo.Context) error {
 	p, err := s.project(c)
 	if err != nil {
@@ -46,60 +53,21 @@ func (s *Server) uploadSource(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	fail := func(status int, msg string) error {
+	up, err := s.spoolLargeUpload(c, "file", s.cfg.SourceMaxUploadBytes)
+	var src *studio.ProjectSource
+	if err == nil {
+		defer os.Remove(up.Path)
+		src, err = s.media.SetProjectSource(c.Request().Context(), p.ID, currentUser(c).ID, up)
+	}
+	if err != nil {
+		status, msg, ok := s.refusal(c, err)
+		if !ok {
+			return err
+		}
 		vm.Error = msg
 		return s.render(c, status, views.SourceCard(s.page(c, "", ""), vm))
 	}
-	userMsg := func(err error) (string, bool) {
-		var ie *i18n.Error
-		if errors.As(err, &ie) {
-			return ie.In(langOf(c)), true
-		}
-		return "", false
-	}
-	tmp, name, err := s.spoolLargeUpload(c, "file", s.cfg.SourceMaxUploadBytes)
-	if err != nil {
-		var he *echo.HTTPError
-		if errors.As(err, &he) {
-			return fail(he.Code, s.messageOf(c, he.Code, err))
-		}
-		return err
-	}
-	defer os.Remove(tmp)
-	ctx := c.Request().Context()
-	if _, err := audio.Probe(ctx, tmp); err != nil {
-		if msg, ok := userMsg(err); ok {
-			return fail(http.StatusUnprocessableEntity, msg)
-		}
-		return err
-	}
-	wav := tmp + ".wav"
-	defer os.Remove(wav)
-	if err := audio.ExtractAudio(ctx, tmp, wav); err != nil {
-		if msg, ok := userMsg(err); ok {
-			return fail(http.StatusUnprocessableEntity, msg)
-		}
-		if errors.Is(err, audio.ErrNoSpace) {
-			return fail(http.StatusInsufficientStorage, s.t(c, "audio.no_space"))
-		}
-		return fmt.Errorf("error extracting the sound track of %q: %w", name, err)
-	}
-	info, err := audio.Probe(ctx, wav)
-	if err != nil {
-		return fmt.Errorf("error probing the extracted sound track: %w", err)
-	}
-	blob, err := s.store.PutBlob(ctx, s.blobs, wav, studio.Blob{Format: audio.FormatWAV,
-		DurationMs: int(info.Duration.Milliseconds()), SampleRate: info.SampleRate, Channels: info.Channels})
-	if err != nil {
-		return err
-	}
-	uid := currentUser(c).ID
-	src := studio.ProjectSource{ProjectID: p.ID, AudioSHA256: blob.SHA256, FileName: name,
-		DurationMs: blob.DurationMs, Channels: info.Channels, UploadedBy: &uid}
-	if err := s.store.SetProjectSource(ctx, src); err != nil {
-		return err
-	}
-	vm.Source, vm.Notice = &src, s.t(c, "source.saved")
+	vm.Source, vm.Notice = src, s.t(c, "source.saved")
 	c.Response().Header().Set(hxTrigger, "review-refresh")
 	return s.render(c, http.StatusOK, views.SourceCard(s.page(c, "", ""), vm))
 }
@@ -110,7 +78,7 @@ func (s *Server) deleteSource(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.store.DeleteProjectSource(c.Request().Context(), p.ID); err != nil {
+	if err := s.media.DeleteProjectSource(c.Request().Context(), p.ID); err != nil {
 		return err
 	}
 	vm, err := s.sourceVM(c, p)
@@ -128,15 +96,7 @@ func (s *Server) serveSourceSegment(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	src, err := s.store.ProjectSource(ctx, l.ProjectID)
-	if err != nil {
-		return err
-	}
-	if l.DurationMs() <= 0 || l.StartMs >= src.DurationMs {
-		return echo.NewHTTPError(http.StatusNotFound, s.t(c, "source.no_segment"))
-	}
-	blob, err := s.sourceSegment(ctx, src, l.StartMs, l.EndMs)
+	blob, err := s.media.SourceSegment(c.Request().Context(), l.ProjectID, l.StartMs, l.EndMs)
 	if err != nil {
 		return err
 	}
@@ -147,20 +107,6 @@ func (s *Server) serveSourceSegment(c echo.Context) error {
 	c.Response().Header().Set("Cache-Control", "private, max-age=3600")
 	c.Response().Header().Set("Content-Type", "audio/wav")
 	return c.File(p)
-}
-
-// sourceSegment returns the blob of src between startMs and endMs, cutting it once.
-// The worker cuts the same segments (for emotion references) under the same key.
-func (s *Server) sourceSegment(ctx context.Context, src *studio.ProjectSource, startMs, endMs int) (*studio.Blob, error) {
-	in, err := s.blobs.Path(src.AudioSHA256)
-	if err != nil {
-		return nil, err
-	}
-	return s.store.DerivedAudio(ctx, s.blobs, studio.SourceSegmentKey(src.AudioSHA256, startMs, endMs),
-		func(ctx context.Context, out string) (studio.Blob, error) {
-			err := audio.Segment(ctx, in, time.Duration(startMs)*time.Millisecond, time.Duration(endMs)*time.Millisecond, out)
-			return studio.Blob{Format: audio.FormatWAV, DurationMs: endMs - startMs, SampleRate: audio.DefaultSampleRate, Channels: src.Channels}, err
-		})
 }
 
 // setSourceEmotion makes the line's original segment the emotion reference of the
@@ -196,11 +142,10 @@ func (s *Server) setSourceEmotion(c echo.Context) error {
 		notice = s.t(c, "source.used_line")
 	}
 	if err != nil {
-		status := statusOf(err)
-		if status >= 500 {
+		status, msg, ok := s.refusal(c, err)
+		if !ok {
 			return err
 		}
-		msg := s.messageOf(c, status, err)
 		return s.reviewAfter(c, l.ProjectID, l.ID, status, func(vm *views.ReviewVM) { vm.Error = msg })
 	}
 	return s.reviewAfter(c, l.ProjectID, l.ID, http.StatusOK, func(vm *views.ReviewVM) { vm.Notice = notice })
@@ -226,9 +171,8 @@ func parseSourceEmotion(v string) (*studio.Emotion, error) {
 
 // spoolLargeUpload streams the multipart file field to a temporary file under the data
 // directory without holding it in memory or in a second temporary file (a source video
-// can be gigabytes), refusing it with 413 past limit. It returns the temporary path
-// and the client's file name reduced to a display name, never used as a path.
-func (s *Server) spoolLargeUpload(c echo.Context, field string, limit int64) (string, string, error) {
+// can be gigabytes), refusing it with 413 past limit.
+func (s *Server) spoolLargeUpload(c echo.Context, field string, limit int64) (media.Upload, error) {
 	tooLarge := echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
 	noFile := echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "upload.no_file"))
 	r := c.Request()
@@ -239,27 +183,27 @@ func (s *Server) spoolLargeUpload(c echo.Context, field string, limit int64) (st
 		// Already parsed (a form that sent its CSRF token as a field).
 		fh, err := c.FormFile(field)
 		if err != nil {
-			return "", "", noFile
+			return media.Upload{}, noFile
 		}
 		f, err := fh.Open()
 		if err != nil {
-			return "", "", err
+			return media.Upload{}, err
 		}
 		defer f.Close()
 		src, filename = f, fh.Filename
 	} else {
 		mr, err := r.MultipartReader()
 		if err != nil {
-			return "", "", noFile
+			return media.Upload{}, noFile
 		}
 		for {
 			part, err := mr.NextPart()
 			var mbe *http.MaxBytesError
 			switch {
 			case errors.As(err, &mbe):
-				return "", "", tooLarge
+				return media.Upload{}, tooLarge
 			case err != nil:
-				return "", "", noFile
+				return media.Upload{}, noFile
 			}
 			if part.FormName() == field && part.FileName() != "" {
 				src, filename = part, part.FileName()

@@ -16,6 +16,7 @@ import (
 
 	"dubstudio/audio"
 	"dubstudio/blobhash"
+	"dubstudio/i18n"
 	"dubstudio/studio"
 	"dubstudio/tts"
 )
@@ -368,30 +369,17 @@ func (w *Worker) emotion(ctx context.Context, projectID int64, e studio.Emotion)
 }
 
 // sourceSegment returns the path of the project's source audio between startMs and
-// endMs (the original actor's delivery, as an emotion reference), cutting it once and
-// keeping it as a blob shared with the review page.
+// endMs (the original actor's delivery, as an emotion reference). The media library
+// cuts it once and keeps it as a blob shared with the review page; a missing source or
+// a line past its end fails the line with the library's message.
 func (w *Worker) sourceSegment(ctx context.Context, projectID int64, startMs, endMs int) (string, error) {
-	src, err := w.store.ProjectSource(ctx, projectID)
-	if errors.Is(err, studio.ErrNotFound) {
-		return "", userKey("source.missing")
+	blob, err := w.media.SourceSegment(ctx, projectID, startMs, endMs)
+	var ie *i18n.Error
+	if errors.Is(err, studio.ErrNotFound) && errors.As(err, &ie) {
+		return "", userKey(ie.Key, ie.Args...)
 	}
 	if err != nil {
 		return "", err
-	}
-	in, err := w.blobs.Path(src.AudioSHA256)
-	if err != nil {
-		return "", err
-	}
-	if startMs >= src.DurationMs {
-		return "", userKey("source.after_end")
-	}
-	blob, err := w.store.DerivedAudio(ctx, w.blobs, studio.SourceSegmentKey(src.AudioSHA256, startMs, endMs),
-		func(ctx context.Context, out string) (studio.Blob, error) {
-			err := audio.Segment(ctx, in, time.Duration(startMs)*time.Millisecond, time.Duration(endMs)*time.Millisecond, out)
-			return studio.Blob{Format: audio.FormatWAV, DurationMs: endMs - startMs, SampleRate: audio.DefaultSampleRate, Channels: src.Channels}, err
-		})
-	if err != nil {
-		return "", fmt.Errorf("error cutting the source segment %d-%d ms: %w", startMs, endMs, err)
 	}
 	return w.blobs.Path(blob.SHA256)
 }

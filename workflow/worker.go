@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"dubstudio/media"
 	"dubstudio/studio"
 )
 
@@ -116,6 +117,7 @@ type Worker struct {
 	store    *studio.Store
 	permits  Permits
 	blobs    studio.BlobStore
+	media    *media.Library
 	logger   *slog.Logger
 	// client fetches and works the jobs (River's pgx driver, which LISTENs for new
 	// ones). It inserts none: jobs are inserted by the pipeline's one insert client,
@@ -141,6 +143,7 @@ func NewWorker(p *Pipeline, permits Permits, cfg WorkerConfig, logger *slog.Logg
 	w := &Worker{cfg: cfg, pipeline: p, store: store, permits: permits, logger: logger,
 		blobs: studio.BlobStore{Dir: filepath.Join(cfg.DataDir, "blobs")},
 		fits:  make(chan struct{}, cfg.ConcurrentFits)}
+	w.media = media.NewLibrary(store, w.blobs)
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &synthesizeWorker{w: w})
 	river.AddWorker(workers, &fitWorker{w: w})

@@ -1,0 +1,77 @@
+package media
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"dubstudio/audio"
+	"dubstudio/studio"
+)
+
+// SetCharacterReference makes the uploaded recording the reference voice of a
+// character. The file is probed by content (never trusted by name or extension),
+// must be in a format accepted for references, and is moved into the blob store.
+func (l *Library) SetCharacterReference(ctx context.Context, projectID, characterID int64, up Upload) error {
+	blob, err := l.putReference(ctx, up)
+	if err != nil {
+		return err
+	}
+	return l.store.SetCharacterReference(ctx, projectID, characterID, blob.SHA256, up.Name)
+}
+
+// SetCharacterEmotionAudio makes the uploaded recording the emotion reference of a
+// character, with weight (from 0 to 1), checked and stored as a reference voice is.
+func (l *Library) SetCharacterEmotionAudio(ctx context.Context, projectID, characterID int64, up Upload, weight float64) error {
+	blob, err := l.putReference(ctx, up)
+	if err != nil {
+		return err
+	}
+	return l.store.SetCharacterEmotionAudio(ctx, projectID, characterID, blob.SHA256, weight)
+}
+
+// putReference probes an uploaded reference recording and moves it into the blob
+// store as it is.
+func (l *Library) putReference(ctx context.Context, up Upload) (*studio.Blob, error) {
+	info, err := audio.ProbeReference(ctx, up.Path)
+	if err != nil {
+		return nil, refused(err)
+	}
+	return l.store.PutBlob(ctx, l.blobs, up.Path, studio.Blob{Format: info.Format,
+		DurationMs: int(info.Duration.Milliseconds()), SampleRate: info.SampleRate, Channels: info.Channels})
+}
+
+// SetProjectSource makes the uploaded audio or video file the original performance
+// of a project, replacing any earlier one: its sound track is extracted with ffmpeg
+// to a 48 kHz WAV (next to the upload, until it is stored) and kept as a blob. The
+// upload itself is not kept, and its name is only shown. userID is who uploaded it.
+func (l *Library) SetProjectSource(ctx context.Context, projectID, userID int64, up Upload) (*studio.ProjectSource, error) {
+	wav := up.Path + ".wav"
+	defer os.Remove(wav) // gone already once stored
+	// ExtractAudio probes the upload first: a file that is not audio, or a video
+	// without a sound track, is refused before anything is written.
+	if err := audio.ExtractAudio(ctx, up.Path, wav); err != nil {
+		return nil, refused(fmt.Errorf("error extracting the sound track of %q: %w", up.Name, err))
+	}
+	info, err := audio.Probe(ctx, wav)
+	if err != nil {
+		return nil, fmt.Errorf("error probing the extracted sound track: %w", err)
+	}
+	blob, err := l.store.PutBlob(ctx, l.blobs, wav, studio.Blob{Format: audio.FormatWAV,
+		DurationMs: int(info.Duration.Milliseconds()), SampleRate: info.SampleRate, Channels: info.Channels})
+	if err != nil {
+		return nil, err
+	}
+	src := studio.ProjectSource{ProjectID: projectID, AudioSHA256: blob.SHA256, FileName: up.Name,
+		DurationMs: blob.DurationMs, Channels: info.Channels, UploadedBy: &userID}
+	if err := l.store.SetProjectSource(ctx, src); err != nil {
+		return nil, err
+	}
+	return &src, nil
+}
+
+// DeleteProjectSource forgets a project's source audio. Its blob and the segments
+// cut from it stay: takes or other projects may share them.
+func (l *Library) DeleteProjectSource(ctx context.Context, projectID int64) error {
+	return l.store.DeleteProjectSource(ctx, projectID)
+}
