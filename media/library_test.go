@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"dubstudio/audio"
-	"dubstudio/i18n"
 	"dubstudio/blobhash"
+	"dubstudio/i18n"
 	"dubstudio/media"
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
