@@ -327,10 +327,10 @@ func setBool(dst *bool, v string) error {
 	return nil
 }
 
-func setDuration(dst *time.Duration, v string, min time.Duration) error {
+func setDuration(dst *time.Duration, v string, least time.Duration) error {
 	d, err := time.ParseDuration(v)
-	if err != nil || d < min {
-		return fmt.Errorf("must be a duration of at least %s, like 15m or 24h", min)
+	if err != nil || d < least {
+		return fmt.Errorf("must be a duration of at least %s, like 15m or 24h", least)
 	}
 	*dst = d
 	return nil

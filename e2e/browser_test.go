@@ -69,8 +69,15 @@ func setup(t *testing.T) *testBundle {
 	return &testBundle{store: store, server: ts, editor: studiotest.User(t, store, studio.RoleEditor)}
 }
 
-// browser starts a fresh headless Chromium for one test.
+// browser starts a fresh headless Chromium for one test, its steps bounded by 60 s.
 func browser(t *testing.T) context.Context {
+	t.Helper()
+	return launch(t, 60*time.Second)
+}
+
+// launch starts a fresh headless Chromium for one test; the returned context ends
+// after timeout. A failing test leaves a screenshot of the page in artifacts/.
+func launch(t *testing.T, timeout time.Duration, flags ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(browserPath(t)),
@@ -83,6 +90,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-gpu", true),
 		chromedp.WindowSize(1400, 1000),
 	)
+	opts = append(opts, flags...)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	base, cancel := chromedp.NewContext(allocCtx)
 	// Start the browser on the long-lived context: a tab belongs to the context that
@@ -90,16 +98,10 @@ func browser(t *testing.T) context.Context {
 	if err := chromedp.Do(base); err != nil {
 		t.Fatalf("starting chromium: %v", err)
 	}
-	ctx, cancelTimeout := context.WithTimeout(base, 60*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(base, timeout)
 	t.Cleanup(func() {
 		if t.Failed() {
-			// What the page showed when the test failed.
-			shotCtx, c := context.WithTimeout(base, 5*time.Second)
-			if png, err := chromedp.Run(shotCtx, chromedp.FullScreenshot(100)); err == nil {
-				os.MkdirAll("artifacts", 0o755)
-				os.WriteFile(filepath.Join("artifacts", t.Name()+"-failure.png"), png, 0o644)
-			}
-			c()
+			failureShot(t, base)
 		}
 		cancelTimeout()
 		cancel()
@@ -108,11 +110,30 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
+// failureShot saves what the page showed when the test failed.
+func failureShot(t *testing.T, base context.Context) {
+	t.Helper()
+	shotCtx, cancel := context.WithTimeout(base, 5*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(shotCtx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Logf("failure screenshot: %v", err)
+		return
+	}
+	if err := os.MkdirAll("artifacts", 0o755); err != nil {
+		t.Logf("failure screenshot: %v", err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join("artifacts", t.Name()+"-failure.png"), png, 0o644); err != nil {
+		t.Logf("failure screenshot: %v", err)
+	}
+}
+
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
-	dir := filepath.Join("artifacts")
+	dir := "artifacts"
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
 }

@@ -226,7 +226,7 @@ func startRun(t *testing.T, env []string) (func() string, <-chan readyBlock) {
 			require.NoError(t, err, "dubstudio stops cleanly on Ctrl+C")
 		case <-time.After(40 * time.Second):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
+			t.Logf("dubstudio after SIGKILL: %v", <-done)
 			t.Errorf("dubstudio did not stop on Ctrl+C")
 		}
 		if t.Failed() {

@@ -44,7 +44,7 @@ func setupApp(t *testing.T) *testBundle {
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		w.Stop(c)
+		require.NoError(t, w.Stop(c))
 	})
 
 	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: logger, Live: broker, Renderer: p, Exporter: p})
@@ -104,7 +104,7 @@ func TestRenderOverSSE(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, seen, "draft")
 	require.Contains(t, seen, "done")
-	require.True(t, len(seen) >= 3, "rows passed through intermediate states: %v", seen)
+	require.GreaterOrEqual(t, len(seen), 3, "rows passed through intermediate states: %v", seen)
 	plays, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=line-row] button[data-play-url]').length`))
 	require.NoError(t, err)
 	require.Equal(t, 8, plays, "each row offers its take")

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -58,7 +57,7 @@ func setupReview(t *testing.T) *reviewBundle {
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		w.Stop(c)
+		require.NoError(t, w.Stop(c))
 	})
 	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: logger, Renderer: pipeline, Exporter: pipeline})
 	ts := httptest.NewServer(srv.Handler())
@@ -93,37 +92,7 @@ func setupReview(t *testing.T) *reviewBundle {
 // to play without a user gesture, and key events sent over DevTools count as none.
 func audioBrowser(t *testing.T) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browserPath(t)),
-		chromedp.NoSandbox,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("autoplay-policy", "no-user-gesture-required"),
-		chromedp.WindowSize(1400, 1000),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	base, cancel := chromedp.NewContext(allocCtx)
-	if err := chromedp.Do(base); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
-	ctx, cancelTimeout := context.WithTimeout(base, 3*time.Minute)
-	t.Cleanup(func() {
-		if t.Failed() {
-			shotCtx, c := context.WithTimeout(base, 5*time.Second)
-			if png, err := chromedp.Run(shotCtx, chromedp.FullScreenshot(100)); err == nil {
-				os.MkdirAll("artifacts", 0o755)
-				os.WriteFile(filepath.Join("artifacts", t.Name()+"-failure.png"), png, 0o644)
-			}
-			c()
-		}
-		cancelTimeout()
-		cancel()
-		cancelAlloc()
-	})
-	return ctx
+	return launch(t, 3*time.Minute, chromedp.Flag("autoplay-policy", "no-user-gesture-required"))
 }
 
 // sourceVideo makes a short video with a sound track, as an editor would upload the

@@ -2,7 +2,6 @@ package media_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -84,7 +83,7 @@ func requireRefused(t *testing.T, err error, sentinel error, key string) {
 	t.Helper()
 	require.ErrorIs(t, err, sentinel)
 	var ie *i18n.Error
-	require.True(t, errors.As(err, &ie), "no user message in %v", err)
+	require.ErrorAs(t, err, &ie, "no user message in %v", err)
 	require.Equal(t, key, ie.Key)
 }
 

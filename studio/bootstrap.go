@@ -53,6 +53,10 @@ func CreateDatabase(ctx context.Context, databaseURL string) (created bool, err 
 }
 
 // pgCode is the SQLSTATE of a PostgreSQL error in err's chain, or "".
+// IsMissingDatabase reports whether err says the database it connected to does not
+// exist (SQLSTATE 3D000), which `dubstudio createdb` can mend.
+func IsMissingDatabase(err error) bool { return pgCode(err) == "3D000" }
+
 func pgCode(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -103,7 +107,7 @@ func (s *Store) EnsureDemoProject(ctx context.Context, owner int64) (*Project, e
 		// project 1, the first one made, which is the demo.
 		id, err := strconv.ParseInt(done, 10, 64)
 		if err != nil {
-			return nil, nil
+			return nil, nil //nolint:nilerr // a setting that is no ID names no demo project: nothing to show
 		}
 		p, err := s.Project(ctx, id)
 		if errors.Is(err, ErrNotFound) {

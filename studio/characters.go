@@ -133,10 +133,10 @@ type CharacterParams struct {
 	PreviewVoice string
 }
 
-// FieldErrors maps a form field to a message key, for inline form errors.
-type FieldErrors map[string]*i18n.Error
+// FieldsError maps a form field to a message key, for inline form errors.
+type FieldsError map[string]*i18n.Error
 
-func (f FieldErrors) Error() string {
+func (f FieldsError) Error() string {
 	var parts []string
 	for k, v := range f {
 		parts = append(parts, k+": "+v.Error())
@@ -144,10 +144,10 @@ func (f FieldErrors) Error() string {
 	return "invalid fields: " + strings.Join(parts, "; ")
 }
 
-func (f FieldErrors) Unwrap() error { return ErrInvalid }
+func (f FieldsError) Unwrap() error { return ErrInvalid }
 
 func (p *CharacterParams) validate() error {
-	fe := FieldErrors{}
+	fe := FieldsError{}
 	p.Name = strings.TrimSpace(p.Name)
 	if p.Name == "" || len([]rune(p.Name)) > 100 {
 		fe["name"] = i18n.Errorf(ErrInvalid, "character.bad_name")
@@ -198,7 +198,7 @@ func (s *Store) CreateCharacter(ctx context.Context, projectID int64, p Characte
 	c := &Character{ProjectID: projectID, Name: p.Name, Color: p.Color, Emotion: p.Emotion, PreviewVoice: p.PreviewVoice}
 	if err := s.db.WithContext(ctx).Create(c).Error; err != nil {
 		if isUniqueViolation(err) {
-			return nil, FieldErrors{"name": i18n.Errorf(ErrConflict, "character.exists", p.Name)}
+			return nil, FieldsError{"name": i18n.Errorf(ErrConflict, "character.exists", p.Name)}
 		}
 		return nil, fmt.Errorf("error creating character: %w", err)
 	}
@@ -214,7 +214,7 @@ func (s *Store) UpdateCharacter(ctx context.Context, projectID, id int64, p Char
 		Updates(map[string]any{"name": p.Name, "color": p.Color, "emotion": p.Emotion, "preview_voice": p.PreviewVoice, "updated_at": time.Now()})
 	if res.Error != nil {
 		if isUniqueViolation(res.Error) {
-			return FieldErrors{"name": i18n.Errorf(ErrConflict, "character.exists", p.Name)}
+			return FieldsError{"name": i18n.Errorf(ErrConflict, "character.exists", p.Name)}
 		}
 		return res.Error
 	}

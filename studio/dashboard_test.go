@@ -150,7 +150,7 @@ func TestFailedLines(t *testing.T) {
 
 	require.Equal(t, f.lines[3].ID, failed[0].LineID, "the latest failure first")
 	require.Equal(t, 4, failed[0].Idx)
-	require.Equal(t, `{"key":"error.internal"}`, failed[0].LastError)
+	require.JSONEq(t, `{"key":"error.internal"}`, failed[0].LastError)
 	require.Equal(t, 2, failed[0].Attempts)
 	require.Equal(t, "Bob", failed[0].CharacterName)
 	require.True(t, failed[0].FailedAt.Equal(f.now.Add(-time.Minute)))

@@ -31,7 +31,7 @@ func (s *Store) Glossary(ctx context.Context, projectID int64) ([]GlossaryEntry,
 // AddGlossaryEntry adds or replaces how a term is spoken.
 func (s *Store) AddGlossaryEntry(ctx context.Context, projectID int64, term, spoken string) error {
 	term, spoken = strings.TrimSpace(term), strings.TrimSpace(spoken)
-	fe := FieldErrors{}
+	fe := FieldsError{}
 	if term == "" || len([]rune(term)) > 100 {
 		fe["term"] = i18n.Errorf(ErrInvalid, "glossary.bad_term")
 	}

@@ -263,18 +263,18 @@ func (s *Store) UpdateLine(ctx context.Context, userID int64, projectID, lineID 
 	if e.Text != nil {
 		t := strings.TrimSpace(strings.ReplaceAll(*e.Text, "\r\n", "\n"))
 		if err := ValidateLineText(t); err != nil {
-			return nil, FieldErrors{"text": asI18n(err)}
+			return nil, FieldsError{"text": asI18n(err)}
 		}
 		e.Text = &t
 	}
 	if e.Notes != nil {
 		if err := ValidateLineText(*e.Notes); err != nil {
-			return nil, FieldErrors{"notes": asI18n(err)}
+			return nil, FieldsError{"notes": asI18n(err)}
 		}
 	}
 	if e.Emotion != nil && *e.Emotion != nil {
 		if err := (*e.Emotion).Validate(); err != nil {
-			return nil, FieldErrors{"emotion": asI18n(err)}
+			return nil, FieldsError{"emotion": asI18n(err)}
 		}
 	}
 	var out *Line
@@ -319,7 +319,7 @@ func (s *Store) UpdateLine(ctx context.Context, userID int64, projectID, lineID 
 			l.DurationLock = *e.DurationLock
 		}
 		if l.StartMs < 0 || l.EndMs < l.StartMs {
-			return FieldErrors{"end": i18n.Errorf(ErrInvalid, "line.bad_timing")}
+			return FieldsError{"end": i18n.Errorf(ErrInvalid, "line.bad_timing")}
 		}
 		if snapshotEqual(before.snapshot(), l.snapshot()) {
 			out = &l
@@ -332,8 +332,6 @@ func (s *Store) UpdateLine(ctx context.Context, userID int64, projectID, lineID 
 
 // forUpdate makes two saves of one line serialise, so the second sees the first's revision.
 var forUpdate = clause.Locking{Strength: clause.LockingStrengthUpdate}
-
-var onConflictDoNothing = clause.OnConflict{DoNothing: true}
 
 func snapshotEqual(a, b LineSnapshot) bool {
 	ja, _ := json.Marshal(a)
@@ -358,7 +356,7 @@ func checkCharacter(tx *gorm.DB, projectID int64, id *int64) error {
 		return err
 	}
 	if n == 0 {
-		return FieldErrors{"character": i18n.Errorf(ErrInvalid, "line.bad_character")}
+		return FieldsError{"character": i18n.Errorf(ErrInvalid, "line.bad_character")}
 	}
 	return nil
 }
@@ -433,7 +431,7 @@ func addHistory(tx *gorm.DB, userID int64, action string, before, after *Line) e
 		j, _ := json.Marshal(after.snapshot())
 		a = string(j)
 	}
-	lineID, projectID := int64(0), int64(0)
+	var lineID, projectID int64
 	if after != nil {
 		lineID, projectID = after.ID, after.ProjectID
 	} else {
@@ -564,17 +562,17 @@ func (s *Store) SplitLine(ctx context.Context, userID, projectID, lineID int64, 
 		}
 		runes := []rune(l.Text)
 		if atRune <= 0 || atRune >= len(runes) {
-			return FieldErrors{"split": i18n.Errorf(ErrInvalid, "line.bad_split")}
+			return FieldsError{"split": i18n.Errorf(ErrInvalid, "line.bad_split")}
 		}
 		a, b := strings.TrimSpace(string(runes[:atRune])), strings.TrimSpace(string(runes[atRune:]))
 		if a == "" || b == "" {
-			return FieldErrors{"split": i18n.Errorf(ErrInvalid, "line.bad_split")}
+			return FieldsError{"split": i18n.Errorf(ErrInvalid, "line.bad_split")}
 		}
 		if atMs <= 0 {
 			atMs = l.StartMs + (l.EndMs-l.StartMs)*atRune/len(runes)
 		}
 		if atMs < l.StartMs || atMs > l.EndMs {
-			return FieldErrors{"split": i18n.Errorf(ErrInvalid, "line.bad_split_time")}
+			return FieldsError{"split": i18n.Errorf(ErrInvalid, "line.bad_split_time")}
 		}
 		if err := tx.Exec("UPDATE lines SET idx = idx + 1 WHERE project_id = ? AND idx > ?", projectID, l.Idx).Error; err != nil {
 			return err
@@ -609,16 +607,16 @@ func (s *Store) MergeLines(ctx context.Context, userID, projectID, lineID int64,
 		}
 		if err := tx.Clauses(forUpdate).Where("project_id = ? AND idx > ?", projectID, l.Idx).Order("idx").First(&next).Error; err != nil {
 			if errors.Is(err, gorm.ErrRecordNotFound) {
-				return FieldErrors{"merge": i18n.Errorf(ErrInvalid, "line.no_next")}
+				return FieldsError{"merge": i18n.Errorf(ErrInvalid, "line.no_next")}
 			}
 			return err
 		}
 		if next.State.Active() {
-			return FieldErrors{"merge": i18n.Errorf(ErrInvalid, "line.next_busy")}
+			return FieldsError{"merge": i18n.Errorf(ErrInvalid, "line.next_busy")}
 		}
 		joined := strings.TrimSpace(l.Text + " " + next.Text)
 		if err := ValidateLineText(joined); err != nil {
-			return FieldErrors{"merge": asI18n(err)}
+			return FieldsError{"merge": asI18n(err)}
 		}
 		if err := addHistory(tx, userID, "merged_into", &next, nil); err != nil {
 			return err

@@ -2,7 +2,6 @@ package studio_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 
@@ -127,7 +126,7 @@ func TestConcurrentSavesOfOneRevisionOnlyOneWins(t *testing.T) {
 		if err == nil {
 			ok++
 		} else {
-			require.True(t, errors.Is(err, studio.ErrConflict), "%v", err)
+			require.ErrorIs(t, err, studio.ErrConflict, "%v", err)
 		}
 	}
 	require.Equal(t, 1, ok)

@@ -187,7 +187,7 @@ type FitSettings struct {
 
 // Validate checks the limits, field by field.
 func (f FitSettings) Validate() error {
-	fe := FieldErrors{}
+	fe := FieldsError{}
 	if f.StretchMin < 0.5 || f.StretchMin > 1 {
 		fe["stretch_min"] = i18n.Errorf(ErrInvalid, "project.bad_stretch_min")
 	}

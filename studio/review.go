@@ -47,7 +47,7 @@ type TakeReview struct {
 func (s *Store) CommentTake(ctx context.Context, userID, projectID, takeID int64, body string) (*TakeReview, error) {
 	body = strings.TrimSpace(strings.ReplaceAll(body, "\r\n", "\n"))
 	if body == "" || len([]rune(body)) > MaxCommentRunes {
-		return nil, FieldErrors{"comment": i18n.Errorf(ErrInvalid, "review.bad_comment", MaxCommentRunes)}
+		return nil, FieldsError{"comment": i18n.Errorf(ErrInvalid, "review.bad_comment", MaxCommentRunes)}
 	}
 	t, err := s.Take(ctx, projectID, takeID)
 	if err != nil {

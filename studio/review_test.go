@@ -99,7 +99,7 @@ func TestCommentIsValidated(t *testing.T) {
 	tk := addTake(t, b, bs, lines[0], "take")
 	for _, body := range []string{"", "   \n ", string(make([]rune, studio.MaxCommentRunes+1))} {
 		_, err := b.store.CommentTake(ctx, b.editor.ID, b.project.ID, tk.ID, body)
-		var fe studio.FieldErrors
+		var fe studio.FieldsError
 		require.ErrorAs(t, err, &fe)
 		require.ErrorIs(t, err, studio.ErrInvalid)
 		require.Contains(t, fe, "comment")

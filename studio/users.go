@@ -41,9 +41,9 @@ func ParseRole(s string) (Role, error) {
 	return "", i18n.Errorf(ErrInvalid, "user.bad_role", s)
 }
 
-// AtLeast reports whether r includes the rights of min: admin > manager > editor.
+// AtLeast reports whether r includes the rights of least: admin > manager > editor.
 // Managers watch and steer projects; editors edit them; admins do everything.
-func (r Role) AtLeast(min Role) bool { return rank(r) >= rank(min) }
+func (r Role) AtLeast(least Role) bool { return rank(r) >= rank(least) }
 
 func rank(r Role) int {
 	switch r {
@@ -86,7 +86,7 @@ func ValidateUsername(name string) error {
 		return i18n.Errorf(ErrInvalid, "user.bad_username")
 	}
 	for _, r := range name {
-		if !(unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("._-@", r)) {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("._-@", r) {
 			return i18n.Errorf(ErrInvalid, "user.bad_username")
 		}
 	}
@@ -312,7 +312,7 @@ func (s *Store) SessionByToken(ctx context.Context, token string, ttl time.Durat
 		now := time.Now()
 		sess.LastSeenAt, sess.ExpiresAt = now, now.Add(ttl)
 		s.db.WithContext(ctx).Model(&Session{}).Where("id = ?", sess.ID).
-			Updates(map[string]any{"last_seen_at": now, "expires_at": sess.ExpiresAt}) //nolint:errcheck
+			Updates(map[string]any{"last_seen_at": now, "expires_at": sess.ExpiresAt})
 	}
 	return &sess, nil
 }

@@ -100,14 +100,14 @@ func PredictNaturalSeconds(text, lang string) float64 {
 			endWord()
 			switch r {
 			case '.', '!', '?', '。', '！', '？', '…':
-				pending = math.Max(pending, sentencePauseSecs)
+				pending = max(pending, sentencePauseSecs)
 			case ',', ';', ':', '，', '、', '；', '：', '—':
-				pending = math.Max(pending, clausePauseSecs)
+				pending = max(pending, clausePauseSecs)
 			}
 		}
 	}
 	endWord()
-	return math.Max(secs, minNaturalSeconds)
+	return max(secs, minNaturalSeconds)
 }
 
 // DurationFactorFor returns the IndexTTS-2.5 duration_factor that should make text last
@@ -126,7 +126,7 @@ func ClampDurationFactor(f float64) float64 {
 	if math.IsNaN(f) {
 		return 1
 	}
-	return math.Min(MaxDurationFactor, math.Max(MinDurationFactor, f))
+	return min(MaxDurationFactor, max(MinDurationFactor, f))
 }
 
 // GuessLanguage guesses the language of text from its script: "ja" for kana, "ko" for

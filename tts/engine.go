@@ -294,7 +294,7 @@ func (c ErrorCode) MessageKey() string {
 }
 
 // Retryable reports whether the same request may succeed later.
-func (c ErrorCode) Retryable() bool { return c.Sentinel() != ErrInvalidInput }
+func (c ErrorCode) Retryable() bool { return !errors.Is(c.Sentinel(), ErrInvalidInput) }
 
 // CodeOf returns the code of the *Error in err's chain: CodeInternal for any other non-nil
 // error, "" for nil.

@@ -13,7 +13,7 @@ func TestApplyGlossary(t *testing.T) {
 		{Term: "NASA", Spoken: "nasa"},
 		{Term: "NASA JPL", Spoken: "nasa jay pee ell"},
 		{Term: "重庆", Spoken: "崇庆"},
-		{Term: "C++", Spoken: "C plus plus"},
+		{Term: "C++", Spoken: "C plus plus"}, //nolint:dupword // how it is said
 	}
 	for _, tc := range []struct{ in, want string }{
 		{"Ann and Anna met.", "Anne and Anna met."},

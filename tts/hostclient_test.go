@@ -93,7 +93,7 @@ func TestHostClientProtocol(t *testing.T) {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
 			fh := &fakeHost{}
-			addr := ""
+			var addr string
 			if transport == "unix" {
 				addr = startFakeHostUnix(t, fh)
 			} else {

@@ -52,7 +52,7 @@ func TestDecodeResponse(t *testing.T) {
 	}
 	var te *Error
 	err = decodeResponse(507, "application/json", []byte(`{"error":{"code":"out_of_memory","message":"m","traceback":"Traceback..."}}`), &res)
-	require.True(t, errors.As(err, &te))
+	require.ErrorAs(t, err, &te)
 	require.Equal(t, "Traceback...", te.Traceback)
 }
 

@@ -379,8 +379,8 @@ func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error)
 
 	audio := s.AudioSecondsFor(req)
 	maxSecs := float64(req.MaxMelTokens) / s.cfg.TokensPerAudioSecond
-	segments := math.Max(1, math.Ceil(float64(len([]rune(req.Text)))/float64(req.MaxTextTokensPerSegment)))
-	audio = math.Min(audio, maxSecs*segments) // max_mel_tokens cuts each segment
+	segments := max(1, math.Ceil(float64(len([]rune(req.Text)))/float64(req.MaxTextTokensPerSegment)))
+	audio = min(audio, maxSecs*segments) // max_mel_tokens cuts each segment
 	tokens := int(math.Round(audio * s.cfg.TokensPerAudioSecond))
 	peak := s.PeakBytesFor(audio / segments) // segments run one after another
 	var gen time.Duration

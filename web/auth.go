@@ -122,8 +122,8 @@ func (s *Server) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 var errCSRF = errors.New("csrf token missing or wrong")
 
 // requireRole sends anonymous visitors to the login page and refuses users whose role
-// does not include min.
-func (s *Server) requireRole(min studio.Role) echo.MiddlewareFunc {
+// does not include least.
+func (s *Server) requireRole(least studio.Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			u := currentUser(c)
@@ -138,8 +138,8 @@ func (s *Server) requireRole(min studio.Role) echo.MiddlewareFunc {
 				}
 				return c.Redirect(http.StatusSeeOther, target)
 			}
-			if !u.Role.AtLeast(min) {
-				return fmt.Errorf("role %s needs %s: %w", u.Role, min, studio.ErrForbidden)
+			if !u.Role.AtLeast(least) {
+				return fmt.Errorf("role %s needs %s: %w", u.Role, least, studio.ErrForbidden)
 			}
 			return next(c)
 		}
@@ -191,7 +191,7 @@ func (s *Server) showLogin(c echo.Context) error {
 func (s *Server) renderLogin(c echo.Context, status int, username, msg string) error {
 	// Reuse a valid token, so that two login tabs (or a reload) do not invalidate
 	// each other's forms.
-	tok := ""
+	var tok string
 	if ck, err := c.Cookie(loginCSRF); err == nil && s.validLoginToken(ck.Value) {
 		tok = ck.Value
 	} else {

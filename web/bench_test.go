@@ -82,7 +82,9 @@ func BenchmarkProjectPage(b *testing.B) {
 	for b.Loop() {
 		start := time.Now()
 		resp := c.get(path)
-		io.Copy(io.Discard, resp.Body)
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			b.Fatal(err)
+		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			b.Fatalf("status %d", resp.StatusCode)

@@ -82,7 +82,7 @@ func (s *Server) characterParams(c echo.Context, f *views.CharacterForm, current
 }
 
 func (s *Server) fieldErrors(c echo.Context, err error, into map[string]string) bool {
-	var fe studio.FieldErrors
+	var fe studio.FieldsError
 	if !errors.As(err, &fe) {
 		return false
 	}

@@ -41,7 +41,7 @@ func statusOf(err error) int {
 func (s *Server) messageOf(c echo.Context, status int, err error) string {
 	var ie *i18n.Error
 	var he *echo.HTTPError
-	var fe studio.FieldErrors
+	var fe studio.FieldsError
 	switch {
 	case errors.As(err, &fe):
 		for _, v := range fe {
@@ -112,7 +112,7 @@ func (s *Server) recoverPanic(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
-				if r == http.ErrAbortHandler {
+				if r == http.ErrAbortHandler { //nolint:errorlint // recover gives the value panic was called with, never a wrapped error
 					panic(r)
 				}
 				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())

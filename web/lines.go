@@ -183,7 +183,7 @@ func (s *Server) saveLine(c echo.Context) error {
 
 	saved, err := s.store.UpdateLine(c.Request().Context(), currentUser(c).ID, l.ProjectID, l.ID, edit)
 	var ce *studio.ConflictError
-	var fe studio.FieldErrors
+	var fe studio.FieldsError
 	switch {
 	case errors.As(err, &ce):
 		f.Conflict = ce

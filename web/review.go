@@ -156,7 +156,7 @@ func (s *Server) commentTake(c echo.Context) error {
 	}
 	body := c.FormValue("body")
 	_, err = s.store.CommentTake(c.Request().Context(), currentUser(c).ID, t.ProjectID, t.ID, body)
-	var fe studio.FieldErrors
+	var fe studio.FieldsError
 	if errors.As(err, &fe) {
 		return s.reviewAfter(c, t.ProjectID, t.LineID, http.StatusUnprocessableEntity, func(vm *views.ReviewVM) {
 			vm.CommentErrors[t.ID] = s.messageOf(c, http.StatusUnprocessableEntity, err)

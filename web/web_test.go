@@ -363,7 +363,8 @@ func multipartBody(t *testing.T, field, name string, data []byte) (io.Reader, st
 	w := multipart.NewWriter(&buf)
 	fw, err := w.CreateFormFile(field, name)
 	require.NoError(t, err)
-	fw.Write(data)
+	_, err = fw.Write(data)
+	require.NoError(t, err)
 	require.NoError(t, w.Close())
 	return strings.NewReader(buf.String()), w.FormDataContentType()
 }

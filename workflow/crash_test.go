@@ -74,7 +74,11 @@ func TestWorkerKilledMidRender(t *testing.T) {
 	victim.Env = append(os.Environ(), victimEnv+"=victim", "DUBSTUDIO_TEST_DB="+url, "DUBSTUDIO_TEST_DATA="+b.dataDir)
 	victim.Stdout, victim.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, victim.Start())
-	t.Cleanup(func() { victim.Process.Kill(); victim.Wait() })
+	t.Cleanup(func() {
+		// Killed below already, unless the test failed before: either way it ends here.
+		_ = victim.Process.Kill()
+		_ = victim.Wait()
+	})
 
 	// Kill it once it is well into the render, with work in flight.
 	deadline := time.Now().Add(2 * time.Minute)
@@ -91,7 +95,8 @@ func TestWorkerKilledMidRender(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	require.NoError(t, victim.Process.Signal(syscall.SIGKILL))
-	victim.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, victim.Wait(), &exit, "the victim dies of the signal")
 	var held int
 	require.NoError(t, store.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'running'`).Scan(&held))
 	require.Positive(t, held, "the victim died holding jobs")

@@ -11,5 +11,5 @@ func freeBytes(dir string) (uint64, bool) {
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, false
 	}
-	return uint64(st.Bavail) * uint64(st.Bsize), true
+	return uint64(st.Bavail) * uint64(st.Bsize), true //nolint:unconvert // the fields are other types on other platforms
 }

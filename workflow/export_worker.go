@@ -268,7 +268,7 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, strin
 	if err != nil {
 		os.Remove(tmp)
 		if errors.Is(err, syscall.ENOSPC) {
-			return 0, "", 0, fmt.Errorf("%w: %v", audio.ErrNoSpace, err)
+			return 0, "", 0, fmt.Errorf("%w: %w", audio.ErrNoSpace, err)
 		}
 		return 0, "", 0, err
 	}

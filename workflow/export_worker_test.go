@@ -89,7 +89,7 @@ func (b *testBundle) export(t *testing.T, approvedOnly bool) exported {
 		out.entries[f.Name] = body
 	}
 	require.NoError(t, json.Unmarshal(out.entries["manifest.json"], &out.manifest))
-	require.Equal(t, ex.Lines, len(out.manifest.Lines))
+	require.Len(t, out.manifest.Lines, ex.Lines)
 	return out
 }
 
@@ -213,7 +213,7 @@ func checkArchive(t *testing.T, b *testBundle, lines []studio.Line, ex exported)
 		require.InDelta(t, tk.StretchRatio, ml.StretchRatio, 1e-9)
 		clips[i] = clip
 		offsets[i] = int64(math.Round(float64(l.StartMs) * rate / 1000))
-		require.EqualValues(t, audio.SamplesFor(l.StartMs, rate), offsets[i])
+		require.Equal(t, audio.SamplesFor(l.StartMs, rate), offsets[i])
 	}
 
 	// Every line sits at its timecode: where it overlaps nothing, the mix holds exactly

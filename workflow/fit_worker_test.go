@@ -51,7 +51,7 @@ func TestFitWorker(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, studio.StateFailed, failed.State)
 	require.Contains(t, failed.LastError, "render.internal")
-	require.Len(t, w.fits, 0) // every fit ended
+	require.Empty(t, w.fits) // every fit ended
 	require.Zero(t, w.fitClaims.Load())
 }
 
@@ -97,5 +97,5 @@ func TestSynthesisWaitsForAFit(t *testing.T) {
 	require.NotNil(t, got.CurrentTakeID)
 	rivertest.RequireNotInserted(ctx, t, riverpgxv5.New(store.Pool()), &FitArgs{}, nil)
 	require.Zero(t, w.fitClaims.Load())
-	require.Len(t, w.fits, 0)
+	require.Empty(t, w.fits)
 }

@@ -53,7 +53,7 @@ func startPrivatePostgres(t *testing.T) *privatePostgres {
 		pg.runAs = "postgres"
 	}
 	pg.sweep()
-	dir, err := os.MkdirTemp("", "dubpg")
+	dir, err := os.MkdirTemp("", "dubpg") //nolint:usetesting // the postgres user must reach it: t.TempDir's parents are private
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	// A test binary killed by its timeout runs no cleanup: the next run stops its server.

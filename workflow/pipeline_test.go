@@ -35,7 +35,7 @@ func TestRenderProjectWithEspeak(t *testing.T) {
 		require.Equal(t, "espeak", tk.Engine)
 		require.NotEmpty(t, tk.ModelVersion)
 		require.Equal(t, l.Text, tk.SpokenText)
-		require.Greater(t, tk.SynthMs+tk.FitMs, 0)
+		require.Positive(t, tk.SynthMs+tk.FitMs)
 		require.Greater(t, tk.RTF, 0.0)
 		path, err := blobs.Path(tk.AudioSHA256)
 		require.NoError(t, err)

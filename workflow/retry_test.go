@@ -56,7 +56,9 @@ func TestTransientFailuresBackOffAndRetry(t *testing.T) {
 		for {
 			var n int
 			if err := b.store.Pool().QueryRow(ctx, `SELECT coalesce(max(attempts), 0) FROM lines`).Scan(&n); err == nil && n >= 2 {
-				sim.Restart()
+				if err := sim.Restart(); err != nil {
+					t.Errorf("restarting the simulated host: %v", err)
+				}
 				return
 			}
 			time.Sleep(20 * time.Millisecond)

@@ -52,6 +52,6 @@ func TestSynthesizeWorker(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, before.State, again.State)
 	require.Equal(t, before.CurrentTakeID, again.CurrentTakeID)
-	require.Len(t, w.fits, 0) // every fit ended
+	require.Empty(t, w.fits) // every fit ended
 	require.Zero(t, w.fitClaims.Load())
 }

@@ -84,8 +84,8 @@ func main() {
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	res, err := run(ctx, o)
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pipeline benchmark:", err)
 		os.Exit(1)
@@ -481,7 +481,7 @@ type noopArgs struct {
 
 func (noopArgs) Kind() string { return "bench_noop" }
 
-// noopRun runs n no-op jobs on a River client of its own with workers workers and
+// noopRun runs n no-op jobs on a River client of its own with that many workers and
 // returns jobs per second, from the insert to the last completion.
 func noopRun(ctx context.Context, pool *pgxpool.Pool, n, workers int, cooldown time.Duration, logger *slog.Logger) (float64, error) {
 	ws := river.NewWorkers()

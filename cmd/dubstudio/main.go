@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -37,7 +36,7 @@ Usage:
   dubstudio doctor [flags]            check this machine's IndexTTS install, one line per check (doctor -h)
   dubstudio migrate                   apply database migrations and exit
   dubstudio user add NAME ROLE        add a user (role: admin, manager, editor); prints a password
-  dubstudio user list                 list users
+  dubstudio user list                 print every user with their role
   dubstudio user set-role NAME ROLE   change a user's role
   dubstudio user reset-password NAME  set a new random password and print it
   dubstudio help                      show this help
@@ -47,8 +46,9 @@ Settings (environment variables; secrets also as NAME_FILE):
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "dubstudio:", err)
 		os.Exit(1)
 	}
@@ -105,8 +105,7 @@ func newLogger(level string) *slog.Logger {
 // open connects, applies migrations and returns the store.
 func open(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*studio.Store, error) {
 	pool, err := studio.Connect(ctx, cfg.DatabaseURL)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "3D000" { // invalid_catalog_name
+	if studio.IsMissingDatabase(err) {
 		return nil, fmt.Errorf("%w; `dubstudio createdb` creates it", err)
 	}
 	if err != nil {
