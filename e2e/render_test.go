@@ -37,7 +37,7 @@ func setupApp(t *testing.T) *testBundle {
 
 	p, err := workflow.NewPipeline(store, logger)
 	require.NoError(t, err)
-	w, err := workflow.NewWorker(p, workflow.NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 2), workflow.WorkerConfig{
+	w, err := workflow.NewWorker(p, workflow.NewLocalPermits(tts.NewEspeak(tts.EspeakConfig{}), 2), workflow.WorkerConfig{
 		Name: "e2e", DataDir: dataDir, FetchPollInterval: 100 * time.Millisecond}, logger)
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))

@@ -49,7 +49,7 @@ func setupReview(t *testing.T) *reviewBundle {
 	logger := slog.New(slog.DiscardHandler)
 	pipeline, err := workflow.NewPipeline(store, logger)
 	require.NoError(t, err)
-	w, err := workflow.NewWorker(pipeline, workflow.NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 2), workflow.WorkerConfig{
+	w, err := workflow.NewWorker(pipeline, workflow.NewLocalPermits(tts.NewEspeak(tts.EspeakConfig{}), 2), workflow.WorkerConfig{
 		Name: fmt.Sprintf("e2e-%d", time.Now().UnixNano()), DataDir: dataDir, FetchPollInterval: 100 * time.Millisecond,
 		JobTimeout: 30 * time.Second, RescueAfter: time.Minute,
 	}, logger)

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"dubstudio/gpu/simdev"
+	"dubstudio/internal/simdev"
 	"dubstudio/studio"
 )
 

@@ -37,7 +37,7 @@ func runVictim() {
 	if err != nil {
 		panic(err)
 	}
-	w, err := workflow.NewWorker(p, workflow.NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 2), workflow.WorkerConfig{
+	w, err := workflow.NewWorker(p, workflow.NewLocalPermits(tts.NewEspeak(tts.EspeakConfig{}), 2), workflow.WorkerConfig{
 		Name: os.Getenv(victimEnv), DataDir: os.Getenv("DUBSTUDIO_TEST_DATA"), FetchPollInterval: 100 * time.Millisecond,
 		JobTimeout: 20 * time.Second, RescueAfter: 30 * time.Second, Heartbeat: 300 * time.Millisecond,
 	}, slog.New(slog.DiscardHandler))

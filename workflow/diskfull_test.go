@@ -40,7 +40,7 @@ func TestAudioDiskFull(t *testing.T) {
 
 	// espeak-ng, since every line must make different audio: the blob store keeps
 	// one copy of identical takes.
-	b.startWorkerWith(t, workflow.NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 2), nil)
+	b.startWorkerWith(t, workflow.NewLocalPermits(tts.NewEspeak(tts.EspeakConfig{}), 2), nil)
 	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
 	require.NoError(t, err)
 	counts := b.waitSettled(t, 2*time.Minute)

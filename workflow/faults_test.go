@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"dubstudio/gpu"
-	"dubstudio/gpu/simdev"
+	"dubstudio/internal/simdev"
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
 	"dubstudio/tts"
@@ -37,7 +37,7 @@ func faultWorkerConfig(name, dataDir string) workflow.WorkerConfig {
 }
 
 // startWorkerWith starts a worker over slots; cfg, when set, adjusts its configuration.
-func (b *testBundle) startWorkerWith(t *testing.T, slots workflow.Slots, cfg func(*workflow.WorkerConfig)) *workflow.Worker {
+func (b *testBundle) startWorkerWith(t *testing.T, slots workflow.Permits, cfg func(*workflow.WorkerConfig)) *workflow.Worker {
 	t.Helper()
 	c := faultWorkerConfig(fmt.Sprintf("fault-%d", time.Now().UnixNano()), b.dataDir)
 	if cfg != nil {
@@ -85,7 +85,7 @@ func TestRescuedSynthesisOfAFinishedRenderChangesNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 2)
 	ctx := context.Background()
-	b.startWorkerWith(t, workflow.NewLocalSlots(simulator(t), 2), nil)
+	b.startWorkerWith(t, workflow.NewLocalPermits(simulator(t), 2), nil)
 	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
 	require.NoError(t, err)
 	b.waitSettled(t, time.Minute)
@@ -193,28 +193,28 @@ func TestModelHostHangsMidRender(t *testing.T) {
 
 // hungCounter counts slots given back as hung.
 type hungCounter struct {
-	workflow.Slots
+	workflow.Permits
 	hung atomic.Int64
 }
 
 type countedSlot struct {
-	workflow.Slot
+	workflow.Permit
 	c *hungCounter
 }
 
-func (h *hungCounter) Acquire(ctx context.Context, req workflow.SlotRequest) (workflow.Slot, error) {
-	s, err := h.Slots.Acquire(ctx, req)
+func (h *hungCounter) Acquire(ctx context.Context, req workflow.PermitRequest) (workflow.Permit, error) {
+	s, err := h.Permits.Acquire(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	return countedSlot{Slot: s, c: h}, nil
+	return countedSlot{Permit: s, c: h}, nil
 }
 
-func (s countedSlot) Done(o workflow.SlotOutcome) {
+func (s countedSlot) Done(o workflow.Outcome) {
 	if o.Hung {
 		s.c.hung.Add(1)
 	}
-	s.Slot.Done(o)
+	s.Permit.Done(o)
 }
 
 // TestHungEngineIsAbandonedAtItsDeadline hangs three requests of an in-process engine:
@@ -226,7 +226,7 @@ func TestHungEngineIsAbandonedAtItsDeadline(t *testing.T) {
 	ctx := context.Background()
 	sim := simulator(t)
 	sim.Inject(tts.FaultHang, tts.FaultHang, tts.FaultHang)
-	slots := &hungCounter{Slots: workflow.NewLocalSlots(sim, 2)}
+	slots := &hungCounter{Permits: workflow.NewLocalPermits(sim, 2)}
 	b.startWorkerWith(t, slots, func(c *workflow.WorkerConfig) {
 		c.SynthesisTimeoutBase, c.SynthesisTimeoutPerSecond = time.Second, 100*time.Millisecond
 	})
@@ -257,8 +257,8 @@ func TestHungEngineIsAbandonedAtItsDeadline(t *testing.T) {
 }
 
 // workflowLocalSlots is n local slots over the simulator.
-func workflowLocalSlots(t *testing.T, n int) workflow.Slots {
-	return workflow.NewLocalSlots(simulator(t), n)
+func workflowLocalSlots(t *testing.T, n int) workflow.Permits {
+	return workflow.NewLocalPermits(simulator(t), n)
 }
 
 // pacedSimulator is the simulator taking about 100 ms per line of these tests, so

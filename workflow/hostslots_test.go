@@ -79,7 +79,7 @@ func (l *standinLauncher) Launch(ctx context.Context, _ gpu.LaunchOpts) (gpu.Hos
 	return &standinHost{p: p}, nil
 }
 
-// hostSlots is a gpu.HostRegistry and a workflow.Slots: the pool tells it which hosts
+// hostSlots is a gpu.HostRegistry and a workflow.Permits: the pool tells it which hosts
 // serve, and each serving host is one slot. A slot given back as hung gets its host
 // killed, and the pool starts another.
 type hostSlots struct {
@@ -139,8 +139,8 @@ func (s *hostSlots) RemoveHost(_, id string, _ error) {
 	s.notifyLocked()
 }
 
-// Acquire implements workflow.Slots: it waits for a serving host with nothing to do.
-func (s *hostSlots) Acquire(ctx context.Context, _ workflow.SlotRequest) (workflow.Slot, error) {
+// Acquire implements workflow.Permits: it waits for a serving host with nothing to do.
+func (s *hostSlots) Acquire(ctx context.Context, _ workflow.PermitRequest) (workflow.Permit, error) {
 	for {
 		s.mu.Lock()
 		for _, h := range s.hosts {
@@ -163,7 +163,7 @@ func (s *hostSlots) Acquire(ctx context.Context, _ workflow.SlotRequest) (workfl
 func (s *hostSlots) Capacity() int     { return s.capacity }
 func (s *hostSlots) Engines() []string { return []string{"indextts"} }
 
-// Model implements workflow.Slots; every stand-in host runs the same version.
+// Model implements workflow.Permits; every stand-in host runs the same version.
 func (s *hostSlots) Model(context.Context) (tts.HostInfo, error) {
 	return tts.HostInfo{Model: "IndexTTS-2", Version: standinVersion, Concurrency: 1}, nil
 }
@@ -190,7 +190,7 @@ type hostSlot struct {
 func (l *hostSlot) Engine() tts.Engine { return l.h.host.p.Client() }
 func (l *hostSlot) Device() string     { return "" }
 
-func (l *hostSlot) Done(o workflow.SlotOutcome) {
+func (l *hostSlot) Done(o workflow.Outcome) {
 	l.once.Do(func() {
 		if o.Hung {
 			// The request may still run there: the host is of no further use.

@@ -174,7 +174,7 @@ func TestPostgresRestartMidRender(t *testing.T) {
 	store, err := studio.NewStore(pool)
 	require.NoError(t, err)
 	b := bundleOn(t, store, 200)
-	b.startWorkerWith(t, workflow.NewLocalSlots(pacedSimulator(t), 2), nil)
+	b.startWorkerWith(t, workflow.NewLocalPermits(pacedSimulator(t), 2), nil)
 	n, err := b.pipeline.RenderPending(ctx, b.project.ID)
 	require.NoError(t, err)
 	require.Equal(t, 200, n)

@@ -165,7 +165,7 @@ func renderQueued(t *testing.T, n, fitWorkers int) (*studio.Store, *studio.Proje
 	require.NoError(t, err)
 	ed := studiotest.User(t, store, studio.RoleEditor)
 	project := studiotest.Project(t, store, ed, n)
-	w, err := NewWorker(p, NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 1),
+	w, err := NewWorker(p, NewLocalPermits(tts.NewEspeak(tts.EspeakConfig{}), 1),
 		WorkerConfig{Name: t.Name(), DataDir: t.TempDir(), FitWorkers: fitWorkers}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, w.ensureDirs())

@@ -119,7 +119,7 @@ type Worker struct {
 	cfg      WorkerConfig
 	pipeline *Pipeline
 	store    *studio.Store
-	slots    Slots
+	slots    Permits
 	blobs    studio.BlobStore
 	logger   *slog.Logger
 	client   *river.Client[pgx.Tx]
@@ -137,7 +137,7 @@ type Worker struct {
 }
 
 // NewWorker builds a worker over the store's pool.
-func NewWorker(p *Pipeline, slots Slots, cfg WorkerConfig, logger *slog.Logger) (*Worker, error) {
+func NewWorker(p *Pipeline, slots Permits, cfg WorkerConfig, logger *slog.Logger) (*Worker, error) {
 	cfg.defaults()
 	store := p.store
 	w := &Worker{cfg: cfg, pipeline: p, store: store, slots: slots, logger: logger,
@@ -370,9 +370,9 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 		return w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, userKey("render.no_reference", name))
 	}
 
-	sreq := SlotRequest{LineID: a.LineID, AudioSeconds: req.TargetSeconds, TextRunes: len([]rune(req.Text))}
-	var slot Slot
-	if t, ok := w.slots.(slotTrier); ok {
+	sreq := PermitRequest{LineID: a.LineID, AudioSeconds: req.TargetSeconds, TextRunes: len([]rune(req.Text))}
+	var slot Permit
+	if t, ok := w.slots.(permitTrier); ok {
 		slot = t.TryAcquire(sreq)
 	}
 	if slot == nil {
@@ -386,13 +386,13 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 		}
 	}
 	released := false
-	release := func(o SlotOutcome) {
+	release := func(o Outcome) {
 		if !released {
 			released = true
 			slot.Done(o)
 		}
 	}
-	defer release(SlotOutcome{Failed: true})
+	defer release(Outcome{Failed: true})
 	if ok, err := w.store.SetRenderState(ctx, a.LineID, a.RenderSeq, studio.StateSynthesizing, job.Attempt); err != nil || !ok {
 		return err
 	}
@@ -421,7 +421,7 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 		// slot whose owner killed or replaced it.
 		err = &tts.Error{Code: tts.CodeUnavailable, Message: fmt.Sprintf("no answer within the synthesis deadline of %s", limit), Err: err}
 	}
-	release(SlotOutcome{PeakBytes: res.PeakReservedBytes, OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil, Hung: hung})
+	release(Outcome{PeakBytes: res.PeakReservedBytes, OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil, Hung: hung})
 	if !hasSpace(tmpDir, minFreeBytes) {
 		// The disk filled up meanwhile: the output may be cut short, whatever the
 		// engine says.
@@ -668,13 +668,13 @@ func (p *prepareWorker) Work(ctx context.Context, job *river.Job[PrepareSpeakerA
 	if err != nil {
 		return river.JobCancel(err)
 	}
-	slot, err := w.slots.Acquire(ctx, SlotRequest{AudioSeconds: 15})
+	slot, err := w.slots.Acquire(ctx, PermitRequest{AudioSeconds: 15})
 	if err != nil {
 		return err
 	}
 	res, err := slot.Engine().PrepareSpeaker(ctx, tts.PrepareRequest{ReferenceAudioPath: ref, ReferenceSHA256: job.Args.RefSHA256,
 		CacheDir: filepath.Join(w.cfg.DataDir, "conditioning")})
-	slot.Done(SlotOutcome{OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil})
+	slot.Done(Outcome{OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil})
 	if err != nil {
 		if errors.Is(err, tts.ErrInvalidInput) {
 			return river.JobCancel(err)

@@ -54,7 +54,7 @@ func (b *testBundle) startWorker(t *testing.T, o workerOpts) *workflow.Worker {
 	if o.name == "" {
 		o.name = fmt.Sprintf("test-%d", time.Now().UnixNano())
 	}
-	return b.startWorkerWith(t, workflow.NewLocalSlots(o.engine, max(o.slots, 2)), func(c *workflow.WorkerConfig) {
+	return b.startWorkerWith(t, workflow.NewLocalPermits(o.engine, max(o.slots, 2)), func(c *workflow.WorkerConfig) {
 		c.Name = o.name
 		c.MaxAttempts = 0 // the worker's default
 	})

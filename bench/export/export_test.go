@@ -81,7 +81,7 @@ func setupHour(b *testing.B) *benchBundle {
 		require.NoError(b, store.ApproveTake(ctx, ed.ID, l.ProjectID, take.ID))
 		bb.audioMs += l.DurationMs()
 	}
-	w, err := workflow.NewWorker(p, workflow.NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{}), 1), workflow.WorkerConfig{
+	w, err := workflow.NewWorker(p, workflow.NewLocalPermits(tts.NewEspeak(tts.EspeakConfig{}), 1), workflow.WorkerConfig{
 		Name: "bench-export", DataDir: bb.dataDir, FetchPollInterval: 50 * time.Millisecond, JobTimeout: 10 * time.Minute,
 	}, slog.New(slog.DiscardHandler))
 	require.NoError(b, err)

@@ -49,7 +49,7 @@ import (
 
 	"dubstudio/bench/internal/benchdb"
 	"dubstudio/config"
-	"dubstudio/gpu/simdev"
+	"dubstudio/internal/simdev"
 	"dubstudio/live"
 	"dubstudio/studio"
 	"dubstudio/tts"
@@ -284,7 +284,7 @@ func startServer(ctx context.Context, o options, logger *slog.Logger) (*target, 
 	if err != nil {
 		return fail(err)
 	}
-	worker, err := workflow.NewWorker(pipeline, workflow.NewLocalSlots(sim, o.slots), workflow.WorkerConfig{Name: "load-worker", DataDir: dataDir}, logger)
+	worker, err := workflow.NewWorker(pipeline, workflow.NewLocalPermits(sim, o.slots), workflow.WorkerConfig{Name: "load-worker", DataDir: dataDir}, logger)
 	if err != nil {
 		return fail(err)
 	}

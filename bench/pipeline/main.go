@@ -264,7 +264,7 @@ func run(ctx context.Context, o options) (*Result, error) {
 	if err := addReferences(ctx, store, project.ID, dataDir); err != nil {
 		return nil, err
 	}
-	worker, err := workflow.NewWorker(pipeline, workflow.NewLocalSlots(&zeroEngine{rate: o.rate}, o.slots), workflow.WorkerConfig{
+	worker, err := workflow.NewWorker(pipeline, workflow.NewLocalPermits(&zeroEngine{rate: o.rate}, o.slots), workflow.WorkerConfig{
 		Name: "bench", DataDir: dataDir, FitWorkers: o.fitWorkers, FetchCooldown: o.cooldown,
 	}, logger)
 	if err != nil {

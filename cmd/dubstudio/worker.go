@@ -16,14 +16,14 @@ import (
 
 // newSlots builds the worker's CPU or HTTP engine slots from the configuration; the
 // GPU engines (indextts, bench, simulator, and auto on a GPU) are newGPUWorker's.
-func newSlots(cfg *config.Config) (workflow.Slots, error) {
+func newSlots(cfg *config.Config) (workflow.Permits, error) {
 	n := cfg.WorkerSlots
 	switch cfg.Engine {
 	case "auto", "espeak":
 		if n == 0 {
 			n = runtime.NumCPU()
 		}
-		return workflow.NewLocalSlots(tts.NewEspeak(tts.EspeakConfig{Concurrency: n}), n), nil
+		return workflow.NewLocalPermits(tts.NewEspeak(tts.EspeakConfig{Concurrency: n}), n), nil
 	case "http":
 		if n == 0 {
 			n = 8
@@ -32,7 +32,7 @@ func newSlots(cfg *config.Config) (workflow.Slots, error) {
 		if err != nil {
 			return nil, err
 		}
-		return workflow.NewLocalSlots(v, n), nil
+		return workflow.NewLocalPermits(v, n), nil
 	}
 	return nil, fmt.Errorf("unknown engine %q", cfg.Engine)
 }
@@ -43,7 +43,7 @@ func startWorker(ctx context.Context, cfg *config.Config, store *studio.Store, p
 	if err != nil {
 		return nil, nil, err
 	}
-	var slots workflow.Slots
+	var slots workflow.Permits
 	if gw != nil {
 		slots = gw.slots
 	} else if slots, err = newSlots(cfg); err != nil {
