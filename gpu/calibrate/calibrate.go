@@ -98,7 +98,7 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Admission runs load-test lines through the executor (workflow.GPUSlots).
+// Admission runs load-test lines through the executor (fleet.CalibrationHosts).
 type Admission interface {
 	// Prepare readies the slots of profile p (p.MaxSlots of them) admitted by cal:
 	// the hosts started and serving.

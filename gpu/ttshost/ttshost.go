@@ -1,9 +1,10 @@
 // Package ttshost adapts the speech engines of package tts to the GPU machinery of
 // package gpu: a Launcher starts model-host processes (tts.StartHost, speaking the
 // documented protocol) for a gpu.Pool and for calibration, and a SimLauncher starts
-// in-process simulator hosts on a simulated device (gpu/simdev) for tests and for
-// machines without a GPU. Both kinds of host implement gpu.Host, expose their engine
-// (Engine) and report the memory their process holds (Memory).
+// in-process simulator hosts on a simulated device (internal/simdev) for tests and
+// for machines without a GPU, whose readings NewSimDriver gives the monitor. Both
+// kinds of host (ProcessHost, SimHost) are EngineHosts: a gpu.Host with an engine
+// (Engine) that reports the memory its process holds (Memory).
 package ttshost
 
 import (
