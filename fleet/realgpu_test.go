@@ -20,7 +20,7 @@ import (
 	"dubstudio/workflow"
 )
 
-// TestGPUsOnARealGPU runs the GPU slots on the first NVIDIA GPU with
+// TestGPUsOnARealGPU runs fleet.GPUs on the first NVIDIA GPU with
 // random-weight IndexTTS-2-shaped hosts (tts/hosts/bench_host.py): mixed lengths
 // from three goroutines on three hosts, the card's used memory (NVML, sampled every
 // 200 ms) never above the budget. It runs only with DUBSTUDIO_GPU_TEST=1, from the

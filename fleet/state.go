@@ -87,6 +87,8 @@ type Board struct {
 	// Cards are ordered by host, then GPU index.
 	Cards      []Card
 	CPUWorkers []CPUWorker
+	// Unreadable are the states that could not be decoded, left out of Cards.
+	Unreadable []error
 }
 
 // Card is one GPU of one live worker.
@@ -148,7 +150,8 @@ func ReadBoard(ctx context.Context, store *studio.Store) (Board, error) {
 		}
 		st, err := DecodeState(l.State)
 		if err != nil {
-			continue // a worker of an older version: it republishes soon
+			b.Unreadable = append(b.Unreadable, fmt.Errorf("worker %s: %w", l.Worker, err))
+			continue
 		}
 		published[l.Worker] = len(st.GPUs) > 0
 		stale := 0

@@ -44,6 +44,9 @@ func (s *Server) liveGPUs(ctx context.Context) ([]views.GPUCard, []views.CPUWork
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, err := range board.Unreadable {
+		s.logger.WarnContext(ctx, "unreadable GPU state", "err", err)
+	}
 	cards := make([]views.GPUCard, len(board.Cards))
 	for i, c := range board.Cards {
 		cards[i] = views.GPUCard(c)
