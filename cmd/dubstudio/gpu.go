@@ -192,8 +192,9 @@ func gpusCmd(ctx context.Context, logger *slog.Logger) error {
 	return nil
 }
 
-// gpuWorker is the GPU side of a worker: its slots and the agent that connects them
-// to the database (registry, live state, history, profiles, calibrations).
+// gpuWorker is the GPU side of a worker: its GPUs (the worker's Permits) and the
+// agent that connects them to the database (registry, live state, history,
+// profiles, calibrations).
 type gpuWorker struct {
 	slots     *fleet.GPUs
 	agent     *fleet.Agent
@@ -229,7 +230,7 @@ func gpuEngine(ctx context.Context, cfg *config.Config, logger *slog.Logger) (st
 	return "", gpuSetup{}, nil
 }
 
-// newGPUWorker builds the GPU slots of cfg's engine, with the stored profiles and
+// newGPUWorker builds the GPUs of cfg's engine, with the stored profiles and
 // calibrations in force, and starts the hosts; nil when the worker runs a CPU engine.
 func newGPUWorker(ctx context.Context, cfg *config.Config, store *studio.Store, logger *slog.Logger) (*gpuWorker, error) {
 	engine, setup, err := gpuEngine(ctx, cfg, logger)
