@@ -22,7 +22,7 @@ func TestGPUAgent(t *testing.T) {
 	b := setupSimGPUs(t, simGPUsOpts{})
 	b.serving(t, 2)
 	require.NoError(t, store.RegisterWorker(ctx, studio.WorkerInfo{Name: "w-gpu", Host: "box", PID: 1, Engines: []string{"simulator"}}))
-	agent := fleet.NewAgent(store, b.slots, fleet.AgentConfig{Worker: "w-gpu", Host: "box"})
+	agent := fleet.NewAgent(store, b.gpus, fleet.AgentConfig{Worker: "w-gpu", Host: "box"})
 
 	sp := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "three", MaxSlots: 3, ReservePct: 10,
 		LongTextThresholdSec: 3, LongLaneLimit: 1, MaxGenSeconds: 6, SegmentTokens: 120, FP16: true}}

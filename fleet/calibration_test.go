@@ -22,7 +22,7 @@ func TestGPUsCalibrateTakesTheGPUAndGivesItBack(t *testing.T) {
 	p := gpu.Profile{Name: "cal", MaxSlots: 2, ReservePct: 15, LongTextThresholdSec: 4, LongLaneLimit: 1,
 		MaxGenSeconds: 6, SegmentTokens: 120, FP16: true}
 	var keys []string
-	res, err := b.slots.Calibrate(context.Background(), 42, simGPU, p, func(k string, _ ...any) { keys = append(keys, k) })
+	res, err := b.gpus.Calibrate(context.Background(), 42, simGPU, p, func(k string, _ ...any) { keys = append(keys, k) })
 	require.NoError(t, err)
 	require.Equal(t, "gpu.calibration.progress.waiting", keys[0])
 	require.True(t, res.Calibration.Calibrated())
@@ -56,7 +56,7 @@ func TestGPUsCalibrationLoadTestRunsThroughTheExecutor(t *testing.T) {
 
 	b := setupSimGPUs(t, simGPUsOpts{total: total, profile: &p})
 	b.serving(t, 2)
-	res, err := b.slots.Calibrate(context.Background(), 7, simGPU, p, nil)
+	res, err := b.gpus.Calibrate(context.Background(), 7, simGPU, p, nil)
 	require.NoError(t, err)
 	v := res.Verdict
 	require.Zero(t, v.CrashAt, "no step failed: %+v", res.Failures)
@@ -69,7 +69,7 @@ func TestGPUsCalibrationLoadTestRunsThroughTheExecutor(t *testing.T) {
 	require.Equal(t, 1, gpu.LongLinesThatFit(p, res.Calibration, 3, total, 0), "room for one 30 s line beside three models")
 	// Applied at once: the calibration's hosts, gone, are not counted as another
 	// program's memory.
-	require.NoError(t, b.slots.Apply(simGPU, fleet.Setting{Profile: res.RecommendedProfile,
+	require.NoError(t, b.gpus.Apply(simGPU, fleet.Setting{Profile: res.RecommendedProfile,
 		Calibration: res.Calibration, CalibrationID: 7}))
 	b.serving(t, res.Recommended)
 }

@@ -32,8 +32,8 @@ type simGPUsOpts struct {
 }
 
 type simBundle struct {
-	slots *fleet.GPUs
-	dev   *simdev.Device
+	gpus *fleet.GPUs
+	dev  *simdev.Device
 }
 
 // simDeviceMemory reads a simulated card with exact peaks.
@@ -41,7 +41,7 @@ type simDeviceMemory struct{ *simdev.Device }
 
 func (d simDeviceMemory) Used() (int64, bool) { return d.Device.Used(), true }
 
-// setupSimGPUs runs GPU slots over one simulated card whose hosts are in-process
+// setupSimGPUs runs fleet.GPUs over one simulated card whose hosts are in-process
 // simulators (4.3 GB each, 45 MB + 38 MB per second of audio), and waits for them.
 func setupSimGPUs(t *testing.T, o simGPUsOpts) *simBundle {
 	t.Helper()
@@ -75,7 +75,7 @@ func setupSimGPUs(t *testing.T, o simGPUsOpts) *simBundle {
 	info, err := slots.Model(wctx)
 	require.NoError(t, err)
 	require.Equal(t, "simulator-1", info.Version)
-	return &simBundle{slots: slots, dev: dev}
+	return &simBundle{gpus: slots, dev: dev}
 }
 
 // serving waits until n hosts of the GPU serve (a bound on a hang, not a timing).
@@ -83,7 +83,7 @@ func (b *simBundle) serving(t *testing.T, n int) gpu.GPUSnapshot {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		snap := b.slots.Executor().Snapshot()[0]
+		snap := b.gpus.Executor().Snapshot()[0]
 		ready := 0
 		for _, h := range snap.Hosts {
 			if h.State == gpu.HostServing {
@@ -108,7 +108,7 @@ func (b *simBundle) replaced(t *testing.T, before gpu.GPUSnapshot, n int) gpu.GP
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		snap := b.slots.Executor().Snapshot()[0]
+		snap := b.gpus.Executor().Snapshot()[0]
 		fresh, settled := 0, true
 		for _, h := range snap.Hosts {
 			if h.State != gpu.HostServing {
@@ -158,7 +158,7 @@ func TestGPUsMixedLengthsStayWithinBudget(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(g), 7))
 			for range 6 {
 				secs := lengths[r.IntN(len(lengths))]
-				s, err := b.slots.Acquire(ctx, workflow.PermitRequest{LineID: int64(g + 1), AudioSeconds: secs, TextRunes: 14})
+				s, err := b.gpus.Acquire(ctx, workflow.PermitRequest{LineID: int64(g + 1), AudioSeconds: secs, TextRunes: 14})
 				if err != nil {
 					failures.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
@@ -178,7 +178,7 @@ func TestGPUsMixedLengthsStayWithinBudget(t *testing.T) {
 	require.Zero(t, b.dev.OOMs(), "no allocation failed on the card")
 	budget := int64(float64(total) * (1 - p.ReservePct/100))
 	require.LessOrEqual(t, b.dev.PeakUsed(), budget, "the card never passed its budget")
-	m := metricsOf(b.slots)
+	m := metricsOf(b.gpus)
 	require.EqualValues(t, 48, m.Completed)
 	require.Zero(t, m.OOMs)
 	require.Positive(t, m.CacheReleases, "long lines fitted by releasing idle hosts' caches")
@@ -197,23 +197,23 @@ func TestGPUsOutOfMemoryRaisesTheSafetyFactor(t *testing.T) {
 		}
 	}})
 	ctx := context.Background()
-	s, err := b.slots.Acquire(ctx, workflow.PermitRequest{LineID: 1, AudioSeconds: 4, TextRunes: 14})
+	s, err := b.gpus.Acquire(ctx, workflow.PermitRequest{LineID: 1, AudioSeconds: 4, TextRunes: 14})
 	require.NoError(t, err)
 	require.Equal(t, simGPU, s.Device())
 	_, err = synth(ctx, t, s, 4)
 	require.ErrorIs(t, err, tts.ErrOutOfMemory)
 	s.Done(workflow.Outcome{OOM: true, Failed: true})
-	m := metricsOf(b.slots)
+	m := metricsOf(b.gpus)
 	require.EqualValues(t, 1, m.OOMs)
 	require.InDelta(t, 1.25, m.SafetyFactor, 1e-9, "predictions grow after an OOM")
 
 	// The retry runs and is admitted with the larger prediction.
-	s, err = b.slots.Acquire(ctx, workflow.PermitRequest{LineID: 1, AudioSeconds: 4, TextRunes: 14})
+	s, err = b.gpus.Acquire(ctx, workflow.PermitRequest{LineID: 1, AudioSeconds: 4, TextRunes: 14})
 	require.NoError(t, err)
 	_, err = synth(ctx, t, s, 4)
 	require.NoError(t, err)
 	s.Done(workflow.Outcome{})
-	require.EqualValues(t, 1, metricsOf(b.slots).Completed)
+	require.EqualValues(t, 1, metricsOf(b.gpus).Completed)
 }
 
 func TestGPUsRefuseWhatCanNeverRun(t *testing.T) {
@@ -222,16 +222,16 @@ func TestGPUsRefuseWhatCanNeverRun(t *testing.T) {
 	p.MaxGenSeconds, p.LongTextThresholdSec = 20, 10
 	b := setupSimGPUs(t, simGPUsOpts{profile: &p})
 	ctx := context.Background()
-	s, err := b.slots.Acquire(ctx, workflow.PermitRequest{LineID: 9, AudioSeconds: 25, TextRunes: 300})
+	s, err := b.gpus.Acquire(ctx, workflow.PermitRequest{LineID: 9, AudioSeconds: 25, TextRunes: 300})
 	require.NoError(t, err, "a refusal is a slot that fails the line with its reason")
 	require.Empty(t, s.Device())
 	_, err = synth(ctx, t, s, 25)
 	require.ErrorContains(t, err, "render.too_long")
 	s.Done(workflow.Outcome{Failed: true})
-	require.Zero(t, metricsOf(b.slots).Admitted)
+	require.Zero(t, metricsOf(b.gpus).Admitted)
 
 	// A speaker preparation asks for 15 s whatever the profile: it is shortened, not refused.
-	s, err = b.slots.Acquire(ctx, workflow.PermitRequest{AudioSeconds: 15})
+	s, err = b.gpus.Acquire(ctx, workflow.PermitRequest{AudioSeconds: 15})
 	require.NoError(t, err)
 	require.Equal(t, simGPU, s.Device())
 	s.Done(workflow.Outcome{})
@@ -240,7 +240,7 @@ func TestGPUsRefuseWhatCanNeverRun(t *testing.T) {
 func TestGPUsNeverFitsInMemory(t *testing.T) {
 	t.Parallel()
 	b := setupSimGPUs(t, simGPUsOpts{total: 6 * gpu.GiB})
-	s, err := b.slots.Acquire(context.Background(), workflow.PermitRequest{LineID: 3, AudioSeconds: 30, TextRunes: 400})
+	s, err := b.gpus.Acquire(context.Background(), workflow.PermitRequest{LineID: 3, AudioSeconds: 30, TextRunes: 400})
 	require.NoError(t, err)
 	_, err = synth(context.Background(), t, s, 30)
 	require.ErrorContains(t, err, "gpu.request.never_fits")
@@ -253,12 +253,12 @@ func TestGPUsKillAHungHost(t *testing.T) {
 	b := setupSimGPUs(t, simGPUsOpts{})
 	before := b.serving(t, 2)
 	ctx := context.Background()
-	s, err := b.slots.Acquire(ctx, workflow.PermitRequest{LineID: 1, AudioSeconds: 2, TextRunes: 10})
+	s, err := b.gpus.Acquire(ctx, workflow.PermitRequest{LineID: 1, AudioSeconds: 2, TextRunes: 10})
 	require.NoError(t, err)
 	s.Done(workflow.Outcome{Hung: true, Failed: true})
 	after := b.replaced(t, before, 1)
 	require.Len(t, after.Hosts, 2)
-	require.EqualValues(t, 1, metricsOf(b.slots).HostDeaths, "counted once")
+	require.EqualValues(t, 1, metricsOf(b.gpus).HostDeaths, "counted once")
 }
 
 // Profiles apply live: more slots start hosts, fewer drain them, a change of the
@@ -270,25 +270,25 @@ func TestGPUsApplyProfilesLive(t *testing.T) {
 	b.serving(t, 2)
 	p := gpu.DefaultProfile()
 	p.Name, p.MaxSlots = "wide", 4
-	require.NoError(t, b.slots.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 7}))
+	require.NoError(t, b.gpus.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 7}))
 	snap := b.serving(t, 4)
 	require.Equal(t, "wide", snap.Profile.Name)
 
 	p.MaxSlots = 1
-	require.NoError(t, b.slots.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 7}))
+	require.NoError(t, b.gpus.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 7}))
 	b.serving(t, 1)
 
 	one := b.serving(t, 1)
 	p.FP16 = !p.FP16
-	require.NoError(t, b.slots.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 7}))
+	require.NoError(t, b.gpus.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 7}))
 	restarted := b.replaced(t, one, 1)
 	require.Len(t, restarted.Hosts, 1, "the hosts were restarted with the new settings")
 
 	bad := p
 	bad.Name, bad.ReservePct = "greedy", 90
-	err := b.slots.Apply(simGPU, fleet.Setting{Profile: bad, ProfileID: 8})
+	err := b.gpus.Apply(simGPU, fleet.Setting{Profile: bad, ProfileID: 8})
 	require.ErrorIs(t, err, gpu.ErrNeverFits)
-	live := b.slots.Live(time.Minute)
+	live := b.gpus.Live(time.Minute)
 	require.Len(t, live.GPUs, 1)
 	g := live.GPUs[0]
 	require.NotNil(t, g.ProfileProblem)
@@ -322,10 +322,10 @@ func TestGPUsShareWeights(t *testing.T) {
 	require.Equal(t, int64(tts.SimResidentBytes+7*ttshost.SimBorrowerBytes), b.dev.Used())
 	// River hands the worker enough lines for them: 15 hosts of the default
 	// prediction (one 5 GiB model, 1 GiB borrowers) fit beside a 30 s line.
-	require.Equal(t, 15, b.slots.Capacity())
+	require.Equal(t, 15, b.gpus.Capacity())
 	roles := func() map[gpu.WeightsRole]int {
 		out := map[gpu.WeightsRole]int{}
-		for _, h := range b.slots.Live(time.Minute).GPUs[0].Pool {
+		for _, h := range b.gpus.Live(time.Minute).GPUs[0].Pool {
 			out[h.Weights]++
 		}
 		return out
@@ -341,7 +341,7 @@ func TestGPUsShareWeights(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				sl, err := b.slots.Acquire(ctx, workflow.PermitRequest{LineID: int64(i + 1), AudioSeconds: float64(4 + 3*i), TextRunes: 40})
+				sl, err := b.gpus.Acquire(ctx, workflow.PermitRequest{LineID: int64(i + 1), AudioSeconds: float64(4 + 3*i), TextRunes: 40})
 				if err != nil {
 					errs[i] = err
 					return
@@ -374,7 +374,7 @@ func TestGPUsShareWeights(t *testing.T) {
 
 	// Calibrating with shared weights measures a borrower, and fits more hosts than
 	// whole models would.
-	res, err := b.slots.Calibrate(ctx, 9, simGPU, p, nil)
+	res, err := b.gpus.Calibrate(ctx, 9, simGPU, p, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(ttshost.SimBorrowerBytes), res.BorrowerBytes)
 	require.Equal(t, int64(ttshost.SimBorrowerBytes), res.Calibration.BorrowerBytes)
@@ -387,12 +387,12 @@ func TestGPUsRefuseSharedWeightsTheEngineCannotDo(t *testing.T) {
 	t.Parallel()
 	b := setupSimGPUs(t, simGPUsOpts{ownWeights: true})
 	b.serving(t, 2)
-	require.Equal(t, 3, b.slots.Capacity(), "three 5 GiB models fit beside a 30 s line")
+	require.Equal(t, 3, b.gpus.Capacity(), "three 5 GiB models fit beside a 30 s line")
 	p := gpu.DefaultProfile()
 	p.ShareWeights = true
-	err := b.slots.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 3})
+	err := b.gpus.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 3})
 	require.ErrorIs(t, err, gpu.ErrInvalid)
-	g := b.slots.Live(time.Minute).GPUs[0]
+	g := b.gpus.Live(time.Minute).GPUs[0]
 	require.NotNil(t, g.ProfileProblem)
 	require.Equal(t, "gpu.profile.share_unsupported", g.ProfileProblem.Key)
 	require.False(t, g.Snapshot.Profile.ShareWeights, "the GPU kept its profile")

@@ -26,11 +26,11 @@ import (
 	"dubstudio/workflow"
 )
 
-// gpuWorkerBundle renders a project on a worker whose GPU slots run real model-host
+// gpuWorkerBundle renders a project on a worker whose GPUs run real model-host
 // processes (fleet/testdata/slow_host.py) on a simulated card.
 type gpuWorkerBundle struct {
 	*testBundle
-	slots  *fleet.GPUs
+	gpus   *fleet.GPUs
 	busy   string
 	killed atomic.Int64
 }
@@ -92,7 +92,7 @@ func setupGPUWorker(t *testing.T, lines int) *gpuWorkerBundle {
 		defer cancel()
 		w.Stop(sctx)
 	})
-	return &gpuWorkerBundle{testBundle: b, slots: slots, busy: busy}
+	return &gpuWorkerBundle{testBundle: b, gpus: slots, busy: busy}
 }
 
 // killMidLine SIGKILLs the first host caught in the middle of a synthesis.
@@ -140,10 +140,10 @@ func TestGPUWorkerSurvivesAHostKilledMidLine(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, retried, "the killed line was tried again")
-	m := metricsOf(g.slots)
+	m := metricsOf(g.gpus)
 	require.GreaterOrEqual(t, m.HostDeaths, uint64(1))
 	restarts := 0
-	for _, h := range g.slots.Live(time.Minute).GPUs[0].Pool {
+	for _, h := range g.gpus.Live(time.Minute).GPUs[0].Pool {
 		restarts += h.Restarts
 	}
 	require.Equal(t, 1, restarts, "the pool restarted the killed host")
