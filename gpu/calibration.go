@@ -424,3 +424,63 @@ func LoadTestSettled(steps []LoadStep) bool {
 	}
 	return flat >= 2
 }
+
+// CalibrationBucket is one text length a calibration measures.
+type CalibrationBucket struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+	Text    string  `json:"text"`
+}
+
+// CalibrationFailure is one failed line of a calibration's load test.
+type CalibrationFailure struct {
+	Slots  int    `json:"slots"`
+	Bucket string `json:"bucket"`
+	Kind   string `json:"kind"` // "oom", "killed", "failed", "start"
+	Error  string `json:"error"`
+}
+
+// CalibrationResult is everything a calibration (gpu/calibrate) measured and
+// concluded. It is stored as JSON: fleet owns its one decoder (fleet.DecodeCalibration).
+type CalibrationResult struct {
+	GPU          Device    `json:"gpu"`
+	Profile      Profile   `json:"profile"`
+	Engine       string    `json:"engine"`
+	Model        string    `json:"model"`
+	ModelVersion string    `json:"model_version"`
+	StartedAt    time.Time `json:"started_at"`
+	FinishedAt   time.Time `json:"finished_at"`
+	// BaselineUsedBytes is the card's used memory before the first host started
+	// (memory of processes that are not ours); 0 if unknown.
+	BaselineUsedBytes int64 `json:"baseline_used_bytes"`
+	// LoadedAllocatedBytes is the allocator's figure right after load
+	// (torch.cuda.memory_allocated, as the host reports it).
+	LoadedAllocatedBytes int64 `json:"loaded_allocated_bytes"`
+	// LoadedBytes is the process after load, before any request; ResidentBytes after
+	// a warm-up request and a cache release: the calibration's resident memory.
+	LoadedBytes   int64         `json:"loaded_bytes"`
+	ResidentBytes int64         `json:"resident_bytes"`
+	MemoryCounter MemoryCounter `json:"memory_counter"`
+	// BorrowerBytes is a host that maps the first's weights (Profile.ShareWeights),
+	// after a warm-up line and a cache release; 0 without shared weights.
+	BorrowerBytes int64 `json:"borrower_bytes,omitempty"`
+	// PeakCounter is where run peaks come from (the allocator's peak over the
+	// request, minus the model).
+	PeakCounter MemoryCounter       `json:"peak_counter"`
+	Buckets     []CalibrationBucket `json:"bucket_texts"`
+	Runs        []Run               `json:"runs"`
+	Analysis    []BucketResult      `json:"buckets"`
+	Calibration Calibration         `json:"calibration"`
+	Warnings    []Warning           `json:"warnings,omitempty"`
+	Leaks       []LeakWarning       `json:"leaks,omitempty"`
+	// DoesNotFit is set when the profile cannot run one slot with the measured
+	// numbers (CheckFits); the load test is then skipped.
+	DoesNotFit   *Warning             `json:"does_not_fit,omitempty"`
+	SlotsThatFit int                  `json:"slots_that_fit"`
+	Verdict      LoadVerdict          `json:"verdict"`
+	Failures     []CalibrationFailure `json:"failures,omitempty"`
+	// Recommended is the slot count to use (0: none works); RecommendedProfile the
+	// profile with it.
+	Recommended        int     `json:"recommended"`
+	RecommendedProfile Profile `json:"recommended_profile"`
+}

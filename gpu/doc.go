@@ -31,9 +31,9 @@
 //
 // The package has no database access: what must be kept (calibrations, profiles,
 // downsampled history, the LiveState a worker publishes) is handed to the caller as
-// plain values. Subpackages: simdev simulates a GPU's memory for tests and the
-// simulator engine (NewSimDriver puts it behind the monitor); ttshost adapts the tts
-// model-host processes and simulators to Host; calibrate drives calibration runs
-// through them. workflow.GPUSlots is the wiring above in production; docs/gpu.md the
-// whole picture.
+// plain values. Subpackages: ttshost adapts the tts model-host processes and
+// simulators to Host (its EngineHost is a Host with a speech engine) and puts
+// simulated devices (internal/simdev) behind the monitor (NewSimDriver); calibrate
+// drives calibration runs through them. fleet.GPUs is the wiring above in
+// production; docs/gpu.md the whole picture.
 package gpu

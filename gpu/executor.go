@@ -123,8 +123,11 @@ type ReadyHost struct {
 
 // Request asks for a slot to synthesize one line.
 type Request struct {
-	// ID identifies the work in snapshots and logs (a line and revision).
+	// ID names the work in snapshots and logs ("line 12", "speaker preparation").
 	ID string
+	// LineID is the line the work renders (0: none, a speaker preparation), so that
+	// a page can link the slot to its line without parsing ID.
+	LineID int64
 	// AudioSeconds is the predicted length of the speech, from the line's slot.
 	AudioSeconds float64
 }
@@ -1368,8 +1371,10 @@ type HostSnapshot struct {
 
 // SlotSnapshot is one slot of a host; Request is empty when idle.
 type SlotSnapshot struct {
-	Slot           int
-	Request        string
+	Slot    int
+	Request string
+	// LineID is the request's line (0: none).
+	LineID         int64
 	AudioSeconds   float64
 	Lane           Lane
 	PredictedBytes int64
@@ -1413,7 +1418,7 @@ func (e *Executor) Snapshot() []GPUSnapshot {
 				s := SlotSnapshot{Slot: start + k}
 				if l != nil {
 					s.Slot = l.slot
-					s.Request, s.AudioSeconds, s.Lane = l.Request.ID, l.Request.AudioSeconds, l.Lane
+					s.Request, s.LineID, s.AudioSeconds, s.Lane = l.Request.ID, l.Request.LineID, l.Request.AudioSeconds, l.Lane
 					s.PredictedBytes, s.Since = l.PredictedBytes, l.Admitted
 				}
 				hs.Slots = append(hs.Slots, s)

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"dubstudio/gpu/simdev"
 	"dubstudio/i18n"
+	"dubstudio/internal/simdev"
 
 	"github.com/stretchr/testify/require"
 )

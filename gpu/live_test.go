@@ -1,47 +1,13 @@
 package gpu
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"dubstudio/gpu/simdev"
 	"dubstudio/i18n"
 )
-
-func TestSimDriverFeedsTheMonitor(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	dev := simdev.New(24 * GiB)
-	m := NewMonitor(ctx, MonitorConfig{Driver: NewSimDriver(SimDevice{UUID: "GPU-sim-0", Name: "Simulated GPU", Device: dev})})
-	require.True(t, m.Available())
-	require.Equal(t, []Device{{Index: 0, UUID: "GPU-sim-0", Name: "Simulated GPU", TotalBytes: 24 * GiB}}, m.Devices())
-
-	p, err := dev.Spawn(5 * GiB)
-	require.NoError(t, err)
-	idle := m.SampleNow(ctx)[0]
-	require.EqualValues(t, 5*GiB, idle.UsedBytes)
-	require.Zero(t, idle.GPUPercent)
-	used, ok := idle.ProcessBytes(p.PID())
-	require.True(t, ok)
-	require.EqualValues(t, 5*GiB, used)
-
-	require.NoError(t, p.Alloc(GiB))
-	busy := m.SampleNow(ctx)[0]
-	require.Positive(t, busy.GPUPercent)
-	require.Greater(t, busy.TemperatureC, idle.TemperatureC)
-	require.Greater(t, busy.PowerWatts, idle.PowerWatts)
-	require.Zero(t, busy.Missing)
-
-	pt := PointOf(busy)
-	require.Equal(t, busy.Time.UnixMilli(), pt.T)
-	require.True(t, pt.Has(MetricPower))
-	b, err := json.Marshal(pt)
-	require.NoError(t, err)
-	require.Contains(t, string(b), `"used":6442450944`)
-}
 
 func TestWarningsSurviveJSON(t *testing.T) {
 	t.Parallel()

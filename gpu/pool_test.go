@@ -27,7 +27,7 @@ type poolBundle struct {
 }
 
 // setupPool runs a pool of `sleep` processes on a fake GPU "GPU-test".
-func setupPool(t *testing.T, launcher *CommandLauncher, cfg PoolConfig, n int) *poolBundle {
+func setupPool(t *testing.T, launcher *cmdLauncher, cfg PoolConfig, n int) *poolBundle {
 	t.Helper()
 	b := newTestPool(t, launcher, cfg)
 	b.pool.Start(b.ctx, n)
@@ -35,7 +35,7 @@ func setupPool(t *testing.T, launcher *CommandLauncher, cfg PoolConfig, n int) *
 }
 
 // newTestPool is setupPool's pool before it starts.
-func newTestPool(t *testing.T, launcher *CommandLauncher, cfg PoolConfig) *poolBundle {
+func newTestPool(t *testing.T, launcher *cmdLauncher, cfg PoolConfig) *poolBundle {
 	t.Helper()
 	if _, err := exec.LookPath("sleep"); err != nil {
 		t.Skip("no sleep binary")
@@ -79,7 +79,7 @@ func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 func TestPoolRestartsAHostKilledByTheOS(t *testing.T) {
 	t.Parallel()
 	memory := func(pid int) (int64, bool) { return int64(pid) * MiB, true } // the monitor's reading
-	b := setupPool(t, &CommandLauncher{}, PoolConfig{HealthInterval: time.Hour, ProcessMemory: memory}, 2)
+	b := setupPool(t, &cmdLauncher{}, PoolConfig{HealthInterval: time.Hour, ProcessMemory: memory}, 2)
 	first := b.next(t, EventStarted)
 	second := b.next(t, EventStarted)
 	require.NotEqual(t, first.PID, second.PID)
@@ -144,7 +144,7 @@ func TestPoolRestartsAHostKilledByTheOS(t *testing.T) {
 
 func TestPoolResizeDrainsBeforeStopping(t *testing.T) {
 	t.Parallel()
-	b := setupPool(t, &CommandLauncher{}, PoolConfig{HealthInterval: time.Hour}, 1)
+	b := setupPool(t, &cmdLauncher{}, PoolConfig{HealthInterval: time.Hour}, 1)
 	b.next(t, EventStarted)
 	b.pool.Resize(3)
 	b.next(t, EventStarted)
@@ -175,7 +175,7 @@ func TestPoolResizeDrainsBeforeStopping(t *testing.T) {
 func TestPoolRestartsAnUnhealthyHost(t *testing.T) {
 	t.Parallel()
 	var sick atomic.Bool
-	launcher := &CommandLauncher{Health: func(ctx context.Context, h *ProcessHost) error {
+	launcher := &cmdLauncher{Health: func(ctx context.Context, h *cmdHost) error {
 		if sick.Load() {
 			return errors.New("no answer")
 		}
@@ -205,7 +205,7 @@ func processIsOurChild(pid int) bool {
 func TestPoolRetriesAFailedLaunch(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
-	launcher := &CommandLauncher{Command: func(LaunchOpts) (*exec.Cmd, error) {
+	launcher := &cmdLauncher{Command: func(LaunchOpts) (*exec.Cmd, error) {
 		if calls.Add(1) == 1 {
 			return exec.Command("/nonexistent/model-host"), nil
 		}
@@ -220,7 +220,7 @@ func TestPoolRetriesAFailedLaunch(t *testing.T) {
 
 func TestPoolStopAndContextEnd(t *testing.T) {
 	t.Parallel()
-	b := setupPool(t, &CommandLauncher{}, PoolConfig{HealthInterval: time.Hour}, 2)
+	b := setupPool(t, &cmdLauncher{}, PoolConfig{HealthInterval: time.Hour}, 2)
 	p1 := b.next(t, EventStarted).PID
 	p2 := b.next(t, EventStarted).PID
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -232,7 +232,7 @@ func TestPoolStopAndContextEnd(t *testing.T) {
 	require.Empty(t, b.pool.Status())
 
 	// A pool whose context ends stops its hosts without draining.
-	c := setupPool(t, &CommandLauncher{}, PoolConfig{HealthInterval: time.Hour}, 1)
+	c := setupPool(t, &cmdLauncher{}, PoolConfig{HealthInterval: time.Hour}, 1)
 	pid := c.next(t, EventStarted).PID
 	l, err := c.e.Acquire(context.Background(), Request{ID: "busy", AudioSeconds: 2})
 	require.NoError(t, err)
@@ -252,7 +252,7 @@ func TestPoolSharedWeights(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	roles := map[string][]WeightsRole{} // by host ID, in launch order
-	launcher := &CommandLauncher{Command: func(o LaunchOpts) (*exec.Cmd, error) {
+	launcher := &cmdLauncher{Command: func(o LaunchOpts) (*exec.Cmd, error) {
 		mu.Lock()
 		roles[o.ID] = append(roles[o.ID], o.Weights)
 		mu.Unlock()
@@ -328,7 +328,7 @@ func TestPoolSharedWeights(t *testing.T) {
 func TestPoolBorrowersWaitForALenderThatFailsToStart(t *testing.T) {
 	t.Parallel()
 	var lenderLaunches atomic.Int32
-	launcher := &CommandLauncher{Command: func(o LaunchOpts) (*exec.Cmd, error) {
+	launcher := &cmdLauncher{Command: func(o LaunchOpts) (*exec.Cmd, error) {
 		if o.Weights == WeightsLend && lenderLaunches.Add(1) == 1 {
 			return exec.Command("/nonexistent/model-host"), nil
 		}

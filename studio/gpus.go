@@ -19,10 +19,23 @@ func userRef(id int64) any {
 	return id
 }
 
-// GPUProfile is an admin's concurrency profile for GPUs, as stored. Package gpu
-// validates it (gpu.Profile); the columns' CHECK constraints are the backstop.
+// GPUProfile is an admin's concurrency profile for GPUs, as stored: its settings and
+// who changed it when. The columns' CHECK constraints are the backstop of package
+// gpu's validation.
 type GPUProfile struct {
-	ID                   int64
+	ID int64
+	GPUProfileSettings
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	UpdatedBy *int64
+}
+
+// GPUProfileSettings are a profile's settings. They are gpu.Profile's fields, in its
+// order: package gpu owns their meaning and validation, and fleet turns one into the
+// other with a Go conversion (gpu.Profile(s), GPUProfileSettings(p)), which stops
+// compiling the day the two differ. studio cannot hold a gpu.Profile itself: gpu is
+// above it.
+type GPUProfileSettings struct {
 	Name                 string
 	MaxSlots             int
 	ReservePct           float64
@@ -33,9 +46,6 @@ type GPUProfile struct {
 	FP16                 bool `gorm:"column:fp16"`
 	EmotionTextModel     bool
 	ShareWeights         bool
-	CreatedAt            time.Time
-	UpdatedAt            time.Time
-	UpdatedBy            *int64
 }
 
 // TableName keeps gorm on gpu_profiles.

@@ -26,8 +26,8 @@ func setupGPU(t *testing.T) *gpuBundle {
 
 func (b *gpuBundle) profile(t *testing.T, name string, slots int) *studio.GPUProfile {
 	t.Helper()
-	p := &studio.GPUProfile{Name: name, MaxSlots: slots, ReservePct: 15, LongTextThresholdSec: 15, LongLaneLimit: 1,
-		MaxGenSeconds: 30, SegmentTokens: 120, FP16: true}
+	p := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: name, MaxSlots: slots, ReservePct: 15, LongTextThresholdSec: 15, LongLaneLimit: 1,
+		MaxGenSeconds: 30, SegmentTokens: 120, FP16: true}}
 	require.NoError(t, b.store.SaveGPUProfile(context.Background(), b.admin.ID, p))
 	return p
 }
@@ -41,8 +41,8 @@ func TestGPUProfilesAndAssignments(t *testing.T) {
 	require.Equal(t, 4, p.MaxSlots)
 	require.False(t, p.UpdatedAt.IsZero())
 
-	dup := &studio.GPUProfile{Name: "h200", MaxSlots: 1, ReservePct: 10, LongTextThresholdSec: 10, LongLaneLimit: 1,
-		MaxGenSeconds: 20, SegmentTokens: 100}
+	dup := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "h200", MaxSlots: 1, ReservePct: 10, LongTextThresholdSec: 10, LongLaneLimit: 1,
+		MaxGenSeconds: 20, SegmentTokens: 100}}
 	require.ErrorIs(t, b.store.SaveGPUProfile(ctx, b.admin.ID, dup), studio.ErrConflict)
 
 	p.MaxSlots, p.ReservePct = 6, 20
@@ -53,8 +53,8 @@ func TestGPUProfilesAndAssignments(t *testing.T) {
 	require.InDelta(t, 20, got.ReservePct, 1e-9)
 
 	// The database refuses what validation would (a backstop).
-	bad := &studio.GPUProfile{Name: "bad", MaxSlots: 0, ReservePct: 95, LongTextThresholdSec: 1, LongLaneLimit: 1,
-		MaxGenSeconds: 1, SegmentTokens: 1}
+	bad := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "bad", MaxSlots: 0, ReservePct: 95, LongTextThresholdSec: 1, LongLaneLimit: 1,
+		MaxGenSeconds: 1, SegmentTokens: 1}}
 	require.Error(t, b.store.SaveGPUProfile(ctx, b.admin.ID, bad))
 
 	require.NoError(t, b.store.AssignGPUProfile(ctx, b.admin.ID, "GPU-a", p.ID))

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"dubstudio/blobhash"
-	"dubstudio/gpu/simdev"
+	"dubstudio/internal/simdev"
 )
 
 // Fault is a failure the simulator can be told to produce.

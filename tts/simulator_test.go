@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"dubstudio/gpu/simdev"
+	"dubstudio/internal/simdev"
 
 	"github.com/stretchr/testify/require"
 )

@@ -13,13 +13,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"dubstudio/fleet"
 	"dubstudio/gpu"
 	"dubstudio/gpu/calibrate"
-	"dubstudio/gpu/simdev"
 	"dubstudio/gpu/ttshost"
+	"dubstudio/internal/simdev"
 	"dubstudio/studio"
 	"dubstudio/tts"
-	"dubstudio/workflow"
 )
 
 const testGPU = "GPU-0c4d1a2e-test"
@@ -51,7 +51,7 @@ func publishGPU(t *testing.T, b *testBundle) studio.Line {
 				SafetyFactor: 1.25, Running: 1,
 				Hosts: []gpu.HostSnapshot{
 					{ID: testGPU + "/0", PID: 4001, State: gpu.HostServing, ModelBytes: 5 << 30, CachedBytes: 1 << 30,
-						NVMLBytes: 6 << 30, Slots: []gpu.SlotSnapshot{{Slot: 0, Request: fmt.Sprintf("line %d", line.ID),
+						NVMLBytes: 6 << 30, Slots: []gpu.SlotSnapshot{{Slot: 0, Request: fmt.Sprintf("line %d", line.ID), LineID: line.ID,
 							AudioSeconds: 1.5, PredictedBytes: 200 << 20, Since: now.Add(-2 * time.Second)}}},
 					{ID: testGPU + "/1", PID: 4002, State: gpu.HostServing, ModelBytes: 5 << 30, NVMLBytes: 5 << 30,
 						Slots: []gpu.SlotSnapshot{{Slot: 1}}},
@@ -319,14 +319,14 @@ func TestGPUProfileThatCannotFitIsRefused(t *testing.T) {
 }
 
 // simulatedCalibration runs a quick calibration on a simulated card.
-func simulatedCalibration(t *testing.T, p gpu.Profile) *calibrate.Result {
+func simulatedCalibration(t *testing.T, p gpu.Profile) *gpu.CalibrationResult {
 	t.Helper()
 	dev := simdev.New(24 * gpu.GiB)
 	l := &ttshost.SimLauncher{Devices: map[string]*simdev.Device{testGPU: dev}, Config: tts.SimulatorConfig{FollowTarget: true}}
 	res, err := calibrate.Run(context.Background(), calibrate.Config{
 		GPU: gpu.Device{UUID: testGPU, Name: "NVIDIA L40S", TotalBytes: dev.Total()}, Profile: p, MaxSlots: 4,
 		WorkDir: t.TempDir(),
-		Launch: func(ctx context.Context, i int) (calibrate.Host, error) {
+		Launch: func(ctx context.Context, i int) (ttshost.EngineHost, error) {
 			return l.LaunchHost(ctx, gpu.LaunchOpts{GPU: testGPU, ID: fmt.Sprint(i), Weights: p.WeightsRole(i)})
 		},
 	})
@@ -369,7 +369,7 @@ func TestCalibrationFromThePage(t *testing.T) {
 	require.NoError(t, b.store.SetGPUCalibrationProgress(ctx, cal.ID, `{"key":"gpu.calibration.progress.step","args":[3]}`))
 	d = doc(t, c.get("/admin/gpus"))
 	require.Contains(t, d.Find(`[data-testid=calibration-row]`).Text(), "Load test with 3 slots")
-	res := simulatedCalibration(t, workflow.ProfileOf(prof))
+	res := simulatedCalibration(t, fleet.ProfileOf(prof))
 	data, err := json.Marshal(res)
 	require.NoError(t, err)
 	require.NoError(t, b.store.FinishGPUCalibration(ctx, cal.ID, data, ""))

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"dubstudio/fleet"
 	"dubstudio/gpu"
 	"dubstudio/studio"
 )
@@ -125,8 +125,8 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		if !l.Alive(now) {
 			continue
 		}
-		var ls gpu.LiveState
-		if err := json.Unmarshal(l.State, &ls); err != nil {
+		ls, err := fleet.DecodeState(l.State)
+		if err != nil {
 			continue
 		}
 		gauge(descWorkerUp, 1, l.Worker, l.Host, ls.Engine)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"dubstudio/gpu"
-	"dubstudio/gpu/simdev"
+	"dubstudio/internal/simdev"
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
 	"dubstudio/tts"

@@ -37,8 +37,9 @@ type Permit interface {
 	Done(Outcome)
 }
 
-// Permits admits syntheses: on a GPU host the VRAM-budgeted executor, on a CPU host
-// a fixed number at once. Acquire blocks until the request may run or ctx ends.
+// Permits admits syntheses: on a GPU host the VRAM-budgeted executor (fleet.GPUs),
+// on a CPU host a fixed number of permits. Acquire blocks until the request may run
+// or ctx ends.
 type Permits interface {
 	Acquire(ctx context.Context, req PermitRequest) (Permit, error)
 	// Capacity is how many syntheses can run at once at most.
@@ -103,3 +104,7 @@ type localPermit struct{ s *LocalPermits }
 func (l localPermit) Engine() tts.Engine { return l.s.engine }
 func (l localPermit) Device() string     { return "" }
 func (l localPermit) Done(Outcome)       { <-l.s.sem }
+
+// UserError fails a line for good with a catalog message the editor reads (key and
+// its arguments): what the engine of a permit for a line that can never run returns.
+func UserError(key string, args ...any) error { return userKey(key, args...) }

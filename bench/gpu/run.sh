@@ -7,7 +7,7 @@
 #   mkdir -p .devbin/gpu
 #   CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o .devbin/gpu/dubstudio ./cmd/dubstudio
 #   CGO_ENABLED=1 go test -c -trimpath -ldflags="-s -w" -o .devbin/gpu/gpu.test ./gpu/
-#   CGO_ENABLED=1 go test -c -trimpath -ldflags="-s -w" -o .devbin/gpu/workflow.test ./workflow/
+#   CGO_ENABLED=1 go test -c -trimpath -ldflags="-s -w" -o .devbin/gpu/fleet.test ./fleet/
 #
 # OUT (default ./gpu-results) receives the readings; docs/benchmarks.md has the
 # figures of 2026-11-29 on an H200 and bench/gpu/results/ the files they come from.
@@ -21,9 +21,9 @@ mkdir -p "$OUT"
  uname -r; python3 -c 'import torch; print(torch.__version__, torch.version.cuda)') >"$OUT/smi.txt" 2>&1
 .devbin/gpu/dubstudio gpus >"$OUT/gpus.json" 2>&1
 .devbin/gpu/gpu.test -test.run 'TestNewMonitorOnThisMachine|TestNVML' -test.v >"$OUT/monitor_test.txt" 2>&1
-# the worker's GPU slots: three bench hosts, mixed lengths, NVML against the budget
-[ -x .devbin/gpu/workflow.test ] && DUBSTUDIO_GPU_TEST=1 DUBSTUDIO_HOSTS_DIR=tts/hosts OUT="$OUT" \
-  .devbin/gpu/workflow.test -test.run TestGPUSlotsOnARealGPU -test.v -test.timeout 300s >"$OUT/gpu_slots_test.txt" 2>&1
+# the worker's GPUs (fleet): three bench hosts, mixed lengths, NVML against the budget
+[ -x .devbin/gpu/fleet.test ] && DUBSTUDIO_GPU_TEST=1 DUBSTUDIO_HOSTS_DIR=tts/hosts OUT="$OUT" \
+  .devbin/gpu/fleet.test -test.run TestGPUsOnARealGPU -test.v -test.timeout 300s >"$OUT/gpu_slots_test.txt" 2>&1
 # nvidia-smi's view of the hosts' memory, to compare with the monitor's
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader -l 2 >"$OUT/smi_apps.csv" 2>&1 &
 SMI=$!

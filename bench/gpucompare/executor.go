@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"dubstudio/fleet"
 	"dubstudio/gpu"
 	"dubstudio/gpu/calibrate"
 	"dubstudio/tts"
@@ -28,7 +29,7 @@ func (r *rig) executor(ctx context.Context, memory func(string) calibrate.Device
 	mon := r.newMonitor(ctx)
 	res := &result{Situation: r.situation, Method: "executor", Lines: len(r.lines),
 		BaselineBytes: usedNow(mon, r.dev.UUID)}
-	slots, err := workflow.NewGPUSlots(workflow.GPUSlotsConfig{Engine: "bench", Monitor: mon,
+	slots, err := fleet.NewGPUs(fleet.GPUsConfig{Engine: "bench", Monitor: mon,
 		GPUs: []gpu.Device{r.dev}, Launcher: r.launcher, Memory: memory, TokensPerSecond: r.tps, ShareWeights: true})
 	if err != nil {
 		res.StartError = err.Error()
@@ -63,7 +64,7 @@ func (r *rig) executor(ctx context.Context, memory func(string) calibrate.Device
 	}
 	p := cal.RecommendedProfile
 	res.Profile, res.Hosts = &p, p.MaxSlots
-	if err := slots.Apply(r.dev.UUID, workflow.GPUSetting{Profile: p, Calibration: cal.Calibration, CalibrationID: 1}); err != nil {
+	if err := slots.Apply(r.dev.UUID, fleet.Setting{Profile: p, Calibration: cal.Calibration, CalibrationID: 1}); err != nil {
 		res.StartError = fmt.Sprintf("applying the calibration: %v", err)
 		return res
 	}
@@ -123,7 +124,7 @@ func (r *rig) executor(ctx context.Context, memory func(string) calibrate.Device
 // executorLine renders one line as the worker's synthesize job does: an OOM is
 // retried oomRetries times, a lost host (transient) is retried with a short
 // backoff, anything else fails the line.
-func (r *rig) executorLine(ctx context.Context, slots *workflow.GPUSlots, l line, t *tally) {
+func (r *rig) executorLine(ctx context.Context, slots *fleet.GPUs, l line, t *tally) {
 	ooms, lost := 0, 0
 	for {
 		out, took, err := r.slotLineTimed(ctx, slots, l)
@@ -151,14 +152,14 @@ func (r *rig) executorLine(ctx context.Context, slots *workflow.GPUSlots, l line
 	}
 }
 
-func (r *rig) slotLine(ctx context.Context, slots *workflow.GPUSlots, l line) (tts.Result, error) {
+func (r *rig) slotLine(ctx context.Context, slots *fleet.GPUs, l line) (tts.Result, error) {
 	res, _, err := r.slotLineTimed(ctx, slots, l)
 	return res, err
 }
 
 // slotLineTimed waits for a slot, then synthesizes; took counts from the moment
 // the slot is granted.
-func (r *rig) slotLineTimed(ctx context.Context, slots *workflow.GPUSlots, l line) (tts.Result, time.Duration, error) {
+func (r *rig) slotLineTimed(ctx context.Context, slots *fleet.GPUs, l line) (tts.Result, time.Duration, error) {
 	sl, err := slots.Acquire(ctx, workflow.PermitRequest{LineID: max(l.ID, 1), AudioSeconds: l.Seconds, TextRunes: len([]rune(l.Text))})
 	if err != nil {
 		return tts.Result{}, 0, err

@@ -42,8 +42,8 @@ import (
 
 	"dubstudio/gpu"
 	"dubstudio/gpu/calibrate"
-	"dubstudio/gpu/simdev"
 	"dubstudio/gpu/ttshost"
+	"dubstudio/internal/simdev"
 	"dubstudio/tts"
 )
 
@@ -141,7 +141,7 @@ func compare(ctx context.Context, o options, stdout io.Writer) error {
 		const uuid = "GPU-simulated-0"
 		r.newMonitor = func(ctx context.Context) *gpu.Monitor {
 			return gpu.NewMonitor(ctx, gpu.MonitorConfig{Interval: 200 * time.Millisecond,
-				Driver: gpu.NewSimDriver(gpu.SimDevice{UUID: uuid, Name: "Simulated GPU", Device: dev})})
+				Driver: ttshost.NewSimDriver(ttshost.SimDevice{UUID: uuid, Name: "Simulated GPU", Device: dev})})
 		}
 		r.launcher = &ttshost.SimLauncher{Devices: map[string]*simdev.Device{uuid: dev},
 			Config: tts.SimulatorConfig{ResidentBytes: 5 * gpu.GiB, PeakBaseBytes: 100 << 20, PeakPerSecondBytes: 40 << 20,

@@ -50,7 +50,7 @@ import (
 
 	"dubstudio/bench/internal/benchdb"
 	"dubstudio/config"
-	"dubstudio/gpu/simdev"
+	"dubstudio/internal/simdev"
 	"dubstudio/live"
 	"dubstudio/studio"
 	"dubstudio/tts"

@@ -16,12 +16,13 @@ import (
 	"time"
 
 	"dubstudio/config"
+	"dubstudio/fleet"
 	"dubstudio/gpu"
 	"dubstudio/gpu/calibrate"
-	"dubstudio/gpu/simdev"
+	"dubstudio/gpu/ttshost"
 	"dubstudio/i18n"
+	"dubstudio/internal/simdev"
 	"dubstudio/studio"
-	"dubstudio/workflow"
 )
 
 const calibrateUsage = `Usage: dubstudio calibrate [flags]
@@ -126,7 +127,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		if stored == nil {
 			return fmt.Errorf("no GPU profile is named %q", *profName)
 		}
-		profile = workflow.ProfileOf(*stored)
+		profile = fleet.ProfileOf(*stored)
 	}
 	if err := profile.Validate(); err != nil {
 		return err
@@ -172,23 +173,23 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	defer func() { stopMonitor(); <-monitorDone }()
 
 	l := setup.launcher(cfg, eng, func(string) gpu.Profile { return profile }, logger)
-	scfg := workflow.GPUSlotsConfig{Engine: eng, Monitor: m, GPUs: []gpu.Device{dev}, Launcher: l,
+	scfg := fleet.GPUsConfig{Engine: eng, Monitor: m, GPUs: []gpu.Device{dev}, Launcher: l,
 		TokensPerSecond: tokensPerSecond(cfg, eng), Logger: logger, ShareWeights: sharesWeights(eng)}
 	if sd := setup.simulated[dev.UUID]; sd != nil {
 		scfg.Memory = func(string) calibrate.DeviceMemory { return simulatedMemory{sd} }
 	}
-	adm := workflow.NewCalibrationSlots(scfg, dev)
+	adm := fleet.NewCalibrationHosts(scfg, dev)
 	defer adm.Stop()
 	ccfg := calibrate.Config{Admission: adm,
 		GPU: dev, Profile: profile, Runs: *runs, LinesPerStep: *perStep, MaxSlots: *maxSlots, Logger: logger,
-		Launch: func(ctx context.Context, i int) (calibrate.Host, error) {
+		Launch: func(ctx context.Context, i int) (ttshost.EngineHost, error) {
 			h, err := l.Launch(ctx, gpu.LaunchOpts{GPU: dev.UUID, GPUIndex: dev.Index, ID: fmt.Sprintf("%s/cal%d", dev.UUID, i),
 				Env:     []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + dev.UUID},
 				Weights: profile.WeightsRole(i)})
 			if err != nil {
 				return nil, err
 			}
-			return h.(calibrate.Host), nil
+			return h.(ttshost.EngineHost), nil
 		},
 		Progress: func(key string, a ...any) {
 			fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), i18n.T(i18n.EN, key, a...))
@@ -205,7 +206,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 			if err != nil || sec <= 0 {
 				return fmt.Errorf("-buckets: %q is not a length in seconds", f)
 			}
-			ccfg.Buckets = append(ccfg.Buckets, calibrate.Bucket{Name: bucketName(i, sec), Seconds: sec})
+			ccfg.Buckets = append(ccfg.Buckets, gpu.CalibrationBucket{Name: bucketName(i, sec), Seconds: sec})
 		}
 	}
 
@@ -224,25 +225,9 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		}
 	}
 	if store != nil && res != nil {
-		data, err := json.Marshal(res)
-		if err != nil {
-			return err
-		}
-		sp := workflow.StoredProfile(0, profile)
-		if stored != nil {
-			sp = *stored
-		}
-		pj, _ := json.Marshal(sp)
 		host, _ := os.Hostname()
-		c := &studio.GPUCalibration{GPUUUID: dev.UUID, GPUName: dev.Name, Worker: "calibrate@" + host, Profile: pj,
-			Result: data}
-		if stored != nil {
-			c.ProfileID = &stored.ID
-		}
-		if runErr != nil {
-			c.Error = runErr.Error()
-		}
-		if err := store.SaveGPUCalibration(context.WithoutCancel(ctx), c); err != nil {
+		c, err := fleet.SaveCalibration(context.WithoutCancel(ctx), store, "calibrate@"+host, dev, profile, stored, res, runErr)
+		if err != nil {
 			return fmt.Errorf("storing the result: %w", err)
 		}
 		fmt.Printf("stored as calibration %d\n", c.ID)
@@ -331,7 +316,7 @@ func writeJSON(path string, v any) error {
 }
 
 // printCalibration writes a calibration's tables for a person.
-func printCalibration(w io.Writer, r *calibrate.Result) {
+func printCalibration(w io.Writer, r *gpu.CalibrationResult) {
 	gb := func(b int64) string { return fmt.Sprintf("%.2f GB", float64(b)/1e9) }
 	fmt.Fprintf(w, "\nGPU %d %s (%s), %s total; engine %s, model %s %s\n", r.GPU.Index, r.GPU.Name, r.GPU.UUID,
 		gb(r.GPU.TotalBytes), r.Engine, r.Model, r.ModelVersion)

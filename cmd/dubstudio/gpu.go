@@ -12,13 +12,13 @@ import (
 	"strconv"
 
 	"dubstudio/config"
+	"dubstudio/fleet"
 	"dubstudio/gpu"
 	"dubstudio/gpu/calibrate"
-	"dubstudio/gpu/simdev"
 	"dubstudio/gpu/ttshost"
+	"dubstudio/internal/simdev"
 	"dubstudio/studio"
 	"dubstudio/tts"
-	"dubstudio/workflow"
 )
 
 // GPU engines: the model hosts run on GPUs under the VRAM-budgeted executor.
@@ -99,7 +99,7 @@ func openGPUs(ctx context.Context, engine string, logger *slog.Logger) gpuSetup 
 	if engine == engineSimulator {
 		dev := simdev.New(24 * gpu.GiB)
 		m := gpu.NewMonitor(ctx, gpu.MonitorConfig{Logger: logger,
-			Driver: gpu.NewSimDriver(gpu.SimDevice{UUID: simulatedGPU, Name: "Simulated GPU (24 GiB)", Device: dev})})
+			Driver: ttshost.NewSimDriver(ttshost.SimDevice{UUID: simulatedGPU, Name: "Simulated GPU (24 GiB)", Device: dev})})
 		return gpuSetup{monitor: m, simulated: map[string]*simdev.Device{simulatedGPU: dev}}
 	}
 	return gpuSetup{monitor: gpu.NewMonitor(ctx, gpu.MonitorConfig{Logger: logger})}
@@ -192,11 +192,12 @@ func gpusCmd(ctx context.Context, logger *slog.Logger) error {
 	return nil
 }
 
-// gpuWorker is the GPU side of a worker: its slots and the agent that connects them
-// to the database (registry, live state, history, profiles, calibrations).
+// gpuWorker is the GPU side of a worker: its GPUs (the worker's Permits) and the
+// agent that connects them to the database (registry, live state, history,
+// profiles, calibrations).
 type gpuWorker struct {
-	slots     *workflow.GPUSlots
-	agent     *workflow.GPUAgent
+	slots     *fleet.GPUs
+	agent     *fleet.Agent
 	logger    *slog.Logger
 	stopAgent context.CancelFunc
 	agentDone chan struct{}
@@ -229,7 +230,7 @@ func gpuEngine(ctx context.Context, cfg *config.Config, logger *slog.Logger) (st
 	return "", gpuSetup{}, nil
 }
 
-// newGPUWorker builds the GPU slots of cfg's engine, with the stored profiles and
+// newGPUWorker builds the GPUs of cfg's engine, with the stored profiles and
 // calibrations in force, and starts the hosts; nil when the worker runs a CPU engine.
 func newGPUWorker(ctx context.Context, cfg *config.Config, store *studio.Store, logger *slog.Logger) (*gpuWorker, error) {
 	engine, setup, err := gpuEngine(ctx, cfg, logger)
@@ -241,19 +242,19 @@ func newGPUWorker(ctx context.Context, cfg *config.Config, store *studio.Store, 
 		_ = setup.monitor.Close()
 		return nil, fmt.Errorf("GPUS=%v names none of the GPUs found", cfg.GPUs)
 	}
-	var slots *workflow.GPUSlots
-	scfg := workflow.GPUSlotsConfig{Engine: engine, Monitor: setup.monitor, GPUs: devs, Simulated: setup.simulated != nil,
+	var slots *fleet.GPUs
+	scfg := fleet.GPUsConfig{Engine: engine, Monitor: setup.monitor, GPUs: devs, Simulated: setup.simulated != nil,
 		TokensPerSecond: tokensPerSecond(cfg, engine), Logger: logger, ShareWeights: sharesWeights(engine),
 		Launcher: setup.launcher(cfg, engine, func(uuid string) gpu.Profile { return slots.LaunchProfile(uuid) }, logger)}
 	if setup.simulated != nil {
 		scfg.Memory = func(uuid string) calibrate.DeviceMemory { return simulatedMemory{setup.simulated[uuid]} }
 	}
-	slots, err = workflow.NewGPUSlots(scfg)
+	slots, err = fleet.NewGPUs(scfg)
 	if err != nil {
 		_ = setup.monitor.Close()
 		return nil, err
 	}
-	agent := workflow.NewGPUAgent(store, slots, workflow.GPUAgentConfig{Worker: cfg.WorkerName, Logger: logger})
+	agent := fleet.NewAgent(store, slots, fleet.AgentConfig{Worker: cfg.WorkerName, Logger: logger})
 	if err := agent.ApplySettings(ctx); err != nil {
 		logger.WarnContext(ctx, "reading the GPUs' profiles", "err", err)
 	}

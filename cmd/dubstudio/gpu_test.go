@@ -12,7 +12,6 @@ import (
 
 	"dubstudio/config"
 	"dubstudio/gpu"
-	"dubstudio/gpu/calibrate"
 )
 
 func testConfig(t *testing.T, env map[string]string) *config.Config {
@@ -72,7 +71,7 @@ func TestCalibrateCommandWithoutDatabase(t *testing.T) {
 	require.NoError(t, err)
 	data, err := os.ReadFile(out)
 	require.NoError(t, err)
-	var res calibrate.Result
+	var res gpu.CalibrationResult
 	require.NoError(t, json.Unmarshal(data, &res))
 	require.Equal(t, simulatedGPU, res.GPU.UUID)
 	require.Len(t, res.Analysis, 3)

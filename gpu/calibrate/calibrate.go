@@ -36,24 +36,13 @@ import (
 	"time"
 
 	"dubstudio/gpu"
+	"dubstudio/gpu/ttshost"
 	"dubstudio/i18n"
 	"dubstudio/tts"
 )
 
-// Host is a model host under calibration; gpu/ttshost's hosts are Hosts.
-type Host interface {
-	Engine() tts.Engine
-	PID() int
-	// Memory is what the host's process holds on the GPU now, and which counter it
-	// was read from.
-	Memory(ctx context.Context) (int64, gpu.MemoryCounter, error)
-	ReleaseCache(ctx context.Context) (int64, error)
-	Exited() <-chan struct{}
-	Stop(ctx context.Context) error
-}
-
 // Launcher starts the i-th host (0-based) on the GPU with the profile's settings.
-type Launcher func(ctx context.Context, i int) (Host, error)
+type Launcher func(ctx context.Context, i int) (ttshost.EngineHost, error)
 
 // DeviceMemory reads the whole card (NVML's used memory). A DeviceMemory that also
 // has ResetPeak() and PeakUsed() int64 (a simulated device) gives exact load-test
@@ -67,13 +56,6 @@ type peakTracker interface {
 	PeakUsed() int64
 }
 
-// Bucket is one text length.
-type Bucket struct {
-	Name    string  `json:"name"`
-	Seconds float64 `json:"seconds"`
-	Text    string  `json:"text"`
-}
-
 // Config configures Run.
 type Config struct {
 	GPU     gpu.Device
@@ -83,7 +65,7 @@ type Config struct {
 	// sum of the hosts' readings after the step.
 	Device DeviceMemory
 	// Buckets to measure; default DefaultBuckets(Profile).
-	Buckets []Bucket
+	Buckets []gpu.CalibrationBucket
 	// Runs per bucket; default and minimum 3.
 	Runs int
 	// LinesPerStep is how many lines each load-test step renders at least (always at
@@ -116,7 +98,7 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Admission runs load-test lines through the executor (workflow.GPUSlots).
+// Admission runs load-test lines through the executor (fleet.CalibrationHosts).
 type Admission interface {
 	// Prepare readies the slots of profile p (p.MaxSlots of them) admitted by cal:
 	// the hosts started and serving.
@@ -125,73 +107,21 @@ type Admission interface {
 	Synthesize(ctx context.Context, req tts.Request, audioSeconds float64) (tts.Result, error)
 }
 
-// Failure is one failed line of the load test.
-type Failure struct {
-	Slots  int    `json:"slots"`
-	Bucket string `json:"bucket"`
-	Kind   string `json:"kind"` // "oom", "killed", "failed", "start"
-	Error  string `json:"error"`
-}
-
-// Result is everything a calibration measured and concluded; it is stored as JSON.
-type Result struct {
-	GPU          gpu.Device  `json:"gpu"`
-	Profile      gpu.Profile `json:"profile"`
-	Engine       string      `json:"engine"`
-	Model        string      `json:"model"`
-	ModelVersion string      `json:"model_version"`
-	StartedAt    time.Time   `json:"started_at"`
-	FinishedAt   time.Time   `json:"finished_at"`
-	// BaselineUsedBytes is the card's used memory before the first host started
-	// (memory of processes that are not ours); 0 if unknown.
-	BaselineUsedBytes int64 `json:"baseline_used_bytes"`
-	// LoadedAllocatedBytes is the allocator's figure right after load
-	// (torch.cuda.memory_allocated, as the host reports it).
-	LoadedAllocatedBytes int64 `json:"loaded_allocated_bytes"`
-	// LoadedBytes is the process after load, before any request; ResidentBytes after
-	// a warm-up request and a cache release: the calibration's resident memory.
-	LoadedBytes   int64             `json:"loaded_bytes"`
-	ResidentBytes int64             `json:"resident_bytes"`
-	MemoryCounter gpu.MemoryCounter `json:"memory_counter"`
-	// BorrowerBytes is a host that maps the first's weights (Profile.ShareWeights),
-	// after a warm-up line and a cache release; 0 without shared weights.
-	BorrowerBytes int64 `json:"borrower_bytes,omitempty"`
-	// PeakCounter is where run peaks come from (the allocator's peak over the
-	// request, minus the model).
-	PeakCounter gpu.MemoryCounter  `json:"peak_counter"`
-	Buckets     []Bucket           `json:"bucket_texts"`
-	Runs        []gpu.Run          `json:"runs"`
-	Analysis    []gpu.BucketResult `json:"buckets"`
-	Calibration gpu.Calibration    `json:"calibration"`
-	Warnings    []gpu.Warning      `json:"warnings,omitempty"`
-	Leaks       []gpu.LeakWarning  `json:"leaks,omitempty"`
-	// DoesNotFit is set when the profile cannot run one slot with the measured
-	// numbers (gpu.CheckFits); the load test is then skipped.
-	DoesNotFit   *gpu.Warning    `json:"does_not_fit,omitempty"`
-	SlotsThatFit int             `json:"slots_that_fit"`
-	Verdict      gpu.LoadVerdict `json:"verdict"`
-	Failures     []Failure       `json:"failures,omitempty"`
-	// Recommended is the slot count to use (0: none works); RecommendedProfile the
-	// profile with it.
-	Recommended        int         `json:"recommended"`
-	RecommendedProfile gpu.Profile `json:"recommended_profile"`
-}
-
 // maxFailures bounds the failures a result keeps.
 const maxFailures = 50
 
 // DefaultBuckets returns short (2 s), medium (6 s), long (12 s) and longest
 // (the profile's MaxGenSeconds) lines, leaving out those not shorter than the
 // longest.
-func DefaultBuckets(p gpu.Profile) []Bucket {
+func DefaultBuckets(p gpu.Profile) []gpu.CalibrationBucket {
 	longest := p.MaxGenSeconds
-	var out []Bucket
+	var out []gpu.CalibrationBucket
 	for i, s := range []float64{2, 6, 12} {
 		if s < longest*0.9 {
-			out = append(out, Bucket{Name: []string{"short", "medium", "long"}[i], Seconds: s})
+			out = append(out, gpu.CalibrationBucket{Name: []string{"short", "medium", "long"}[i], Seconds: s})
 		}
 	}
-	out = append(out, Bucket{Name: "longest", Seconds: longest})
+	out = append(out, gpu.CalibrationBucket{Name: "longest", Seconds: longest})
 	for i := range out {
 		out[i].Text = TextOf(out[i].Seconds)
 	}
@@ -234,11 +164,11 @@ func TextOf(seconds float64) string {
 type runner struct {
 	cfg   Config
 	log   *slog.Logger
-	res   *Result
+	res   *gpu.CalibrationResult
 	ref   string
 	cond  string
 	work  string
-	hosts []Host
+	hosts []ttshost.EngineHost
 	seq   int
 	mu    sync.Mutex
 	// admitted is the slot count of the last admitted step (its hosts are warm).
@@ -248,7 +178,7 @@ type runner struct {
 // Run calibrates: it starts hosts through cfg.Launch (and stops them all before it
 // returns), measures and analyses. A failure to start or use the first host is an
 // error; failures during the load test are results.
-func Run(ctx context.Context, cfg Config) (*Result, error) {
+func Run(ctx context.Context, cfg Config) (*gpu.CalibrationResult, error) {
 	if cfg.Launch == nil {
 		return nil, fmt.Errorf("calibration needs a launcher: %w", gpu.ErrInvalid)
 	}
@@ -285,7 +215,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Progress == nil {
 		cfg.Progress = func(string, ...any) {}
 	}
-	r := &runner{cfg: cfg, log: cfg.Logger, res: &Result{GPU: cfg.GPU, Profile: cfg.Profile, Buckets: cfg.Buckets,
+	r := &runner{cfg: cfg, log: cfg.Logger, res: &gpu.CalibrationResult{GPU: cfg.GPU, Profile: cfg.Profile, Buckets: cfg.Buckets,
 		StartedAt: time.Now()}}
 	work := cfg.WorkDir
 	if work == "" {
@@ -430,7 +360,7 @@ func (r *runner) run(ctx context.Context) error {
 
 // settled prepares the speaker on h, runs a warm-up line, releases h's cache and
 // returns the memory h holds then: a host's resident memory.
-func (r *runner) settled(ctx context.Context, h Host) (int64, error) {
+func (r *runner) settled(ctx context.Context, h ttshost.EngineHost) (int64, error) {
 	if err := r.prepare(ctx, h); err != nil {
 		return 0, err
 	}
@@ -453,7 +383,7 @@ func (r *runner) stepProfile(n int, cal gpu.Calibration, total, foreign int64) g
 	return p
 }
 
-func (r *runner) launch(ctx context.Context) (Host, error) {
+func (r *runner) launch(ctx context.Context) (ttshost.EngineHost, error) {
 	r.mu.Lock()
 	i := len(r.hosts)
 	r.mu.Unlock()
@@ -487,7 +417,7 @@ func (r *runner) stopAll() {
 
 // prepare computes the speaker's conditioning on h (its cache file is shared by
 // the hosts that follow).
-func (r *runner) prepare(ctx context.Context, h Host) error {
+func (r *runner) prepare(ctx context.Context, h ttshost.EngineHost) error {
 	res, err := h.Engine().PrepareSpeaker(ctx, tts.PrepareRequest{ReferenceAudioPath: r.ref,
 		CacheDir: filepath.Join(r.work, "conditioning")})
 	if err != nil {
@@ -499,14 +429,14 @@ func (r *runner) prepare(ctx context.Context, h Host) error {
 	return nil
 }
 
-func (r *runner) synthesize(ctx context.Context, h Host, b Bucket) (tts.Result, error) {
+func (r *runner) synthesize(ctx context.Context, h ttshost.EngineHost, b gpu.CalibrationBucket) (tts.Result, error) {
 	req := r.request(b)
 	defer os.Remove(req.OutputPath)
 	return h.Engine().Synthesize(ctx, req)
 }
 
 // request is a line of bucket b, with an output file of its own.
-func (r *runner) request(b Bucket) tts.Request {
+func (r *runner) request(b gpu.CalibrationBucket) tts.Request {
 	r.mu.Lock()
 	r.seq++
 	out := filepath.Join(r.work, fmt.Sprintf("line-%d.wav", r.seq))
@@ -519,7 +449,7 @@ func (r *runner) request(b Bucket) tts.Request {
 
 // measure runs one line of bucket b on h: its peak over the model, its time, and
 // what the host's memory falls back to afterwards.
-func (r *runner) measure(ctx context.Context, h Host, b Bucket) (gpu.Run, error) {
+func (r *runner) measure(ctx context.Context, h ttshost.EngineHost, b gpu.CalibrationBucket) (gpu.Run, error) {
 	before, _, err := h.Memory(ctx)
 	if err != nil {
 		return gpu.Run{}, err
@@ -548,10 +478,10 @@ func (r *runner) measure(ctx context.Context, h Host, b Bucket) (gpu.Run, error)
 }
 
 // task is one line of a load-test step.
-type task struct{ b Bucket }
+type task struct{ b gpu.CalibrationBucket }
 
 type outcome struct {
-	b       Bucket
+	b       gpu.CalibrationBucket
 	err     error
 	killed  bool
 	latency time.Duration
@@ -579,12 +509,12 @@ func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
 			} else {
 				step.Failures++
 			}
-			r.fail(Failure{Slots: n, Kind: kind, Error: err.Error()})
+			r.fail(gpu.CalibrationFailure{Slots: n, Kind: kind, Error: err.Error()})
 			return step, nil
 		}
 		if err := r.prepare(ctx, h); err != nil {
 			step.Failures++
-			r.fail(Failure{Slots: n, Kind: "start", Error: err.Error()})
+			r.fail(gpu.CalibrationFailure{Slots: n, Kind: "start", Error: err.Error()})
 			return step, nil
 		}
 	}
@@ -630,11 +560,11 @@ func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
 		}
 	}
 	queue := r.tasks(rounds)
-	hosts := make([]Host, n)
+	hosts := make([]ttshost.EngineHost, n)
 	for i := range n {
 		hosts[i] = r.host(i)
 	}
-	return r.timedStep(ctx, step, queue, func(ctx context.Context, i int, b Bucket) outcome {
+	return r.timedStep(ctx, step, queue, func(ctx context.Context, i int, b gpu.CalibrationBucket) outcome {
 		h := hosts[i]
 		if h == nil {
 			return outcome{b: b, err: errors.New("the killed model host could not be restarted")}
@@ -678,12 +608,12 @@ func (r *runner) admittedStep(ctx context.Context, p gpu.Profile, cal gpu.Calibr
 		if ctx.Err() != nil {
 			return step, ctx.Err()
 		}
-		o := outcome{b: Bucket{Name: "start"}, err: err}
+		o := outcome{b: gpu.CalibrationBucket{Name: "start"}, err: err}
 		r.count(&step, n, o)
 		return step, nil
 	}
 	defer func() { r.admitted = n }()
-	run := func(ctx context.Context, _ int, b Bucket) outcome {
+	run := func(ctx context.Context, _ int, b gpu.CalibrationBucket) outcome {
 		req := r.request(b)
 		defer os.Remove(req.OutputPath)
 		t0 := r.cfg.Now()
@@ -738,10 +668,10 @@ func (r *runner) admittedStep(ctx context.Context, p gpu.Profile, cal gpu.Calibr
 // and 30 s: four, three, two and one lines), since a script holds many more short
 // lines than long ones. An equal share of the longest lines would time mostly the
 // long lane.
-func (r *runner) mix() []Bucket {
+func (r *runner) mix() []gpu.CalibrationBucket {
 	bs := slices.Clone(r.cfg.Buckets)
-	slices.SortStableFunc(bs, func(a, b Bucket) int { return cmp.Compare(a.Seconds, b.Seconds) })
-	var out []Bucket
+	slices.SortStableFunc(bs, func(a, b gpu.CalibrationBucket) int { return cmp.Compare(a.Seconds, b.Seconds) })
+	var out []gpu.CalibrationBucket
 	for i, b := range bs {
 		for range len(bs) - i {
 			out = append(out, b)
@@ -766,7 +696,7 @@ func (r *runner) tasks(rounds int) <-chan task {
 // measures the step: successes and failures, latency, throughput and the card's
 // peak (from cfg.Device, else hostsMemory after the step).
 func (r *runner) timedStep(ctx context.Context, step gpu.LoadStep, queue <-chan task,
-	run func(ctx context.Context, worker int, b Bucket) outcome, hostsMemory func() int64) (gpu.LoadStep, error) {
+	run func(ctx context.Context, worker int, b gpu.CalibrationBucket) outcome, hostsMemory func() int64) (gpu.LoadStep, error) {
 	n := step.Slots
 	var peak int64
 	pt, exact := r.cfg.Device.(peakTracker)
@@ -858,17 +788,17 @@ func (r *runner) count(step *gpu.LoadStep, n int, o outcome) {
 	switch {
 	case o.killed:
 		step.Killed++
-		r.fail(Failure{Slots: n, Bucket: o.b.Name, Kind: "killed", Error: o.err.Error()})
+		r.fail(gpu.CalibrationFailure{Slots: n, Bucket: o.b.Name, Kind: "killed", Error: o.err.Error()})
 	case errors.Is(o.err, tts.ErrOutOfMemory):
 		step.OOMs++
-		r.fail(Failure{Slots: n, Bucket: o.b.Name, Kind: "oom", Error: o.err.Error()})
+		r.fail(gpu.CalibrationFailure{Slots: n, Bucket: o.b.Name, Kind: "oom", Error: o.err.Error()})
 	default:
 		step.Failures++
-		r.fail(Failure{Slots: n, Bucket: o.b.Name, Kind: "failed", Error: o.err.Error()})
+		r.fail(gpu.CalibrationFailure{Slots: n, Bucket: o.b.Name, Kind: "failed", Error: o.err.Error()})
 	}
 }
 
-func (r *runner) host(i int) Host {
+func (r *runner) host(i int) ttshost.EngineHost {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if i < len(r.hosts) {
@@ -878,7 +808,7 @@ func (r *runner) host(i int) Host {
 }
 
 // replace starts a new i-th host after the old one died.
-func (r *runner) replace(ctx context.Context, i int) (Host, error) {
+func (r *runner) replace(ctx context.Context, i int) (ttshost.EngineHost, error) {
 	h, err := r.cfg.Launch(ctx, i)
 	if err != nil {
 		return nil, err
@@ -895,7 +825,7 @@ func (r *runner) replace(ctx context.Context, i int) (Host, error) {
 	return h, nil
 }
 
-func (r *runner) fail(f Failure) {
+func (r *runner) fail(f gpu.CalibrationFailure) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.res.Failures) < maxFailures {
@@ -905,7 +835,7 @@ func (r *runner) fail(f Failure) {
 
 // exited reports whether h's process has exited, giving it a moment: the request
 // fails as the connection drops, a little before the process is reaped.
-func exited(h Host) bool {
+func exited(h ttshost.EngineHost) bool {
 	select {
 	case <-h.Exited():
 		return true

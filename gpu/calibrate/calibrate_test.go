@@ -12,8 +12,8 @@ import (
 
 	"dubstudio/gpu"
 	"dubstudio/gpu/calibrate"
-	"dubstudio/gpu/simdev"
 	"dubstudio/gpu/ttshost"
+	"dubstudio/internal/simdev"
 	"dubstudio/tts"
 )
 
@@ -73,7 +73,7 @@ func setup(t *testing.T, parallel bool) *testBundle {
 		GPU:     gpu.Device{UUID: "GPU-sim", Name: "Simulated", TotalBytes: b.dev.Total()},
 		Profile: p,
 		Device:  simDevice{b.dev},
-		Launch: func(ctx context.Context, i int) (calibrate.Host, error) {
+		Launch: func(ctx context.Context, i int) (ttshost.EngineHost, error) {
 			b.launches.Add(1)
 			return sl.LaunchHost(ctx, gpu.LaunchOpts{GPU: "GPU-sim", ID: fmt.Sprint(i)})
 		},
@@ -168,7 +168,7 @@ func TestCalibrationCountsKilledHosts(t *testing.T) {
 	b := setup(t, true)
 	launch := b.cfg.Launch
 	var crashed atomic.Bool
-	b.cfg.Launch = func(ctx context.Context, i int) (calibrate.Host, error) {
+	b.cfg.Launch = func(ctx context.Context, i int) (ttshost.EngineHost, error) {
 		h, err := launch(ctx, i)
 		if err == nil && i == 1 && crashed.CompareAndSwap(false, true) {
 			// The second host is killed by the OS in its second timed request, after

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"dubstudio/gpu"
-	"dubstudio/gpu/simdev"
+	"dubstudio/internal/simdev"
 	"dubstudio/tts"
 )
 
@@ -98,7 +98,7 @@ type SimHost struct {
 	err    error
 }
 
-var _ gpu.Host = (*SimHost)(nil)
+var _ EngineHost = (*SimHost)(nil)
 
 // NewSimHost wraps a running simulator.
 func NewSimHost(sim *tts.Simulator) *SimHost {

@@ -1,9 +1,10 @@
 // Package ttshost adapts the speech engines of package tts to the GPU machinery of
 // package gpu: a Launcher starts model-host processes (tts.StartHost, speaking the
 // documented protocol) for a gpu.Pool and for calibration, and a SimLauncher starts
-// in-process simulator hosts on a simulated device (gpu/simdev) for tests and for
-// machines without a GPU. Both kinds of host implement gpu.Host, expose their engine
-// (Engine) and report the memory their process holds (Memory).
+// in-process simulator hosts on a simulated device (internal/simdev) for tests and
+// for machines without a GPU, whose readings NewSimDriver gives the monitor. Both
+// kinds of host (PinnedHost, SimHost) are EngineHosts: a gpu.Host with an engine
+// (Engine) that reports the memory its process holds (Memory).
 package ttshost
 
 import (
@@ -85,7 +86,7 @@ func (l *Launcher) Launch(ctx context.Context, opts gpu.LaunchOpts) (gpu.Host, e
 }
 
 // LaunchHost is Launch with the concrete type.
-func (l *Launcher) LaunchHost(ctx context.Context, opts gpu.LaunchOpts) (*Host, error) {
+func (l *Launcher) LaunchHost(ctx context.Context, opts gpu.LaunchOpts) (*PinnedHost, error) {
 	if l.cfg.Command == nil {
 		return nil, fmt.Errorf("launching host %s: no command: %w", opts.ID, gpu.ErrInvalid)
 	}
@@ -114,7 +115,7 @@ func (l *Launcher) LaunchHost(ctx context.Context, opts gpu.LaunchOpts) (*Host, 
 	if err != nil {
 		return nil, fmt.Errorf("starting host %s: %w", opts.ID, err)
 	}
-	h := &Host{opts: opts, proc: p, cfg: &l.cfg}
+	h := &PinnedHost{opts: opts, proc: p, cfg: &l.cfg}
 	health, err := waitHealthy(ctx, p, l.cfg.ReadyInterval)
 	if err != nil {
 		h.Kill()
@@ -147,40 +148,55 @@ func waitHealthy(ctx context.Context, p *tts.HostProcess, interval time.Duration
 	return h, err
 }
 
-// Host is a model-host process started by a Launcher. It implements gpu.Host.
-type Host struct {
+// EngineHost is the model host of dubstudio: a gpu.Host (what the pool supervises)
+// that serves a speech engine. Permits run lines on its Engine, the executor learns
+// its model's size from ResidentBytes, and calibrations measure its Memory.
+// PinnedHost and SimHost are EngineHosts.
+type EngineHost interface {
+	gpu.Host
+	Engine() tts.Engine
+	// ResidentBytes is the allocator's figure for the model after load; 0 if unknown.
+	ResidentBytes() int64
+	// Memory is what the host's process holds on the GPU now, and which counter it
+	// was read from.
+	Memory(ctx context.Context) (int64, gpu.MemoryCounter, error)
+}
+
+// PinnedHost is a model-host process started by a Launcher, pinned to one GPU
+// (CUDA_VISIBLE_DEVICES); it wraps the tts.HostProcess that speaks the protocol.
+type PinnedHost struct {
 	opts gpu.LaunchOpts
 	proc *tts.HostProcess
 	cfg  *LauncherConfig
 	info tts.HostInfo
 }
 
-var _ gpu.Host = (*Host)(nil)
+var _ EngineHost = (*PinnedHost)(nil)
 
 // Engine returns the client of the host.
-func (h *Host) Engine() tts.Engine { return h.proc.Client() }
+func (h *PinnedHost) Engine() tts.Engine { return h.proc.Client() }
 
 // Client returns the client of the host.
-func (h *Host) Client() *tts.HostClient { return h.proc.Client() }
+func (h *PinnedHost) Client() *tts.HostClient { return h.proc.Client() }
 
 // Info returns what the host reported when it became ready.
-func (h *Host) Info() tts.HostInfo { return h.info }
+func (h *PinnedHost) Info() tts.HostInfo { return h.info }
 
 // ResidentBytes is the allocator's figure for the model after load, as the host
 // reported it (torch.cuda.memory_allocated).
-func (h *Host) ResidentBytes() int64 { return h.info.ResidentBytes }
+func (h *PinnedHost) ResidentBytes() int64 { return h.info.ResidentBytes }
 
 // GPU returns the UUID of the host's GPU.
-func (h *Host) GPU() string { return h.opts.GPU }
+func (h *PinnedHost) GPU() string { return h.opts.GPU }
 
 // PID returns the process id.
-func (h *Host) PID() int { return h.proc.PID() }
+func (h *PinnedHost) PID() int { return h.proc.PID() }
 
 // Concurrency is what the host declared (at least 1).
-func (h *Host) Concurrency() int { return max(h.info.Concurrency, 1) }
+func (h *PinnedHost) Concurrency() int { return max(h.info.Concurrency, 1) }
 
 // Health returns nil while the host answers /health.
-func (h *Host) Health(ctx context.Context) error {
+func (h *PinnedHost) Health(ctx context.Context) error {
 	select {
 	case <-h.proc.Done():
 		return fmt.Errorf("host %s has exited: %v", h.opts.ID, h.proc.Err())
@@ -192,7 +208,7 @@ func (h *Host) Health(ctx context.Context) error {
 
 // ReleaseCache asks the host to give its allocator's unused reserve back and
 // returns the reserve left beyond the model.
-func (h *Host) ReleaseCache(ctx context.Context) (int64, error) {
+func (h *PinnedHost) ReleaseCache(ctx context.Context) (int64, error) {
 	r, err := h.proc.Client().ReleaseCache(ctx)
 	if err != nil {
 		return 0, err
@@ -203,7 +219,7 @@ func (h *Host) ReleaseCache(ctx context.Context) (int64, error) {
 // Memory returns what the host's process holds on its GPU now: NVML's figure when
 // the launcher can read it, else the allocator's reserve the host reports (which
 // misses the CUDA context).
-func (h *Host) Memory(ctx context.Context) (int64, gpu.MemoryCounter, error) {
+func (h *PinnedHost) Memory(ctx context.Context) (int64, gpu.MemoryCounter, error) {
 	if f := h.cfg.ProcessBytes; f != nil {
 		if b, ok := f(h.opts.GPU, h.PID()); ok && b > 0 {
 			return b, gpu.CounterNVML, nil
@@ -217,17 +233,17 @@ func (h *Host) Memory(ctx context.Context) (int64, gpu.MemoryCounter, error) {
 }
 
 // Exited is closed when the process has exited.
-func (h *Host) Exited() <-chan struct{} { return h.proc.Done() }
+func (h *PinnedHost) Exited() <-chan struct{} { return h.proc.Done() }
 
 // ExitErr says how the process ended.
-func (h *Host) ExitErr() error { return h.proc.Err() }
+func (h *PinnedHost) ExitErr() error { return h.proc.Err() }
 
 // Stop asks the host to exit (SIGTERM) and kills it when ctx ends first.
-func (h *Host) Stop(ctx context.Context) error { return h.proc.Stop(ctx) }
+func (h *PinnedHost) Stop(ctx context.Context) error { return h.proc.Stop(ctx) }
 
 // Kill ends the host's process group at once (tts.StartHost gives the host its
 // own group, so workers it forked go too).
-func (h *Host) Kill() error {
+func (h *PinnedHost) Kill() error {
 	select {
 	case <-h.proc.Done():
 		return nil

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"dubstudio/gpu"
-	"dubstudio/gpu/simdev"
 	"dubstudio/gpu/ttshost"
+	"dubstudio/internal/simdev"
 	"dubstudio/tts"
 )
 

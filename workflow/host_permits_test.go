@@ -25,7 +25,7 @@ import (
 // This file runs the real Python model host (tts/hosts/indextts_host.py with the
 // stand-in model of tts/hosts/testdata/standin: no torch, no GPU) under gpu.Pool, the
 // production supervisor that restarts a host that dies or stops answering, with a
-// small Slots over the pool's hosts in place of the GPU executor.
+// small Permits over the pool's hosts in place of the GPU executor.
 
 // standinVersion is the model version the stand-in hosts report.
 const standinVersion = "fault-test-v1"
@@ -79,52 +79,52 @@ func (l *standinLauncher) Launch(ctx context.Context, _ gpu.LaunchOpts) (gpu.Hos
 	return &standinHost{p: p}, nil
 }
 
-// hostSlots is a gpu.HostRegistry and a workflow.Permits: the pool tells it which hosts
-// serve, and each serving host is one slot. A slot given back as hung gets its host
+// hostPermits is a gpu.HostRegistry and a workflow.Permits: the pool tells it which hosts
+// serve, and each serving host is one permit. A permit given back as hung gets its host
 // killed, and the pool starts another.
-type hostSlots struct {
+type hostPermits struct {
 	capacity int
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced whenever a host comes, goes or frees up
-	hosts   map[string]*slotHost
+	hosts   map[string]*servingHost
 
 	hungKills atomic.Int64
 }
 
-type slotHost struct {
+type servingHost struct {
 	id   string
 	host *standinHost
 	busy bool
 }
 
-func newHostSlots(capacity int) *hostSlots {
-	return &hostSlots{capacity: capacity, changed: make(chan struct{}), hosts: map[string]*slotHost{}}
+func newHostPermits(capacity int) *hostPermits {
+	return &hostPermits{capacity: capacity, changed: make(chan struct{}), hosts: map[string]*servingHost{}}
 }
 
-func (s *hostSlots) notifyLocked() {
+func (s *hostPermits) notifyLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
 
 // AddHost implements gpu.HostRegistry.
-func (s *hostSlots) AddHost(context.Context, string, gpu.HostSpec) error { return nil }
+func (s *hostPermits) AddHost(context.Context, string, gpu.HostSpec) error { return nil }
 
 // HostReady implements gpu.HostRegistry.
-func (s *hostSlots) HostReady(_, id string, r gpu.ReadyHost) error {
+func (s *hostPermits) HostReady(_, id string, r gpu.ReadyHost) error {
 	h, ok := r.Handle.(*standinHost)
 	if !ok {
 		return errors.New("not a stand-in host")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.hosts[id] = &slotHost{id: id, host: h}
+	s.hosts[id] = &servingHost{id: id, host: h}
 	s.notifyLocked()
 	return nil
 }
 
 // DrainHost implements gpu.HostRegistry: the host takes no more work at once.
-func (s *hostSlots) DrainHost(_, id string) (<-chan struct{}, error) {
+func (s *hostPermits) DrainHost(_, id string) (<-chan struct{}, error) {
 	s.RemoveHost("", id, nil)
 	done := make(chan struct{})
 	close(done)
@@ -132,7 +132,7 @@ func (s *hostSlots) DrainHost(_, id string) (<-chan struct{}, error) {
 }
 
 // RemoveHost implements gpu.HostRegistry.
-func (s *hostSlots) RemoveHost(_, id string, _ error) {
+func (s *hostPermits) RemoveHost(_, id string, _ error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.hosts, id)
@@ -140,14 +140,14 @@ func (s *hostSlots) RemoveHost(_, id string, _ error) {
 }
 
 // Acquire implements workflow.Permits: it waits for a serving host with nothing to do.
-func (s *hostSlots) Acquire(ctx context.Context, _ workflow.PermitRequest) (workflow.Permit, error) {
+func (s *hostPermits) Acquire(ctx context.Context, _ workflow.PermitRequest) (workflow.Permit, error) {
 	for {
 		s.mu.Lock()
 		for _, h := range s.hosts {
 			if !h.busy {
 				h.busy = true
 				s.mu.Unlock()
-				return &hostSlot{s: s, h: h}, nil
+				return &hostPermit{s: s, h: h}, nil
 			}
 		}
 		wait := s.changed
@@ -160,16 +160,16 @@ func (s *hostSlots) Acquire(ctx context.Context, _ workflow.PermitRequest) (work
 	}
 }
 
-func (s *hostSlots) Capacity() int     { return s.capacity }
-func (s *hostSlots) Engines() []string { return []string{"indextts"} }
+func (s *hostPermits) Capacity() int     { return s.capacity }
+func (s *hostPermits) Engines() []string { return []string{"indextts"} }
 
 // Model implements workflow.Permits; every stand-in host runs the same version.
-func (s *hostSlots) Model(context.Context) (tts.HostInfo, error) {
+func (s *hostPermits) Model(context.Context) (tts.HostInfo, error) {
 	return tts.HostInfo{Model: "IndexTTS-2", Version: standinVersion, Concurrency: 1}, nil
 }
 
 // busyPIDs lists the processes of hosts serving a request now.
-func (s *hostSlots) busyPIDs() []int {
+func (s *hostPermits) busyPIDs() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var pids []int
@@ -181,16 +181,16 @@ func (s *hostSlots) busyPIDs() []int {
 	return pids
 }
 
-type hostSlot struct {
-	s    *hostSlots
-	h    *slotHost
+type hostPermit struct {
+	s    *hostPermits
+	h    *servingHost
 	once sync.Once
 }
 
-func (l *hostSlot) Engine() tts.Engine { return l.h.host.p.Client() }
-func (l *hostSlot) Device() string     { return "" }
+func (l *hostPermit) Engine() tts.Engine { return l.h.host.p.Client() }
+func (l *hostPermit) Device() string     { return "" }
 
-func (l *hostSlot) Done(o workflow.Outcome) {
+func (l *hostPermit) Done(o workflow.Outcome) {
 	l.once.Do(func() {
 		if o.Hung {
 			// The request may still run there: the host is of no further use.
@@ -207,7 +207,7 @@ func (l *hostSlot) Done(o workflow.Outcome) {
 // hostBundle is a render against stand-in model hosts kept running by a gpu.Pool.
 type hostBundle struct {
 	*testBundle
-	slots  *hostSlots
+	slots  *hostPermits
 	pool   *gpu.Pool
 	events *eventLog
 }
@@ -277,7 +277,7 @@ func setupHosts(t *testing.T, b *testBundle, hosts int, cfg func(*gpu.PoolConfig
 		require.NoError(t, b.store.SetCharacterReference(ctx, b.project.ID, c.ID, blob.SHA256, "ref.wav"))
 	}
 
-	hb := &hostBundle{testBundle: b, slots: newHostSlots(hosts), events: &eventLog{}}
+	hb := &hostBundle{testBundle: b, slots: newHostPermits(hosts), events: &eventLog{}}
 	pc := gpu.PoolConfig{
 		GPU:      "cpu-standin",
 		Launcher: &standinLauncher{python: python, script: script, standin: standin, modelDir: modelDir, sockDir: sockDir},

@@ -1,3 +1,5 @@
+//go:build unix
+
 package gpu
 
 import (
@@ -7,30 +9,31 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 )
 
-// CommandLauncher launches model hosts as child processes. The tts package supplies
-// the command and the protocol calls (readiness, health, cache release); the
-// launcher owns the process: its environment, its process group, noticing its exit
-// and stopping it.
-type CommandLauncher struct {
+// cmdLauncher launches plain child processes as the pool's hosts, for the pool's
+// tests: the launcher owns the process (its environment, its process group, noticing
+// its exit and stopping it), the test supplies the command and the health check.
+// Production hosts are gpu/ttshost's.
+type cmdLauncher struct {
 	// Command builds the host's command (exec.Command, not CommandContext: the
 	// process outlives the launch). The launcher appends LaunchOpts.Env to its
 	// environment (the worker's own when Env is nil).
 	Command func(opts LaunchOpts) (*exec.Cmd, error)
 	// Ready waits until the host serves; nil: at once.
-	Ready func(ctx context.Context, h *ProcessHost) error
+	Ready func(ctx context.Context, h *cmdHost) error
 	// Health checks a serving host; nil: alive while the process runs.
-	Health func(ctx context.Context, h *ProcessHost) error
+	Health func(ctx context.Context, h *cmdHost) error
 	// Release empties the host's cache; nil: not supported.
-	Release func(ctx context.Context, h *ProcessHost) (int64, error)
+	Release func(ctx context.Context, h *cmdHost) (int64, error)
 	// Concurrency is how many requests one host serves at once; default 1.
 	Concurrency int
 }
 
 // Launch starts the process and waits for Ready. If Ready fails or ctx ends first,
 // the process is killed.
-func (l *CommandLauncher) Launch(ctx context.Context, opts LaunchOpts) (Host, error) {
+func (l *cmdLauncher) Launch(ctx context.Context, opts LaunchOpts) (Host, error) {
 	cmd, err := l.Command(opts)
 	if err != nil {
 		return nil, fmt.Errorf("building the command of host %s: %w", opts.ID, err)
@@ -43,7 +46,7 @@ func (l *CommandLauncher) Launch(ctx context.Context, opts LaunchOpts) (Host, er
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting host %s: %w", opts.ID, err)
 	}
-	h := &ProcessHost{Opts: opts, cmd: cmd, launcher: l, exited: make(chan struct{})}
+	h := &cmdHost{Opts: opts, cmd: cmd, launcher: l, exited: make(chan struct{})}
 	go func() {
 		err := cmd.Wait()
 		h.mu.Lock()
@@ -61,11 +64,11 @@ func (l *CommandLauncher) Launch(ctx context.Context, opts LaunchOpts) (Host, er
 	return h, nil
 }
 
-// ProcessHost is a host started by CommandLauncher.
-type ProcessHost struct {
+// cmdHost is a host started by cmdLauncher.
+type cmdHost struct {
 	Opts     LaunchOpts
 	cmd      *exec.Cmd
-	launcher *CommandLauncher
+	launcher *cmdLauncher
 	exited   chan struct{}
 
 	mu      sync.Mutex
@@ -73,13 +76,13 @@ type ProcessHost struct {
 }
 
 // PID returns the process id.
-func (h *ProcessHost) PID() int { return h.cmd.Process.Pid }
+func (h *cmdHost) PID() int { return h.cmd.Process.Pid }
 
 // Concurrency returns the launcher's Concurrency (at least 1).
-func (h *ProcessHost) Concurrency() int { return max(h.launcher.Concurrency, 1) }
+func (h *cmdHost) Concurrency() int { return max(h.launcher.Concurrency, 1) }
 
 // Health runs the launcher's check; a process that has exited is never healthy.
-func (h *ProcessHost) Health(ctx context.Context) error {
+func (h *cmdHost) Health(ctx context.Context) error {
 	select {
 	case <-h.exited:
 		return fmt.Errorf("host %s has exited: %w", h.Opts.ID, h.ExitErr())
@@ -92,7 +95,7 @@ func (h *ProcessHost) Health(ctx context.Context) error {
 }
 
 // ReleaseCache runs the launcher's Release.
-func (h *ProcessHost) ReleaseCache(ctx context.Context) (int64, error) {
+func (h *cmdHost) ReleaseCache(ctx context.Context) (int64, error) {
 	if h.launcher.Release == nil {
 		return 0, fmt.Errorf("host %s cannot release its cache: %w", h.Opts.ID, ErrNotSupported)
 	}
@@ -100,11 +103,11 @@ func (h *ProcessHost) ReleaseCache(ctx context.Context) (int64, error) {
 }
 
 // Exited is closed once the process has exited.
-func (h *ProcessHost) Exited() <-chan struct{} { return h.exited }
+func (h *cmdHost) Exited() <-chan struct{} { return h.exited }
 
 // ExitErr says how the process ended ("signal: killed" for an OS kill); nil while
 // it runs or after a clean exit.
-func (h *ProcessHost) ExitErr() error {
+func (h *cmdHost) ExitErr() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.exitErr
@@ -112,7 +115,7 @@ func (h *ProcessHost) ExitErr() error {
 
 // Stop sends SIGTERM to the host's process group and waits for the exit until ctx
 // ends, then kills it.
-func (h *ProcessHost) Stop(ctx context.Context) error {
+func (h *cmdHost) Stop(ctx context.Context) error {
 	if err := terminate(h.cmd); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		_ = h.Kill()
 	}
@@ -127,11 +130,34 @@ func (h *ProcessHost) Stop(ctx context.Context) error {
 }
 
 // Kill sends SIGKILL to the host's process group.
-func (h *ProcessHost) Kill() error {
+func (h *cmdHost) Kill() error {
 	select {
 	case <-h.exited:
 		return nil
 	default:
 	}
 	return kill(h.cmd)
+}
+
+// setProcessGroup puts the host in its own process group, so that stopping it also
+// stops the workers it forks (Python hosts do).
+func setProcessGroup(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+}
+
+func terminate(cmd *exec.Cmd) error { return signalGroup(cmd, syscall.SIGTERM) }
+
+func kill(cmd *exec.Cmd) error { return signalGroup(cmd, syscall.SIGKILL) }
+
+func signalGroup(cmd *exec.Cmd, sig syscall.Signal) error {
+	if cmd.Process == nil {
+		return nil
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
+		return cmd.Process.Signal(sig)
+	}
+	return nil
 }

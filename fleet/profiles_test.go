@@ -1,0 +1,55 @@
+package fleet_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"dubstudio/fleet"
+	"dubstudio/gpu"
+	"dubstudio/studio"
+)
+
+func TestParseProfileRoundTrips(t *testing.T) {
+	t.Parallel()
+	p := gpu.DefaultProfile()
+	p.ShareWeights = true
+	got, probs := fleet.ParseProfile(fleet.ProfileValues(p))
+	require.Empty(t, probs)
+	require.Equal(t, p, got)
+}
+
+func TestParseProfileNamesEveryBadField(t *testing.T) {
+	t.Parallel()
+	v := fleet.ProfileValues(gpu.DefaultProfile())
+	v["Name"], v["MaxSlots"], v["ReservePct"] = "", "two", "95"
+	_, probs := fleet.ParseProfile(v)
+	keys := map[string]string{}
+	for _, pr := range probs {
+		if _, seen := keys[pr.Field]; !seen {
+			keys[pr.Field] = pr.Key
+		}
+	}
+	require.Equal(t, map[string]string{"Name": "gpu.profile.name_required", "MaxSlots": "gpus.profile.not_number",
+		"ReservePct": "gpu.profile.reserve_range"}, keys)
+}
+
+func TestProfileOfAStoredProfile(t *testing.T) {
+	t.Parallel()
+	sp := studio.GPUProfile{ID: 7, GPUProfileSettings: studio.GPUProfileSettings{Name: "h200", MaxSlots: 8, ReservePct: 10,
+		LongTextThresholdSec: 15, LongLaneLimit: 2, MaxGenSeconds: 30, SegmentTokens: 120, FP16: true, ShareWeights: true}}
+	p := fleet.ProfileOf(sp)
+	require.Equal(t, gpu.Profile{Name: "h200", MaxSlots: 8, ReservePct: 10, LongTextThresholdSec: 15, LongLaneLimit: 2,
+		MaxGenSeconds: 30, SegmentTokens: 120, FP16: true, ShareWeights: true}, p)
+}
+
+func TestDecodeCalibrationOfNothing(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{"", "null"} {
+		r, err := fleet.DecodeCalibration([]byte(raw))
+		require.NoError(t, err)
+		require.Nil(t, r)
+	}
+	_, err := fleet.DecodeCalibration([]byte("{"))
+	require.Error(t, err)
+}
