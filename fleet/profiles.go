@@ -181,7 +181,7 @@ func CheckFits(ctx context.Context, store *studio.Store, p gpu.Profile, uuids []
 			total = cd.GPU.TotalBytes
 		}
 		if err := gpu.CheckFits(p, cal, total, cd.GPU.Snapshot.ForeignBytes); err != nil {
-			return &Misfit{Card: cd, Err: err}, nil
+			return &Misfit{Card: cd, Err: err}, nil //nolint:nilerr // a profile that does not fit is the answer, not a failure
 		}
 	}
 	return nil, nil

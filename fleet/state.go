@@ -30,7 +30,7 @@ func (s *GPUs) Live(recent time.Duration) gpu.LiveState {
 		g := gpu.LiveGPU{Device: e.dev, ProfileID: e.profileID, CalibrationID: e.calibrationID,
 			ProfileProblem: e.problem, Calibrating: e.calibrating, Pool: e.pool.Status()}
 		if d, ok := devs[u]; ok {
-			g.Device.Lost = d.Lost
+			g.Lost = d.Lost
 		}
 		for _, sn := range snaps {
 			if sn.UUID == u {

@@ -90,7 +90,9 @@ func setupGPUWorker(t *testing.T, lines int) *gpuWorkerBundle {
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		w.Stop(sctx)
+		if err := w.Stop(sctx); err != nil {
+			t.Logf("stopping the worker: %v", err)
+		}
 	})
 	return &gpuWorkerBundle{testBundle: b, gpus: slots, busy: busy}
 }

@@ -186,8 +186,8 @@ func AnalyzeCalibration(in CalibrationInput) CalibrationReport {
 			order = append(order, r.Bucket)
 		}
 		b.Runs++
-		b.MinAudioSeconds = math.Min(b.MinAudioSeconds, r.AudioSeconds)
-		b.MaxAudioSeconds = math.Max(b.MaxAudioSeconds, r.AudioSeconds)
+		b.MinAudioSeconds = min(b.MinAudioSeconds, r.AudioSeconds)
+		b.MaxAudioSeconds = max(b.MaxAudioSeconds, r.AudioSeconds)
 		b.MaxCharacters = max(b.MaxCharacters, r.Characters)
 		b.PeakBytes = max(b.PeakBytes, r.PeakBytes)
 		b.MaxDuration = max(b.MaxDuration, r.Duration)

@@ -82,7 +82,7 @@ func (c Calibration) Borrower() int64 {
 // less), flat below the first point and extended with the last segment's slope (or
 // the default slope) above the last.
 func (c Calibration) PeakBytes(audioSeconds float64) int64 {
-	s := math.Max(audioSeconds, 0)
+	s := max(audioSeconds, 0)
 	if len(c.Points) == 0 {
 		return DefaultPeakBaseBytes + int64(math.Ceil(s*float64(DefaultPeakPerSecond)))
 	}
@@ -101,7 +101,7 @@ func (c Calibration) PeakBytes(audioSeconds float64) int64 {
 	slope := float64(DefaultPeakPerSecond)
 	if len(pts) >= 2 {
 		prev := pts[len(pts)-2]
-		slope = math.Max(float64(last.PeakBytes-prev.PeakBytes)/(last.AudioSeconds-prev.AudioSeconds), 0)
+		slope = max(float64(last.PeakBytes-prev.PeakBytes)/(last.AudioSeconds-prev.AudioSeconds), 0)
 	}
 	return last.PeakBytes + int64(math.Ceil((s-last.AudioSeconds)*slope))
 }

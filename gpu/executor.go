@@ -1249,7 +1249,7 @@ func (l *Lease) Done(o Outcome) error {
 	case o.OOM:
 		learnCache()
 		old := g.factor
-		g.factor = math.Min(s.Max, g.factor*s.OOMMultiplier)
+		g.factor = min(s.Max, g.factor*s.OOMMultiplier)
 		g.cleanStreak = 0
 		g.c.OOMs++
 		g.c.Failed++
@@ -1262,7 +1262,7 @@ func (l *Lease) Done(o Outcome) error {
 		if o.PeakBytes > l.PredictedBytes && l.BaseBytes > 0 {
 			// The prediction was wrong even with the factor: trust the measurement.
 			g.c.Underpredictions++
-			g.factor = math.Min(s.Max, math.Max(g.factor, float64(o.PeakBytes)/float64(l.BaseBytes)))
+			g.factor = min(s.Max, max(g.factor, float64(o.PeakBytes)/float64(l.BaseBytes)))
 			g.cleanStreak = 0
 			e.log.Warn("request peaked above its prediction", "gpu", g.uuid, "request", l.Request.ID,
 				"predicted_bytes", l.PredictedBytes, "peak_bytes", o.PeakBytes, "factor", g.factor)

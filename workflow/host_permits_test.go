@@ -254,7 +254,7 @@ func setupHosts(t *testing.T, b *testBundle, hosts int, cfg func(*gpu.PoolConfig
 	script, err := filepath.Abs("../tts/hosts/indextts_host.py")
 	require.NoError(t, err)
 	// Unix socket paths are short: keep them out of the long test directory names.
-	sockDir, err := os.MkdirTemp("", "dubhost")
+	sockDir, err := os.MkdirTemp("", "dubhost") //nolint:usetesting // t.TempDir's long path would pass the socket path limit
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	// A stand-in model directory in the real formats: the host checks it before loading.

@@ -66,8 +66,10 @@ func main() {
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	if err := compare(ctx, o, os.Stdout); err != nil {
-		log.Fatal(err)
+	err := compare(ctx, o, os.Stdout)
+	stop()
+	if err != nil {
+		log.Fatal(err) //nolint:gocritic // stop has run; the timeout's cancel only frees a timer
 	}
 }
 
@@ -362,10 +364,13 @@ func holdMemory(ctx context.Context, python string, dev gpu.Device, leaveGiB flo
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
 		select {
-		case <-done:
+		case err := <-done:
+			if err != nil {
+				log.Printf("the memory holder exited: %v", err)
+			}
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			<-done
+			log.Printf("the memory holder was killed: %v", <-done)
 		}
 	}
 	sc := bufio.NewScanner(stdout)

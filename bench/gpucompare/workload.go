@@ -78,8 +78,8 @@ func turns(cues []cue, maxGapMs, maxMs int) []cue {
 	return out
 }
 
-// script is count lines from the turn with index from on, given to characters
-// characters in turn, each with a text as long as its slot.
+// script is count lines from the turn with index from on, given in turn to that many
+// characters, each with a text as long as its slot.
 func script(ts []cue, from, count, characters int) ([]line, error) {
 	if from < 0 || count < 1 || from+count > len(ts) {
 		return nil, fmt.Errorf("lines %d..%d asked of a script of %d", from+1, from+count, len(ts))

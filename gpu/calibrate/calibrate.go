@@ -515,7 +515,7 @@ func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
 		if err := r.prepare(ctx, h); err != nil {
 			step.Failures++
 			r.fail(gpu.CalibrationFailure{Slots: n, Kind: "start", Error: err.Error()})
-			return step, nil
+			return step, nil //nolint:nilerr // the failure is the step's result, recorded above
 		}
 	}
 	if !r.cfg.NoWarmUp && first < n {
@@ -538,9 +538,9 @@ func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
 					o := outcome{b: b, err: err}
 					if errors.Is(err, tts.ErrUnavailable) && exited(h) {
 						o.killed = true
-						if nh, lerr := r.replace(ctx, i); lerr == nil {
-							h = nh
-						}
+						// Replaced for the next step; a host that fails to start
+						// shows there as that step's failure.
+						_, _ = r.replace(ctx, i)
 					}
 					outs <- o
 					return

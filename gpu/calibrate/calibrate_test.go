@@ -113,7 +113,7 @@ func TestCalibrationFindsTheCrashPoint(t *testing.T) {
 				segments = float64((len([]rune(bt.Text)) + 119) / 120)
 			}
 		}
-		want := int64(tts.SimPeakBaseBytes + int64(tts.SimPeakPerSecondBytes*secs/segments))
+		want := tts.SimPeakBaseBytes + int64(tts.SimPeakPerSecondBytes*secs/segments)
 		require.InDelta(t, want, bk.PeakBytes, 2, bk.Bucket)
 	}
 	require.Equal(t, []string{"short", "medium", "long", "longest"}, []string{res.Analysis[0].Bucket,
@@ -173,8 +173,9 @@ func TestCalibrationCountsKilledHosts(t *testing.T) {
 		if err == nil && i == 1 && crashed.CompareAndSwap(false, true) {
 			// The second host is killed by the OS in its second timed request, after
 			// its warm-up (one line per bucket) and a first line.
-			faults := make([]tts.Fault, len(calibrate.DefaultBuckets(b.cfg.Profile))+1)
-			h.(*ttshost.SimHost).Simulator().Inject(append(faults, tts.FaultCrash)...)
+			faults := make([]tts.Fault, len(calibrate.DefaultBuckets(b.cfg.Profile))+2)
+			faults[len(faults)-1] = tts.FaultCrash
+			h.(*ttshost.SimHost).Simulator().Inject(faults...)
 		}
 		return h, err
 	}

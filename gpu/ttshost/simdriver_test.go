@@ -23,11 +23,11 @@ func TestSimDriverFeedsTheMonitor(t *testing.T) {
 	p, err := dev.Spawn(5 * gpu.GiB)
 	require.NoError(t, err)
 	idle := m.SampleNow(ctx)[0]
-	require.EqualValues(t, 5*gpu.GiB, idle.UsedBytes)
+	require.Equal(t, 5*gpu.GiB, idle.UsedBytes)
 	require.Zero(t, idle.GPUPercent)
 	used, ok := idle.ProcessBytes(p.PID())
 	require.True(t, ok)
-	require.EqualValues(t, 5*gpu.GiB, used)
+	require.Equal(t, 5*gpu.GiB, used)
 
 	require.NoError(t, p.Alloc(gpu.GiB))
 	busy := m.SampleNow(ctx)[0]

@@ -118,7 +118,7 @@ func (l *Launcher) LaunchHost(ctx context.Context, opts gpu.LaunchOpts) (*Pinned
 	h := &PinnedHost{opts: opts, proc: p, cfg: &l.cfg}
 	health, err := waitHealthy(ctx, p, l.cfg.ReadyInterval)
 	if err != nil {
-		h.Kill()
+		_ = h.Kill() // it never served; its exit is awaited next
 		<-p.Done()
 		return nil, fmt.Errorf("host %s did not become ready: %w", opts.ID, err)
 	}
@@ -141,7 +141,7 @@ func waitHealthy(ctx context.Context, p *tts.HostProcess, interval time.Duration
 	if err != nil {
 		select {
 		case <-p.Done():
-			return h, fmt.Errorf("the process exited (%v) while loading: %w", p.Err(), err)
+			return h, fmt.Errorf("the process exited (%v) while loading: %w", p.Err(), err) //nolint:errorlint // the exit status is shown; err is the cause
 		default:
 		}
 	}
@@ -199,7 +199,7 @@ func (h *PinnedHost) Concurrency() int { return max(h.info.Concurrency, 1) }
 func (h *PinnedHost) Health(ctx context.Context) error {
 	select {
 	case <-h.proc.Done():
-		return fmt.Errorf("host %s has exited: %v", h.opts.ID, h.proc.Err())
+		return fmt.Errorf("host %s has exited: %v", h.opts.ID, h.proc.Err()) //nolint:errorlint // the exit status, possibly nil: shown, not wrapped
 	default:
 	}
 	_, err := h.proc.Client().Health(ctx)

@@ -106,7 +106,7 @@ func TestLauncherPrefersNVML(t *testing.T) {
 	defer cancel()
 	h, err := l.LaunchHost(ctx, gpu.LaunchOpts{GPU: "GPU-y", ID: "GPU-y/0"})
 	require.NoError(t, err)
-	defer h.Stop(ctx)
+	defer func() { require.NoError(t, h.Stop(ctx)) }()
 	mem, counter, err := h.Memory(ctx)
 	require.NoError(t, err)
 	require.Equal(t, gpu.CounterNVML, counter)
