@@ -66,7 +66,7 @@ type options struct {
 	duration            time.Duration
 	think               time.Duration
 	lines               int
-	slots               int
+	permits             int
 	jsonOut             bool
 	verbose             bool
 }
@@ -82,7 +82,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 60*time.Second, "how long the clients work; the run stops by itself")
 	flag.DurationVar(&o.think, "think", 500*time.Millisecond, "mean pause between a client's actions")
 	flag.IntVar(&o.lines, "lines", 400, "lines of the project rendered meanwhile")
-	flag.IntVar(&o.slots, "slots", 2, "engine slots of the embedded worker")
+	flag.IntVar(&o.permits, "permits", 2, "syntheses the embedded worker runs at once")
 	flag.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
 	flag.BoolVar(&o.verbose, "v", false, "log the server's warnings")
 	flag.Parse()
@@ -285,7 +285,7 @@ func startServer(ctx context.Context, o options, logger *slog.Logger) (*target, 
 	if err != nil {
 		return fail(err)
 	}
-	worker, err := workflow.NewWorker(pipeline, workflow.NewLocalPermits(sim, o.slots), workflow.WorkerConfig{Name: "load-worker", DataDir: dataDir}, logger)
+	worker, err := workflow.NewWorker(pipeline, workflow.NewLocalPermits(sim, o.permits), workflow.WorkerConfig{Name: "load-worker", DataDir: dataDir}, logger)
 	if err != nil {
 		return fail(err)
 	}
