@@ -64,30 +64,7 @@ func (b *testBundle) startWorker(t *testing.T, o workerOpts) *workflow.Worker {
 // test if that does not happen within limit (a bound on a hang, not a timing claim).
 func (b *testBundle) waitSettled(t *testing.T, limit time.Duration) studio.StateCounts {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		counts, err := b.store.ProjectStateCounts(context.Background(), []int64{b.project.ID})
-		if err != nil {
-			// A connection the test itself killed: the pool replaces it.
-			require.True(t, time.Now().Before(deadline), "%v", err)
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		c := counts[b.project.ID]
-		active := 0
-		for st, n := range c {
-			if st.Active() {
-				active += n
-			}
-		}
-		if active == 0 {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lines still active after %s: %v", limit, c)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return studiotest.WaitSettled(t, b.store, b.project.ID, limit)
 }
 
 func (b *testBundle) lines(t *testing.T) []studio.Line {

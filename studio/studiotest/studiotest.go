@@ -5,10 +5,12 @@ package studiotest
 import (
 	"context"
 	"fmt"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"dubstudio/internal/testdb"
 	"dubstudio/studio"
@@ -103,5 +105,34 @@ func Exec(t testing.TB, s *studio.Store, sql string, args ...any) {
 	t.Helper()
 	if _, err := s.Pool().Exec(context.Background(), sql, args...); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// WaitSettled waits until no line of the project is queued or running and returns its
+// lines' states, failing the test if that does not happen within limit (a bound on a
+// hang, not a timing claim). A failed read is tried again until then: tests that kill
+// database connections or restart the server read through it.
+func WaitSettled(t testing.TB, s *studio.Store, projectID int64, limit time.Duration) studio.StateCounts {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		counts, err := s.ProjectStateCounts(context.Background(), []int64{projectID})
+		if err == nil {
+			c := counts[projectID]
+			active := 0
+			for st, n := range c {
+				if st.Active() {
+					active += n
+				}
+			}
+			if active == 0 {
+				return c
+			}
+			err = fmt.Errorf("lines still active: %v", c)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", limit, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
