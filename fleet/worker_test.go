@@ -43,8 +43,8 @@ func setupGPUWorker(t *testing.T, lines int) *gpuWorkerBundle {
 	}
 	b := setup(t, lines)
 	ctx := context.Background()
-	blobs := studio.BlobStore{Dir: b.dataDir + "/blobs"}
-	chars, err := b.store.Characters(ctx, b.project.ID)
+	blobs := studio.BlobStore{Dir: b.DataDir + "/blobs"}
+	chars, err := b.Store.Characters(ctx, b.Project.ID)
 	require.NoError(t, err)
 	for i, c := range chars {
 		ref := filepath.Join(t.TempDir(), fmt.Sprintf("ref-%d.wav", i))
@@ -53,9 +53,9 @@ func setupGPUWorker(t *testing.T, lines int) *gpuWorkerBundle {
 			samples[j] = int16((j * (i + 3)) % 3000)
 		}
 		require.NoError(t, tts.WriteWAV(ref, 16000, samples))
-		blob, err := b.store.PutBlob(ctx, blobs, ref, studio.Blob{Format: "wav", DurationMs: 1000, SampleRate: 16000, Channels: 1})
+		blob, err := b.Store.PutBlob(ctx, blobs, ref, studio.Blob{Format: "wav", DurationMs: 1000, SampleRate: 16000, Channels: 1})
 		require.NoError(t, err)
-		require.NoError(t, b.store.SetCharacterReference(ctx, b.project.ID, c.ID, blob.SHA256, "ref.wav"))
+		require.NoError(t, b.Store.SetCharacterReference(ctx, b.Project.ID, c.ID, blob.SHA256, "ref.wav"))
 	}
 	hosts, err := filepath.Abs("../tts/hosts")
 	require.NoError(t, err)
@@ -81,8 +81,8 @@ func setupGPUWorker(t *testing.T, lines int) *gpuWorkerBundle {
 		defer cancel()
 		_ = slots.Stop(sctx)
 	})
-	w, err := workflow.NewWorker(b.pipeline, slots, workflow.WorkerConfig{Name: fmt.Sprintf("gpu-%d", time.Now().UnixNano()),
-		DataDir: b.dataDir, FetchPollInterval: 100 * time.Millisecond, JobTimeout: 30 * time.Second,
+	w, err := workflow.NewWorker(b.Pipeline, slots, workflow.WorkerConfig{Name: fmt.Sprintf("gpu-%d", time.Now().UnixNano()),
+		DataDir: b.DataDir, FetchPollInterval: 100 * time.Millisecond, JobTimeout: 30 * time.Second,
 		RescueAfter: 40 * time.Second, Heartbeat: 300 * time.Millisecond, DeadAfter: 5 * time.Second,
 		RetryBase: 200 * time.Millisecond, RetryMax: time.Second}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
@@ -122,17 +122,17 @@ func TestGPUWorkerSurvivesAHostKilledMidLine(t *testing.T) {
 	t.Parallel()
 	g := setupGPUWorker(t, 4)
 	ctx := context.Background()
-	n, err := g.pipeline.RenderPending(ctx, g.project.ID)
+	n, err := g.Pipeline.RenderPending(ctx, g.Project.ID)
 	require.NoError(t, err)
 	require.Equal(t, 4, n)
 	g.killMidLine(t)
-	counts := g.waitSettled(t, 2*time.Minute)
+	counts := g.WaitSettled(t, 2*time.Minute)
 	require.Equal(t, 4, counts[studio.StateDone]+counts[studio.StateNeedsReview], "%v", counts)
 	require.EqualValues(t, 1, g.killed.Load())
 
 	retried := 0
-	for _, l := range g.lines(t) {
-		takes, err := g.store.Takes(ctx, g.project.ID, l.ID)
+	for _, l := range g.Lines(t) {
+		takes, err := g.Store.Takes(ctx, g.Project.ID, l.ID)
 		require.NoError(t, err)
 		require.Len(t, takes, 1)
 		require.Equal(t, simGPU, takes[0].GPU, "the take names its GPU")

@@ -16,6 +16,7 @@ import (
 	"dubstudio/studio/studiotest"
 	"dubstudio/tts"
 	"dubstudio/workflow"
+	"dubstudio/workflow/workflowtest"
 )
 
 // victimEnv makes the test binary run as a worker process for the crash test.
@@ -62,16 +63,13 @@ func TestWorkerKilledMidRender(t *testing.T) {
 	}
 	ctx := context.Background()
 	store, url := studiotest.StoreWithURL(t)
-	p, err := workflow.NewPipeline(store, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	ed := studiotest.User(t, store, studio.RoleEditor)
-	b := &testBundle{store: store, pipeline: p, dataDir: t.TempDir(), editor: ed, project: studiotest.Project(t, store, ed, 200)}
-	n, err := p.RenderPending(ctx, b.project.ID)
+	b := &testBundle{workflowtest.On(t, store, 200)}
+	n, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
 	require.Equal(t, 200, n)
 
 	victim := exec.Command(os.Args[0], "-test.run=^$")
-	victim.Env = append(os.Environ(), victimEnv+"=victim", "DUBSTUDIO_TEST_DB="+url, "DUBSTUDIO_TEST_DATA="+b.dataDir)
+	victim.Env = append(os.Environ(), victimEnv+"=victim", "DUBSTUDIO_TEST_DB="+url, "DUBSTUDIO_TEST_DATA="+b.DataDir)
 	victim.Stdout, victim.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, victim.Start())
 	t.Cleanup(func() {
@@ -83,9 +81,9 @@ func TestWorkerKilledMidRender(t *testing.T) {
 	// Kill it once it is well into the render, with work in flight.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		counts, err := store.ProjectStateCounts(ctx, []int64{b.project.ID})
+		counts, err := store.ProjectStateCounts(ctx, []int64{b.Project.ID})
 		require.NoError(t, err)
-		c := counts[b.project.ID]
+		c := counts[b.Project.ID]
 		var running int
 		require.NoError(t, store.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'running'`).Scan(&running))
 		if c[studio.StateDone]+c[studio.StateNeedsReview] >= 30 && running > 0 {
@@ -102,7 +100,7 @@ func TestWorkerKilledMidRender(t *testing.T) {
 	require.Positive(t, held, "the victim died holding jobs")
 
 	b.startWorker(t, workerOpts{name: "survivor"})
-	counts := b.waitSettled(t, 3*time.Minute)
+	counts := b.WaitSettled(t, 3*time.Minute)
 	require.Equal(t, 200, counts[studio.StateDone]+counts[studio.StateNeedsReview], "%v", counts)
 
 	var takes, lines, mismatched int
@@ -123,16 +121,16 @@ func TestDatabaseConnectionsLostMidRender(t *testing.T) {
 	b := setup(t, 60)
 	ctx := context.Background()
 	b.startWorker(t, workerOpts{})
-	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
 	admin := studiotest.AdminConn(t)
 	var db string
-	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT current_database()`).Scan(&db))
+	require.NoError(t, b.Store.Pool().QueryRow(ctx, `SELECT current_database()`).Scan(&db))
 	for range 5 {
 		time.Sleep(700 * time.Millisecond)
 		_, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, db)
 		require.NoError(t, err)
 	}
-	counts := b.waitSettled(t, 3*time.Minute)
+	counts := b.WaitSettled(t, 3*time.Minute)
 	require.Equal(t, 60, counts[studio.StateDone]+counts[studio.StateNeedsReview], "%v", counts)
 }

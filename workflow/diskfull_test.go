@@ -31,23 +31,23 @@ func TestAudioDiskFull(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setupFault(t, 30)
-	b.dataDir = filepath.Join(t.TempDir(), "data")
-	require.NoError(t, os.MkdirAll(b.dataDir, 0o755))
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", b.dataDir).CombinedOutput(); err != nil {
+	b.DataDir = filepath.Join(t.TempDir(), "data")
+	require.NoError(t, os.MkdirAll(b.DataDir, 0o755))
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", b.DataDir).CombinedOutput(); err != nil {
 		t.Skipf("cannot fill a disk in this test: mounting a 2 MiB tmpfs failed: %v: %s", err, out)
 	}
 	// Registered after t.TempDir's own cleanup, so it runs before the removal.
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", b.dataDir).Run() })
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", b.DataDir).Run() })
 
 	// espeak-ng, since every line must make different audio: the blob store keeps
 	// one copy of identical takes.
 	b.startWorkerWith(t, workflow.NewLocalPermits(tts.NewEspeak(tts.EspeakConfig{}), 2), nil)
-	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
-	counts := b.waitSettled(t, 2*time.Minute)
+	counts := b.WaitSettled(t, 2*time.Minute)
 	require.Positive(t, counts[studio.StateFailed], "the disk filled up: %v", counts)
 	require.Positive(t, counts[studio.StateDone]+counts[studio.StateNeedsReview], "lines rendered before it did: %v", counts)
-	for _, l := range b.lines(t) {
+	for _, l := range b.Lines(t) {
 		if l.State == studio.StateFailed {
 			require.Contains(t, l.LastError, `"audio.no_space"`, "line %d: %s", l.Idx, l.LastTraceback)
 			require.Equal(t, 1, l.Attempts, "a full disk is not retried blindly")
@@ -56,12 +56,12 @@ func TestAudioDiskFull(t *testing.T) {
 	b.requireNoPartialFiles(t)
 
 	// Space comes back: the failed lines render from the failed list.
-	out, err := exec.Command("mount", "-o", "remount,size=64m", b.dataDir).CombinedOutput()
+	out, err := exec.Command("mount", "-o", "remount,size=64m", b.DataDir).CombinedOutput()
 	require.NoError(t, err, string(out))
-	n, err := b.pipeline.RetryFailed(ctx, b.project.ID)
+	n, err := b.Pipeline.RetryFailed(ctx, b.Project.ID)
 	require.NoError(t, err)
 	require.Equal(t, counts[studio.StateFailed], n)
-	b.waitSettled(t, 2*time.Minute)
+	b.WaitSettled(t, 2*time.Minute)
 	b.requireDoneOnce(t, 30)
 	b.requireNoPartialFiles(t)
 }
@@ -72,14 +72,14 @@ func TestAudioDiskFull(t *testing.T) {
 func (b *testBundle) requireNoPartialFiles(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	blobs := filepath.Join(b.dataDir, "blobs")
+	blobs := filepath.Join(b.DataDir, "blobs")
 	n := 0
-	err := filepath.WalkDir(b.dataDir, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(b.DataDir, func(path string, d fs.DirEntry, err error) error {
 		require.NoError(t, err)
 		if d.IsDir() {
 			return nil
 		}
-		rel, _ := filepath.Rel(b.dataDir, path)
+		rel, _ := filepath.Rel(b.DataDir, path)
 		dir, _ := filepath.Rel(blobs, filepath.Dir(path))
 		require.True(t, filepath.Dir(filepath.Dir(path)) == blobs && len(dir) == 2, "a file outside the blob store: %s", rel)
 		sum, err := blobhash.File(path)
@@ -87,7 +87,7 @@ func (b *testBundle) requireNoPartialFiles(t *testing.T) {
 		require.Equal(t, filepath.Base(path), sum, "blob %s is what its name says", rel)
 		st, err := os.Stat(path)
 		require.NoError(t, err)
-		blob, err := b.store.Blob(ctx, sum)
+		blob, err := b.Store.Blob(ctx, sum)
 		require.NoError(t, err, "blob %s is recorded", rel)
 		require.Equal(t, st.Size(), blob.SizeBytes)
 		n++

@@ -59,11 +59,11 @@ func (e exported) wav(t *testing.T, name string) audio.PCM {
 func (b *testBundle) export(t *testing.T, approvedOnly bool) exported {
 	t.Helper()
 	ctx := context.Background()
-	ex, err := b.pipeline.Export(ctx, b.project.ID, b.editor.ID, approvedOnly)
+	ex, err := b.Pipeline.Export(ctx, b.Project.ID, b.Editor.ID, approvedOnly)
 	require.NoError(t, err)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		ex, err = b.store.Export(ctx, b.project.ID, ex.ID)
+		ex, err = b.Store.Export(ctx, b.Project.ID, ex.ID)
 		require.NoError(t, err)
 		if ex.State == studio.ExportDone || ex.State == studio.ExportFailed {
 			break
@@ -74,7 +74,7 @@ func (b *testBundle) export(t *testing.T, approvedOnly bool) exported {
 	require.Equal(t, studio.ExportDone, ex.State, ex.Error)
 	require.Equal(t, 100, ex.Progress)
 
-	data, err := os.ReadFile(workflow.ExportPath(b.dataDir, ex.ID))
+	data, err := os.ReadFile(workflow.ExportPath(b.DataDir, ex.ID))
 	require.NoError(t, err)
 	require.EqualValues(t, len(data), ex.SizeBytes)
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
@@ -98,12 +98,12 @@ func renderScene(t *testing.T) *testBundle {
 	t.Helper()
 	b := setup(t, 0)
 	ctx := context.Background()
-	_, err := b.store.ImportLines(ctx, b.editor.ID, b.project.ID, exportScript)
+	_, err := b.Store.ImportLines(ctx, b.Editor.ID, b.Project.ID, exportScript)
 	require.NoError(t, err)
 	b.startWorker(t, workerOpts{})
-	_, err = b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err = b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
-	counts := b.waitSettled(t, 3*time.Minute)
+	counts := b.WaitSettled(t, 3*time.Minute)
 	require.Equal(t, len(exportScript), counts[studio.StateDone]+counts[studio.StateNeedsReview], "%v", counts)
 	return b
 }
@@ -117,14 +117,14 @@ func TestExportOfARenderedProject(t *testing.T) {
 	t.Parallel()
 	b := renderScene(t)
 	ctx := context.Background()
-	lines := b.lines(t)
+	lines := b.Lines(t)
 	approved := map[int]bool{1: true, 2: true, 3: true, 5: true}
 	for _, l := range lines {
 		if approved[l.Idx] {
-			require.NoError(t, b.store.ApproveTake(ctx, b.editor.ID, b.project.ID, *l.CurrentTakeID))
+			require.NoError(t, b.Store.ApproveTake(ctx, b.Editor.ID, b.Project.ID, *l.CurrentTakeID))
 		}
 	}
-	lines = b.lines(t)
+	lines = b.Lines(t)
 
 	t.Run("all done takes", func(t *testing.T) {
 		ex := b.export(t, false)
@@ -157,17 +157,17 @@ func TestExportOfARenderedProject(t *testing.T) {
 
 		// Going back to another take changes the export; approving it again restores it.
 		l := lines[0]
-		n, err := b.pipeline.RenderLines(ctx, b.project.ID, []int64{l.ID})
+		n, err := b.Pipeline.RenderLines(ctx, b.Project.ID, []int64{l.ID})
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		b.waitSettled(t, time.Minute)
-		fresh, err := b.store.Line(ctx, b.project.ID, l.ID)
+		b.WaitSettled(t, time.Minute)
+		fresh, err := b.Store.Line(ctx, b.Project.ID, l.ID)
 		require.NoError(t, err)
 		require.NotEqual(t, *l.ApprovedTakeID, *fresh.CurrentTakeID)
 		require.Equal(t, *l.ApprovedTakeID, *fresh.ApprovedTakeID, "a new take does not replace the approved one")
 		same := b.export(t, true)
 		require.Equal(t, ex.sum, same.sum, "a new unapproved take leaves the approved export alone")
-		require.NoError(t, b.store.ApproveTake(ctx, b.editor.ID, b.project.ID, *fresh.CurrentTakeID))
+		require.NoError(t, b.Store.ApproveTake(ctx, b.Editor.ID, b.Project.ID, *fresh.CurrentTakeID))
 		other := b.export(t, true)
 		require.NotEqual(t, ex.sum, other.sum)
 		require.Equal(t, *fresh.CurrentTakeID, other.manifest.Lines[0].TakeID)
@@ -194,7 +194,7 @@ func checkArchive(t *testing.T, b *testBundle, lines []studio.Line, ex exported)
 	for i, ml := range man.Lines {
 		l, ok := byIdx[ml.Index]
 		require.True(t, ok, "line %d", ml.Index)
-		tk, err := b.store.Take(ctx, b.project.ID, ml.TakeID)
+		tk, err := b.Store.Take(ctx, b.Project.ID, ml.TakeID)
 		require.NoError(t, err)
 		require.Equal(t, l.ID, tk.LineID)
 		if ml.Approved {

@@ -14,29 +14,29 @@ func TestPermanentFailureFailsAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
 	ctx := context.Background()
-	l := b.lines(t)[0]
+	l := b.Lines(t)[0]
 	empty := "   "
-	_, err := b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: l.Revision, Text: &empty})
+	_, err := b.Store.UpdateLine(ctx, b.Editor.ID, b.Project.ID, l.ID, studio.LineEdit{BaseRevision: l.Revision, Text: &empty})
 	require.NoError(t, err)
 	b.startWorker(t, workerOpts{})
-	_, err = b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err = b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
-	counts := b.waitSettled(t, time.Minute)
+	counts := b.WaitSettled(t, time.Minute)
 	require.Equal(t, 1, counts[studio.StateFailed])
-	got := b.lines(t)[0]
+	got := b.Lines(t)[0]
 	require.Equal(t, 1, got.Attempts)
 	require.Contains(t, got.LastError, "render.empty_text")
 
 	// Fixed and retried from the failed list, it renders.
 	fixed := "Now there is something to say."
-	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: got.Revision, Text: &fixed})
+	_, err = b.Store.UpdateLine(ctx, b.Editor.ID, b.Project.ID, l.ID, studio.LineEdit{BaseRevision: got.Revision, Text: &fixed})
 	require.NoError(t, err)
-	n, err := b.pipeline.RetryFailed(ctx, b.project.ID)
+	n, err := b.Pipeline.RetryFailed(ctx, b.Project.ID)
 	require.NoError(t, err)
 	require.Zero(t, n, "the edit moved it back to draft")
-	n, err = b.pipeline.RenderPending(ctx, b.project.ID)
+	n, err = b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	counts = b.waitSettled(t, time.Minute)
+	counts = b.WaitSettled(t, time.Minute)
 	require.Equal(t, 1, counts[studio.StateDone]+counts[studio.StateNeedsReview])
 }

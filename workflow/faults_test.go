@@ -17,6 +17,7 @@ import (
 	"dubstudio/studio/studiotest"
 	"dubstudio/tts"
 	"dubstudio/workflow"
+	"dubstudio/workflow/workflowtest"
 )
 
 // Fault injection: each test breaks one thing a render depends on (a worker, a model
@@ -39,11 +40,11 @@ func faultWorkerConfig(name, dataDir string) workflow.WorkerConfig {
 // startWorkerWith starts a worker over permits; cfg, when set, adjusts its configuration.
 func (b *testBundle) startWorkerWith(t *testing.T, permits workflow.Permits, cfg func(*workflow.WorkerConfig)) *workflow.Worker {
 	t.Helper()
-	c := faultWorkerConfig(fmt.Sprintf("fault-%d", time.Now().UnixNano()), b.dataDir)
+	c := faultWorkerConfig(fmt.Sprintf("fault-%d", time.Now().UnixNano()), b.DataDir)
 	if cfg != nil {
 		cfg(&c)
 	}
-	w, err := workflow.NewWorker(b.pipeline, permits, c, slog.New(slog.DiscardHandler))
+	w, err := workflow.NewWorker(b.Pipeline, permits, c, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(func() {
@@ -61,20 +62,20 @@ func (b *testBundle) startWorkerWith(t *testing.T, permits workflow.Permits, cfg
 func (b *testBundle) requireDoneOnce(t *testing.T, want int) {
 	t.Helper()
 	ctx := context.Background()
-	counts, err := b.store.ProjectStateCounts(ctx, []int64{b.project.ID})
+	counts, err := b.Store.ProjectStateCounts(ctx, []int64{b.Project.ID})
 	require.NoError(t, err)
-	c := counts[b.project.ID]
+	c := counts[b.Project.ID]
 	require.Equal(t, want, c[studio.StateDone]+c[studio.StateNeedsReview], "%v", c)
 	var takes, lines, mismatched, perLineMax int
-	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*), count(DISTINCT line_id) FROM takes WHERE project_id = $1`,
-		b.project.ID).Scan(&takes, &lines))
+	require.NoError(t, b.Store.Pool().QueryRow(ctx, `SELECT count(*), count(DISTINCT line_id) FROM takes WHERE project_id = $1`,
+		b.Project.ID).Scan(&takes, &lines))
 	require.Equal(t, want, lines, "every line has a take")
 	require.Equal(t, want, takes, "one take per line: nothing rendered twice into a second take")
-	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT coalesce(max(n), 0) FROM
-		(SELECT count(*) AS n FROM takes WHERE project_id = $1 GROUP BY line_id, render_seq) x`, b.project.ID).Scan(&perLineMax))
+	require.NoError(t, b.Store.Pool().QueryRow(ctx, `SELECT coalesce(max(n), 0) FROM
+		(SELECT count(*) AS n FROM takes WHERE project_id = $1 GROUP BY line_id, render_seq) x`, b.Project.ID).Scan(&perLineMax))
 	require.Equal(t, 1, perLineMax)
-	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM lines l LEFT JOIN takes t ON t.id = l.current_take_id
-		WHERE l.project_id = $1 AND (t.id IS NULL OR t.render_seq <> l.render_seq)`, b.project.ID).Scan(&mismatched))
+	require.NoError(t, b.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM lines l LEFT JOIN takes t ON t.id = l.current_take_id
+		WHERE l.project_id = $1 AND (t.id IS NULL OR t.render_seq <> l.render_seq)`, b.Project.ID).Scan(&mismatched))
 	require.Zero(t, mismatched, "every current take belongs to the line's current render")
 }
 
@@ -88,20 +89,20 @@ func TestRescuedSynthesisOfAFinishedRenderChangesNothing(t *testing.T) {
 	b := setup(t, 2)
 	ctx := context.Background()
 	b.startWorkerWith(t, workflow.NewLocalPermits(simulator(t), 2), nil)
-	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
-	b.waitSettled(t, time.Minute)
+	b.WaitSettled(t, time.Minute)
 	b.requireDoneOnce(t, 2)
 
 	// Hand the finished jobs back, as a rescue does with jobs left running.
-	res, err := b.store.Pool().Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now(), finalized_at = NULL
+	res, err := b.Store.Pool().Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now(), finalized_at = NULL
 		WHERE kind = 'synthesize_line'`)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.RowsAffected())
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var left int
-		require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'synthesize_line'
+		require.NoError(t, b.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'synthesize_line'
 			AND state <> 'completed'`).Scan(&left))
 		if left == 0 {
 			break
@@ -109,7 +110,7 @@ func TestRescuedSynthesisOfAFinishedRenderChangesNothing(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the re-run jobs never completed")
 		time.Sleep(20 * time.Millisecond)
 	}
-	b.waitSettled(t, time.Minute)
+	b.WaitSettled(t, time.Minute)
 	b.requireDoneOnce(t, 2)
 }
 
@@ -123,10 +124,7 @@ func setupFault(t *testing.T, lines int) *testBundle {
 
 func bundleOn(t *testing.T, store *studio.Store, lines int) *testBundle {
 	t.Helper()
-	p, err := workflow.NewPipeline(store, slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	ed := studiotest.User(t, store, studio.RoleEditor)
-	return &testBundle{store: store, pipeline: p, dataDir: t.TempDir(), editor: ed, project: studiotest.Project(t, store, ed, lines)}
+	return &testBundle{workflowtest.On(t, store, lines)}
 }
 
 // TestModelHostKilledMidRender kills model-host processes with SIGKILL, twice, in the
@@ -141,7 +139,7 @@ func TestModelHostKilledMidRender(t *testing.T) {
 	b := setupFault(t, 200)
 	hb := setupHosts(t, b, 2, nil)
 	b.startWorkerWith(t, hb.slots, nil)
-	n, err := b.pipeline.RenderPending(ctx, b.project.ID)
+	n, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
 	require.Equal(t, 200, n)
 
@@ -150,13 +148,13 @@ func TestModelHostKilledMidRender(t *testing.T) {
 		pid := hb.busyHost(t, time.Minute)
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL), "killing host %d", pid)
 	}
-	b.waitSettled(t, 3*time.Minute)
+	b.WaitSettled(t, 3*time.Minute)
 	b.requireDoneOnce(t, 200)
 	require.GreaterOrEqual(t, hb.events.count(gpu.EventExited), 2, "the pool saw its hosts die")
 	require.GreaterOrEqual(t, hb.events.count(gpu.EventStarted), 4, "and started new ones")
 	var retried int
-	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM lines WHERE project_id = $1 AND attempts > 1`,
-		b.project.ID).Scan(&retried))
+	require.NoError(t, b.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM lines WHERE project_id = $1 AND attempts > 1`,
+		b.Project.ID).Scan(&retried))
 	require.Positive(t, retried, "a request was lost with its host and retried")
 }
 
@@ -175,7 +173,7 @@ func TestModelHostHangsMidRender(t *testing.T) {
 	b.startWorkerWith(t, hb.slots, func(c *workflow.WorkerConfig) {
 		c.SynthesisTimeoutBase, c.SynthesisTimeoutPerSecond = 2*time.Second, time.Second
 	})
-	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
 
 	b.waitProgress(t, 20, 2*time.Minute)
@@ -183,12 +181,12 @@ func TestModelHostHangsMidRender(t *testing.T) {
 	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP), "freezing host %d", pid)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 
-	b.waitSettled(t, 3*time.Minute)
+	b.WaitSettled(t, 3*time.Minute)
 	b.requireDoneOnce(t, 100)
 	require.GreaterOrEqual(t, hb.slots.hungKills.Load(), int64(1), "the hung host was killed")
 	require.GreaterOrEqual(t, hb.events.count(gpu.EventExited), 1)
 	var deadlines int
-	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job, jsonb_array_elements(to_jsonb(errors)) e
+	require.NoError(t, b.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job, jsonb_array_elements(to_jsonb(errors)) e
 		WHERE kind = 'synthesize_line' AND e->>'error' LIKE '%synthesis deadline%'`).Scan(&deadlines))
 	require.Positive(t, deadlines, "the attempt failed on the deadline")
 }
@@ -232,13 +230,13 @@ func TestHungEngineIsAbandonedAtItsDeadline(t *testing.T) {
 	b.startWorkerWith(t, permits, func(c *workflow.WorkerConfig) {
 		c.SynthesisTimeoutBase, c.SynthesisTimeoutPerSecond = time.Second, 100*time.Millisecond
 	})
-	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
-	b.waitSettled(t, time.Minute)
+	b.WaitSettled(t, time.Minute)
 	b.requireDoneOnce(t, 10)
 	require.EqualValues(t, 3, permits.hung.Load())
 	var msgs []string
-	rows, err := b.store.Pool().Query(ctx, `SELECT e->>'error' FROM river_job, jsonb_array_elements(to_jsonb(errors)) e
+	rows, err := b.Store.Pool().Query(ctx, `SELECT e->>'error' FROM river_job, jsonb_array_elements(to_jsonb(errors)) e
 		WHERE kind = 'synthesize_line'`)
 	require.NoError(t, err)
 	for rows.Next() {
@@ -250,7 +248,7 @@ func TestHungEngineIsAbandonedAtItsDeadline(t *testing.T) {
 	require.Len(t, msgs, 3)
 	// The deadline is 1 s + 100 ms per second of the line's audio: its 1.5 s slot,
 	// or the natural length of its text when that is longer.
-	text := b.lines(t)[0].Text
+	text := b.Lines(t)[0].Text
 	secs := max(1.5, tts.PredictNaturalSeconds(text, tts.GuessLanguage(text)))
 	want := fmt.Sprintf("no answer within the synthesis deadline of %s", time.Second+time.Duration(secs*float64(100*time.Millisecond)))
 	for _, m := range msgs {

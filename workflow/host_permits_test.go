@@ -262,8 +262,8 @@ func setupHosts(t *testing.T, b *testBundle, hosts int, cfg func(*gpu.PoolConfig
 	require.NoError(t, err)
 
 	ctx := context.Background()
-	blobs := studio.BlobStore{Dir: filepath.Join(b.dataDir, "blobs")}
-	chars, err := b.store.Characters(ctx, b.project.ID)
+	blobs := studio.BlobStore{Dir: filepath.Join(b.DataDir, "blobs")}
+	chars, err := b.Store.Characters(ctx, b.Project.ID)
 	require.NoError(t, err)
 	for i, c := range chars {
 		ref := filepath.Join(t.TempDir(), fmt.Sprintf("ref-%d.wav", i))
@@ -272,9 +272,9 @@ func setupHosts(t *testing.T, b *testBundle, hosts int, cfg func(*gpu.PoolConfig
 			samples[j] = int16(4000 * math.Sin(float64(j)/float64(8+i)))
 		}
 		require.NoError(t, tts.WriteWAV(ref, 16000, samples))
-		blob, err := b.store.PutBlob(ctx, blobs, ref, studio.Blob{Format: "wav", DurationMs: 1000, SampleRate: 16000, Channels: 1})
+		blob, err := b.Store.PutBlob(ctx, blobs, ref, studio.Blob{Format: "wav", DurationMs: 1000, SampleRate: 16000, Channels: 1})
 		require.NoError(t, err)
-		require.NoError(t, b.store.SetCharacterReference(ctx, b.project.ID, c.ID, blob.SHA256, "ref.wav"))
+		require.NoError(t, b.Store.SetCharacterReference(ctx, b.Project.ID, c.ID, blob.SHA256, "ref.wav"))
 	}
 
 	hb := &hostBundle{testBundle: b, slots: newHostPermits(hosts), events: &eventLog{}}
@@ -308,9 +308,9 @@ func (b *testBundle) waitProgress(t *testing.T, n int, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		counts, err := b.store.ProjectStateCounts(context.Background(), []int64{b.project.ID})
+		counts, err := b.Store.ProjectStateCounts(context.Background(), []int64{b.Project.ID})
 		require.NoError(t, err)
-		c := counts[b.project.ID]
+		c := counts[b.Project.ID]
 		past := c[studio.StateFitting] + c[studio.StateDone] + c[studio.StateNeedsReview]
 		before := c[studio.StateQueued] + c[studio.StateWaitingGPU] + c[studio.StateSynthesizing]
 		if past >= n && before > 0 {

@@ -175,7 +175,7 @@ func TestPostgresRestartMidRender(t *testing.T) {
 	require.NoError(t, err)
 	b := bundleOn(t, store, 200)
 	b.startWorkerWith(t, workflow.NewLocalPermits(pacedSimulator(t), 2), nil)
-	n, err := b.pipeline.RenderPending(ctx, b.project.ID)
+	n, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
 	require.Equal(t, 200, n)
 
@@ -186,6 +186,6 @@ func TestPostgresRestartMidRender(t *testing.T) {
 		b.waitProgress(t, r.at, 2*time.Minute)
 		pg.restart(t, r.mode)
 	}
-	b.waitSettled(t, 3*time.Minute)
+	b.WaitSettled(t, 3*time.Minute)
 	b.requireDoneOnce(t, 200)
 }

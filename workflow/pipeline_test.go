@@ -19,16 +19,16 @@ func TestRenderProjectWithEspeak(t *testing.T) {
 	b := setup(t, 6)
 	ctx := context.Background()
 	b.startWorker(t, workerOpts{})
-	n, err := b.pipeline.RenderPending(ctx, b.project.ID)
+	n, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
 	require.Equal(t, 6, n)
-	counts := b.waitSettled(t, 2*time.Minute)
+	counts := b.WaitSettled(t, 2*time.Minute)
 	require.Equal(t, 6, counts[studio.StateDone]+counts[studio.StateNeedsReview], "%v", counts)
 
-	blobs := studio.BlobStore{Dir: b.dataDir + "/blobs"}
-	for _, l := range b.lines(t) {
+	blobs := studio.BlobStore{Dir: b.DataDir + "/blobs"}
+	for _, l := range b.Lines(t) {
 		require.NotNil(t, l.CurrentTakeID, "line %d", l.Idx)
-		takes, err := b.store.Takes(ctx, b.project.ID, l.ID)
+		takes, err := b.Store.Takes(ctx, b.Project.ID, l.ID)
 		require.NoError(t, err)
 		require.Len(t, takes, 1)
 		tk := takes[0]
@@ -45,8 +45,8 @@ func TestRenderProjectWithEspeak(t *testing.T) {
 		slot := audio.SamplesFor(l.DurationMs()+tk.BorrowedMs, 48000)
 		require.InDelta(t, slot, pcm.Frames(), 1, "line %d is exactly its slot", l.Idx)
 		if l.State == studio.StateDone {
-			require.GreaterOrEqual(t, tk.StretchRatio, b.project.StretchMin-1e-9)
-			require.LessOrEqual(t, tk.StretchRatio, b.project.StretchMax+1e-9)
+			require.GreaterOrEqual(t, tk.StretchRatio, b.Project.StretchMin-1e-9)
+			require.LessOrEqual(t, tk.StretchRatio, b.Project.StretchMax+1e-9)
 		} else {
 			require.True(t, tk.NeedsReview)
 			require.NotNil(t, tk.Hint)
@@ -58,30 +58,30 @@ func TestEditWhileQueuedMakesTheOldJobStale(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 2)
 	ctx := context.Background()
-	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
-	l := b.lines(t)[0]
+	l := b.Lines(t)[0]
 	require.Equal(t, studio.StateQueued, l.State)
 	first := l.RenderSeq
 
 	// Edited before any worker ran: the queued job is now stale and a new one queued.
 	text := "A new text for the first line."
-	saved, err := b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: l.Revision, Text: &text})
+	saved, err := b.Store.UpdateLine(ctx, b.Editor.ID, b.Project.ID, l.ID, studio.LineEdit{BaseRevision: l.Revision, Text: &text})
 	require.NoError(t, err)
 	require.Equal(t, studio.StateQueued, saved.State)
-	after, _ := b.store.Line(ctx, b.project.ID, l.ID)
+	after, _ := b.Store.Line(ctx, b.Project.ID, l.ID)
 	require.Equal(t, first+1, after.RenderSeq)
 
 	// A notes-only edit does not restart the render.
 	notes := "breathier"
-	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: after.Revision, Notes: &notes})
+	_, err = b.Store.UpdateLine(ctx, b.Editor.ID, b.Project.ID, l.ID, studio.LineEdit{BaseRevision: after.Revision, Notes: &notes})
 	require.NoError(t, err)
-	again, _ := b.store.Line(ctx, b.project.ID, l.ID)
+	again, _ := b.Store.Line(ctx, b.Project.ID, l.ID)
 	require.Equal(t, after.RenderSeq, again.RenderSeq)
 
 	b.startWorker(t, workerOpts{})
-	b.waitSettled(t, 2*time.Minute)
-	takes, err := b.store.Takes(ctx, b.project.ID, l.ID)
+	b.WaitSettled(t, 2*time.Minute)
+	takes, err := b.Store.Takes(ctx, b.Project.ID, l.ID)
 	require.NoError(t, err)
 	require.Len(t, takes, 1, "the stale job wrote no take")
 	require.Equal(t, text, takes[0].SpokenText)
@@ -92,26 +92,26 @@ func TestRenderRequestsAreUnique(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 3)
 	ctx := context.Background()
-	n, err := b.pipeline.RenderPending(ctx, b.project.ID)
+	n, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	// Asking again while they are queued queues nothing more.
-	n, err = b.pipeline.RenderPending(ctx, b.project.ID)
+	n, err = b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
 	require.Zero(t, n)
-	l := b.lines(t)[0]
-	n, err = b.pipeline.RenderLines(ctx, b.project.ID, []int64{l.ID})
+	l := b.Lines(t)[0]
+	n, err = b.Pipeline.RenderLines(ctx, b.Project.ID, []int64{l.ID})
 	require.NoError(t, err)
 	require.Zero(t, n, "a line being rendered is not queued twice")
 
 	var jobs int
-	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'synthesize_line'`).Scan(&jobs))
+	require.NoError(t, b.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'synthesize_line'`).Scan(&jobs))
 	require.Equal(t, 3, jobs)
 
 	// The same render inserted twice (a client retrying) is one job.
-	_, err = b.store.Pool().Exec(ctx, `SELECT 1`)
+	_, err = b.Store.Pool().Exec(ctx, `SELECT 1`)
 	require.NoError(t, err)
-	dup, err := workflow.InsertForTest(ctx, b.pipeline, workflow.SynthesizeArgs{LineID: l.ID, RenderSeq: l.RenderSeq, ProjectID: b.project.ID})
+	dup, err := workflow.InsertForTest(ctx, b.Pipeline, workflow.SynthesizeArgs{LineID: l.ID, RenderSeq: l.RenderSeq, ProjectID: b.Project.ID})
 	require.NoError(t, err)
 	require.True(t, dup, "the duplicate is skipped")
 }
@@ -120,16 +120,16 @@ func TestCancelStopsTheRender(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 5)
 	ctx := context.Background()
-	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
-	n, err := b.pipeline.Cancel(ctx, b.project.ID)
+	n, err := b.Pipeline.Cancel(ctx, b.Project.ID)
 	require.NoError(t, err)
 	require.Equal(t, 5, n)
 	b.startWorker(t, workerOpts{})
-	counts := b.waitSettled(t, time.Minute)
+	counts := b.WaitSettled(t, time.Minute)
 	require.Equal(t, 5, counts[studio.StateCancelled])
 	var takes int
-	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM takes`).Scan(&takes))
+	require.NoError(t, b.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM takes`).Scan(&takes))
 	require.Zero(t, takes)
 }
 
@@ -137,16 +137,16 @@ func TestGlossaryIsSpoken(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 0)
 	ctx := context.Background()
-	_, err := b.store.ImportLines(ctx, b.editor.ID, b.project.ID, []studio.NewLine{
+	_, err := b.Store.ImportLines(ctx, b.Editor.ID, b.Project.ID, []studio.NewLine{
 		{SourceLine: 1, StartMs: 0, EndMs: 3000, CharacterName: "Ann", Text: "NASA called Ann."}})
 	require.NoError(t, err)
-	require.NoError(t, b.store.AddGlossaryEntry(ctx, b.project.ID, "NASA", "nasa"))
+	require.NoError(t, b.Store.AddGlossaryEntry(ctx, b.Project.ID, "NASA", "nasa"))
 	b.startWorker(t, workerOpts{})
-	_, err = b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err = b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
-	b.waitSettled(t, time.Minute)
-	l := b.lines(t)[0]
-	takes, err := b.store.Takes(ctx, b.project.ID, l.ID)
+	b.WaitSettled(t, time.Minute)
+	l := b.Lines(t)[0]
+	takes, err := b.Store.Takes(ctx, b.Project.ID, l.ID)
 	require.NoError(t, err)
 	require.Len(t, takes, 1)
 	require.Equal(t, "nasa called Ann.", takes[0].SpokenText, "the take records what the engine was asked to say")
@@ -168,17 +168,17 @@ func TestRenderRealSubtitleFile(t *testing.T) {
 		lines[i] = studio.NewLine{SourceLine: c.SourceLine, StartMs: int(c.Start.Milliseconds()), EndMs: int(c.End.Milliseconds()),
 			CharacterName: c.Character, Text: c.Text}
 	}
-	_, err = b.store.ImportLines(ctx, b.editor.ID, b.project.ID, lines)
+	_, err = b.Store.ImportLines(ctx, b.Editor.ID, b.Project.ID, lines)
 	require.NoError(t, err)
 	b.startWorker(t, workerOpts{})
-	_, err = b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err = b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
-	counts := b.waitSettled(t, 3*time.Minute)
+	counts := b.WaitSettled(t, 3*time.Minute)
 	require.Equal(t, len(cues), counts[studio.StateDone]+counts[studio.StateNeedsReview], "%v", counts)
 
-	blobs := studio.BlobStore{Dir: b.dataDir + "/blobs"}
-	for _, l := range b.lines(t) {
-		tk, err := b.store.Take(ctx, b.project.ID, *l.CurrentTakeID)
+	blobs := studio.BlobStore{Dir: b.DataDir + "/blobs"}
+	for _, l := range b.Lines(t) {
+		tk, err := b.Store.Take(ctx, b.Project.ID, *l.CurrentTakeID)
 		require.NoError(t, err)
 		path, _ := blobs.Path(tk.AudioSHA256)
 		pcm, err := audio.ReadWAVFile(path)
@@ -187,11 +187,11 @@ func TestRenderRealSubtitleFile(t *testing.T) {
 		require.InDelta(t, want, pcm.Frames(), 1, "line %d: %q", l.Idx, l.Text)
 		if tk.NeedsReview {
 			require.Equal(t, studio.StateNeedsReview, l.State)
-			require.Greater(t, tk.NeededRatio, b.project.StretchMax)
+			require.Greater(t, tk.NeededRatio, b.Project.StretchMax)
 		} else {
 			require.Equal(t, studio.StateDone, l.State)
-			require.GreaterOrEqual(t, tk.StretchRatio, b.project.StretchMin-1e-9)
-			require.LessOrEqual(t, tk.StretchRatio, b.project.StretchMax+1e-9)
+			require.GreaterOrEqual(t, tk.StretchRatio, b.Project.StretchMin-1e-9)
+			require.LessOrEqual(t, tk.StretchRatio, b.Project.StretchMax+1e-9)
 		}
 	}
 }

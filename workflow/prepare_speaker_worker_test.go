@@ -29,32 +29,32 @@ func TestSpeakerConditioningOncePerCharacter(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 12)
 	ctx := context.Background()
-	blobs := studio.BlobStore{Dir: b.dataDir + "/blobs"}
-	chars, err := b.store.Characters(ctx, b.project.ID)
+	blobs := studio.BlobStore{Dir: b.DataDir + "/blobs"}
+	chars, err := b.Store.Characters(ctx, b.Project.ID)
 	require.NoError(t, err)
 	for i, c := range chars {
 		ref := fmt.Sprintf("%s/ref-%d.wav", t.TempDir(), i)
 		out, err := exec.Command("espeak-ng", "-w", ref, fmt.Sprintf("This is the reference voice of %s.", c.Name)).CombinedOutput()
 		require.NoError(t, err, string(out))
-		blob, err := b.store.PutBlob(ctx, blobs, ref, studio.Blob{Format: "wav", DurationMs: 2000, SampleRate: 22050, Channels: 1})
+		blob, err := b.Store.PutBlob(ctx, blobs, ref, studio.Blob{Format: "wav", DurationMs: 2000, SampleRate: 22050, Channels: 1})
 		require.NoError(t, err)
-		require.NoError(t, b.store.SetCharacterReference(ctx, b.project.ID, c.ID, blob.SHA256, "ref.wav"))
+		require.NoError(t, b.Store.SetCharacterReference(ctx, b.Project.ID, c.ID, blob.SHA256, "ref.wav"))
 	}
 	eng := &countingEngine{Engine: tts.NewEspeak(tts.EspeakConfig{})}
 	b.startWorker(t, workerOpts{engine: eng, permits: 3})
-	_, err = b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err = b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
-	counts := b.waitSettled(t, 2*time.Minute)
+	counts := b.WaitSettled(t, 2*time.Minute)
 	require.Equal(t, 12, counts[studio.StateDone]+counts[studio.StateNeedsReview], "%v", counts)
 	require.EqualValues(t, 2, eng.prepared.Load(), "once per character, not per line")
 
 	// Regenerating every line computes nothing again.
 	ids := []int64{}
-	for _, l := range b.lines(t) {
+	for _, l := range b.Lines(t) {
 		ids = append(ids, l.ID)
 	}
-	_, err = b.pipeline.RenderLines(ctx, b.project.ID, ids)
+	_, err = b.Pipeline.RenderLines(ctx, b.Project.ID, ids)
 	require.NoError(t, err)
-	b.waitSettled(t, 2*time.Minute)
+	b.WaitSettled(t, 2*time.Minute)
 	require.EqualValues(t, 2, eng.prepared.Load())
 }

@@ -26,19 +26,19 @@ func TestOutOfMemoryIsRetriedOnce(t *testing.T) {
 	sim := simulator(t)
 	sim.Inject(tts.FaultOOM)
 	b.startWorker(t, workerOpts{engine: sim, permits: 1})
-	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
-	counts := b.waitSettled(t, time.Minute)
+	counts := b.WaitSettled(t, time.Minute)
 	require.Equal(t, 1, counts[studio.StateDone]+counts[studio.StateNeedsReview], "one OOM is retried: %v", counts)
-	require.Equal(t, 2, b.lines(t)[0].Attempts)
+	require.Equal(t, 2, b.Lines(t)[0].Attempts)
 
 	// Two OOMs in a row exceed OOM_RETRIES (1): the line fails with the reason.
 	sim.Inject(tts.FaultOOM, tts.FaultOOM)
-	_, err = b.pipeline.RenderLines(ctx, b.project.ID, []int64{b.lines(t)[0].ID})
+	_, err = b.Pipeline.RenderLines(ctx, b.Project.ID, []int64{b.Lines(t)[0].ID})
 	require.NoError(t, err)
-	counts = b.waitSettled(t, time.Minute)
+	counts = b.WaitSettled(t, time.Minute)
 	require.Equal(t, 1, counts[studio.StateFailed], "%v", counts)
-	l := b.lines(t)[0]
+	l := b.Lines(t)[0]
 	require.Equal(t, 2, l.Attempts)
 	require.Contains(t, l.LastError, "out_of_memory")
 	require.Contains(t, l.LastTraceback, "CUDA out of memory")
@@ -55,7 +55,7 @@ func TestTransientFailuresBackOffAndRetry(t *testing.T) {
 		// Bring the host back once a line has failed twice.
 		for {
 			var n int
-			if err := b.store.Pool().QueryRow(ctx, `SELECT coalesce(max(attempts), 0) FROM lines`).Scan(&n); err == nil && n >= 2 {
+			if err := b.Store.Pool().QueryRow(ctx, `SELECT coalesce(max(attempts), 0) FROM lines`).Scan(&n); err == nil && n >= 2 {
 				if err := sim.Restart(); err != nil {
 					t.Errorf("restarting the simulated host: %v", err)
 				}
@@ -65,12 +65,12 @@ func TestTransientFailuresBackOffAndRetry(t *testing.T) {
 		}
 	}()
 	b.startWorker(t, workerOpts{engine: sim, permits: 1})
-	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
-	counts := b.waitSettled(t, time.Minute)
+	counts := b.WaitSettled(t, time.Minute)
 	require.Equal(t, 2, counts[studio.StateDone]+counts[studio.StateNeedsReview], "%v", counts)
 	retried := 0
-	for _, l := range b.lines(t) {
+	for _, l := range b.Lines(t) {
 		if l.Attempts > 1 {
 			retried++
 		}
@@ -85,31 +85,31 @@ func TestInvalidInputFailsAtOnce(t *testing.T) {
 	sim := simulator(t)
 	sim.Inject(tts.FaultInvalid)
 	b.startWorker(t, workerOpts{engine: sim, permits: 1})
-	_, err := b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
-	counts := b.waitSettled(t, time.Minute)
+	counts := b.WaitSettled(t, time.Minute)
 	require.Equal(t, 1, counts[studio.StateFailed])
-	require.Equal(t, 1, b.lines(t)[0].Attempts, "no retry for bad input")
-	require.Contains(t, b.lines(t)[0].LastError, "invalid_input")
+	require.Equal(t, 1, b.Lines(t)[0].Attempts, "no retry for bad input")
+	require.Contains(t, b.Lines(t)[0].LastError, "invalid_input")
 }
 
 func TestPausedQueueStartsNothing(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 3)
 	ctx := context.Background()
-	require.NoError(t, b.pipeline.PauseSynthesis(ctx))
-	paused, err := b.pipeline.SynthesisPaused(ctx)
+	require.NoError(t, b.Pipeline.PauseSynthesis(ctx))
+	paused, err := b.Pipeline.SynthesisPaused(ctx)
 	require.NoError(t, err)
 	require.True(t, paused)
 	sim := simulator(t)
 	b.startWorker(t, workerOpts{engine: sim})
-	_, err = b.pipeline.RenderPending(ctx, b.project.ID)
+	_, err = b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
 	// Give the worker a chance to (wrongly) start something.
 	time.Sleep(1500 * time.Millisecond)
 	require.Zero(t, sim.Stats().Requests, "nothing starts while paused")
-	require.NoError(t, b.pipeline.ResumeSynthesis(ctx))
-	counts := b.waitSettled(t, time.Minute)
+	require.NoError(t, b.Pipeline.ResumeSynthesis(ctx))
+	counts := b.WaitSettled(t, time.Minute)
 	require.Equal(t, 3, counts[studio.StateDone]+counts[studio.StateNeedsReview], "%v", counts)
 }
 
@@ -117,7 +117,7 @@ func TestWorkerRegistersWithHeartbeat(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 0)
 	b.startWorker(t, workerOpts{name: "registry-test"})
-	ws, err := b.store.Workers(context.Background())
+	ws, err := b.Store.Workers(context.Background())
 	require.NoError(t, err)
 	require.Len(t, ws, 1)
 	require.Equal(t, "registry-test", ws[0].Name)

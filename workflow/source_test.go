@@ -52,20 +52,20 @@ func TestEmotionFromTheSourceSegment(t *testing.T) {
 	}
 	b := setup(t, 3) // 0-1.5 s Alice, 2-3.5 s Bob, 4-5.5 s Alice
 	ctx := context.Background()
-	lines := b.lines(t)
-	blobs := studio.BlobStore{Dir: filepath.Join(b.dataDir, "blobs")}
+	lines := b.Lines(t)
+	blobs := studio.BlobStore{Dir: filepath.Join(b.DataDir, "blobs")}
 
 	// Without source audio, a line that asks for it fails with a message to act on.
-	_, err := b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, lines[0].ID, studio.LineEdit{BaseRevision: lines[0].Revision,
+	_, err := b.Store.UpdateLine(ctx, b.Editor.ID, b.Project.ID, lines[0].ID, studio.LineEdit{BaseRevision: lines[0].Revision,
 		Emotion: ptrTo(ptrTo(studio.SourceEmotion(lines[0].StartMs, lines[0].EndMs, 0.8)))})
 	require.NoError(t, err)
 	eng := &emotionEngine{Engine: tts.NewEspeak(tts.EspeakConfig{}), got: map[string]emotionSeen{}}
 	b.startWorker(t, workerOpts{engine: eng})
-	_, err = b.pipeline.RenderLines(ctx, b.project.ID, []int64{lines[0].ID})
+	_, err = b.Pipeline.RenderLines(ctx, b.Project.ID, []int64{lines[0].ID})
 	require.NoError(t, err)
-	counts := b.waitSettled(t, time.Minute)
+	counts := b.WaitSettled(t, time.Minute)
 	require.Equal(t, 1, counts[studio.StateFailed], "%v", counts)
-	failed, err := b.store.Line(ctx, b.project.ID, lines[0].ID)
+	failed, err := b.Store.Line(ctx, b.Project.ID, lines[0].ID)
 	require.NoError(t, err)
 	require.Contains(t, failed.LastError, "source.missing")
 
@@ -73,16 +73,16 @@ func TestEmotionFromTheSourceSegment(t *testing.T) {
 	wav := filepath.Join(t.TempDir(), "programme.wav")
 	out, err := exec.Command("ffmpeg", "-v", "error", "-f", "lavfi", "-i", "sine=frequency=220:sample_rate=48000:duration=10", "-y", wav).CombinedOutput()
 	require.NoError(t, err, string(out))
-	blob, err := b.store.PutBlob(ctx, blobs, wav, studio.Blob{Format: "wav", DurationMs: 10000, SampleRate: 48000, Channels: 1})
+	blob, err := b.Store.PutBlob(ctx, blobs, wav, studio.Blob{Format: "wav", DurationMs: 10000, SampleRate: 48000, Channels: 1})
 	require.NoError(t, err)
-	require.NoError(t, b.store.SetProjectSource(ctx, studio.ProjectSource{ProjectID: b.project.ID, AudioSHA256: blob.SHA256,
+	require.NoError(t, b.Store.SetProjectSource(ctx, studio.ProjectSource{ProjectID: b.Project.ID, AudioSHA256: blob.SHA256,
 		DurationMs: 10000, Channels: 1}))
 	// Bob (line 2) follows a segment of his own by default: 6.0-7.25 s.
-	require.NoError(t, b.store.SetCharacterSourceEmotion(ctx, b.project.ID, *lines[1].CharacterID, 6000, 7250, 0.5))
+	require.NoError(t, b.Store.SetCharacterSourceEmotion(ctx, b.Project.ID, *lines[1].CharacterID, 6000, 7250, 0.5))
 
-	_, err = b.pipeline.RenderLines(ctx, b.project.ID, []int64{lines[0].ID, lines[1].ID, lines[2].ID})
+	_, err = b.Pipeline.RenderLines(ctx, b.Project.ID, []int64{lines[0].ID, lines[1].ID, lines[2].ID})
 	require.NoError(t, err)
-	counts = b.waitSettled(t, time.Minute)
+	counts = b.WaitSettled(t, time.Minute)
 	require.Equal(t, 3, counts[studio.StateDone]+counts[studio.StateNeedsReview], "%v", counts)
 
 	eng.mu.Lock()
@@ -92,7 +92,7 @@ func TestEmotionFromTheSourceSegment(t *testing.T) {
 	require.Equal(t, tts.EmotionAudio, first.emotion.Mode)
 	require.InDelta(t, 0.8, first.emotion.Weight, 1e-9)
 	require.Equal(t, int(audio.SamplesFor(1500, 48000)), first.frames, "the line's own segment")
-	sum, err := b.store.DerivedAudio(ctx, blobs, studio.SourceSegmentKey(blob.SHA256, lines[0].StartMs, lines[0].EndMs),
+	sum, err := b.Store.DerivedAudio(ctx, blobs, studio.SourceSegmentKey(blob.SHA256, lines[0].StartMs, lines[0].EndMs),
 		func(context.Context, string) (studio.Blob, error) {
 			t.Fatal("the segment was cut already")
 			return studio.Blob{}, nil
