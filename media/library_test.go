@@ -2,8 +2,6 @@ package media_test
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,30 +89,7 @@ func requireRefused(t *testing.T, err error, sentinel error, key string) {
 // tone at freq.
 func (b *testBundle) take(t *testing.T, l studio.Line, n, lead int, freq float64) *studio.Take {
 	t.Helper()
-	ctx := context.Background()
-	pcm := audio.PCM{SampleRate: 48000, Channels: 1, Samples: make([]int16, n)}
-	for k := lead; k < n; k++ {
-		pcm.Samples[k] = int16(8000 * math.Sin(2*math.Pi*freq*float64(k)/48000))
-	}
-	path := filepath.Join(b.dir, fmt.Sprintf("take-%d-%f.wav", l.ID, freq))
-	require.NoError(t, audio.WriteWAVFile(path, pcm))
-	blob, err := b.store.PutBlob(ctx, b.blobs, path, studio.Blob{Format: "wav", DurationMs: n * 1000 / 48000, SampleRate: 48000, Channels: 1})
-	require.NoError(t, err)
-	fresh, err := b.store.Line(ctx, l.ProjectID, l.ID)
-	require.NoError(t, err)
-	if fresh.CurrentTakeID != nil {
-		// A new render of the line: the next render sequence number.
-		studiotest.Exec(t, b.store, `UPDATE lines SET render_seq = render_seq + 1 WHERE id = $1`, l.ID)
-		fresh, err = b.store.Line(ctx, l.ProjectID, l.ID)
-		require.NoError(t, err)
-	}
-	tk := &studio.Take{LineID: l.ID, ProjectID: l.ProjectID, Revision: fresh.Revision, RenderSeq: fresh.RenderSeq, Engine: "test",
-		SpokenText: l.Text, DurationMs: n * 1000 / 48000, StretchRatio: 1, BorrowedMs: max(0, n*1000/48000-l.DurationMs()),
-		AudioSHA256: blob.SHA256}
-	ok, err := b.store.FinishRender(ctx, tk)
-	require.NoError(t, err)
-	require.True(t, ok)
-	return tk
+	return studiotest.Take(t, b.store, b.blobs, b.dir, l, n, lead, freq)
 }
 
 func TestCharacterAudioIsProbedAndStored(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -24,33 +23,9 @@ import (
 // (silent for the first lead samples), as the fit job would.
 func takeWith(t *testing.T, b *testBundle, l studio.Line, n, lead int, freq float64) *studio.Take {
 	t.Helper()
-	ctx := context.Background()
-	pcm := audio.PCM{SampleRate: 48000, Channels: 1, Samples: make([]int16, n)}
-	for k := lead; k < n; k++ {
-		pcm.Samples[k] = int16(8000 * math.Sin(2*math.Pi*freq*float64(k)/48000))
-	}
 	dir := filepath.Join(b.cfg.DataDir, "tmp")
 	require.NoError(t, os.MkdirAll(dir, 0o700))
-	path := filepath.Join(dir, fmt.Sprintf("take-%d-%f.wav", l.ID, freq))
-	require.NoError(t, audio.WriteWAVFile(path, pcm))
-	bs := studio.BlobStore{Dir: filepath.Join(b.cfg.DataDir, "blobs")}
-	blob, err := b.store.PutBlob(ctx, bs, path, studio.Blob{Format: "wav", DurationMs: n * 1000 / 48000, SampleRate: 48000, Channels: 1})
-	require.NoError(t, err)
-	fresh, err := b.store.Line(ctx, l.ProjectID, l.ID)
-	require.NoError(t, err)
-	if fresh.CurrentTakeID != nil {
-		// A new render of the line: the next render sequence number.
-		studiotest.Exec(t, b.store, `UPDATE lines SET render_seq = render_seq + 1 WHERE id = $1`, l.ID)
-		fresh, err = b.store.Line(ctx, l.ProjectID, l.ID)
-		require.NoError(t, err)
-	}
-	tk := &studio.Take{LineID: l.ID, ProjectID: l.ProjectID, Revision: fresh.Revision, RenderSeq: fresh.RenderSeq, Engine: "test",
-		SpokenText: l.Text, DurationMs: n * 1000 / 48000, StretchRatio: 1, BorrowedMs: max(0, n*1000/48000-l.DurationMs()),
-		AudioSHA256: blob.SHA256}
-	ok, err := b.store.FinishRender(ctx, tk)
-	require.NoError(t, err)
-	require.True(t, ok)
-	return tk
+	return studiotest.Take(t, b.store, studio.BlobStore{Dir: filepath.Join(b.cfg.DataDir, "blobs")}, dir, l, n, lead, freq)
 }
 
 func (b *testBundle) allLines(t *testing.T) []studio.Line {

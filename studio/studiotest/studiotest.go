@@ -5,12 +5,16 @@ package studiotest
 import (
 	"context"
 	"fmt"
+	"math"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"dubstudio/audio"
 
 	"dubstudio/internal/testdb"
 	"dubstudio/studio"
@@ -134,5 +138,44 @@ func WaitSettled(t testing.TB, s *studio.Store, projectID int64, limit time.Dura
 			t.Fatalf("after %s: %v", limit, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Take records a take of line l, as a fit would: n samples of 48 kHz audio, silent for
+// the first lead, then a tone at freq, written under scratch and stored in blobs. A
+// line that has a take already gets the next render sequence number first.
+func Take(t testing.TB, s *studio.Store, blobs studio.BlobStore, scratch string, l studio.Line, n, lead int, freq float64) *studio.Take {
+	t.Helper()
+	ctx := context.Background()
+	pcm := audio.PCM{SampleRate: 48000, Channels: 1, Samples: make([]int16, n)}
+	for k := lead; k < n; k++ {
+		pcm.Samples[k] = int16(8000 * math.Sin(2*math.Pi*freq*float64(k)/48000))
+	}
+	path := filepath.Join(scratch, fmt.Sprintf("take-%d-%f.wav", l.ID, freq))
+	must(t, audio.WriteWAVFile(path, pcm))
+	blob, err := s.PutBlob(ctx, blobs, path, studio.Blob{Format: "wav", DurationMs: n * 1000 / 48000, SampleRate: 48000, Channels: 1})
+	must(t, err)
+	fresh, err := s.Line(ctx, l.ProjectID, l.ID)
+	must(t, err)
+	if fresh.CurrentTakeID != nil {
+		Exec(t, s, `UPDATE lines SET render_seq = render_seq + 1 WHERE id = $1`, l.ID)
+		fresh, err = s.Line(ctx, l.ProjectID, l.ID)
+		must(t, err)
+	}
+	tk := &studio.Take{LineID: l.ID, ProjectID: l.ProjectID, Revision: fresh.Revision, RenderSeq: fresh.RenderSeq, Engine: "test",
+		SpokenText: l.Text, DurationMs: n * 1000 / 48000, StretchRatio: 1, BorrowedMs: max(0, n*1000/48000-l.DurationMs()),
+		AudioSHA256: blob.SHA256}
+	ok, err := s.FinishRender(ctx, tk)
+	must(t, err)
+	if !ok {
+		t.Fatalf("the take of line %d was not recorded", l.ID)
+	}
+	return tk
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
