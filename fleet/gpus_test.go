@@ -379,7 +379,10 @@ func TestGPUsShareWeights(t *testing.T) {
 	require.Equal(t, int64(ttshost.SimBorrowerBytes), res.BorrowerBytes)
 	require.Equal(t, int64(ttshost.SimBorrowerBytes), res.Calibration.BorrowerBytes)
 	require.True(t, res.RecommendedProfile.ShareWeights)
-	require.Greater(t, res.Recommended, 4, "more hosts than four whole models: %+v", res.Verdict)
+	// The count that fits is memory arithmetic; the recommendation also weighs the
+	// load test's throughput, which a busy test machine decides, so it is not asserted.
+	require.Greater(t, res.SlotsThatFit, 4, "more hosts than four whole models")
+	require.Empty(t, res.Failures, "the load test runs every step that fits")
 	require.Zero(t, b.dev.OOMs())
 }
 
