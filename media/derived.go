@@ -2,6 +2,8 @@ package media
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -44,7 +46,7 @@ func (l *Library) SourceSegment(ctx context.Context, projectID int64, startMs, e
 	if err != nil {
 		return nil, err
 	}
-	blob, err := l.store.DerivedAudio(ctx, l.blobs, studio.SourceSegmentKey(src.AudioSHA256, startMs, endMs),
+	blob, err := l.store.DerivedAudio(ctx, l.blobs, SourceSegmentKey(src.AudioSHA256, startMs, endMs),
 		func(ctx context.Context, out string) (studio.Blob, error) {
 			err := audio.Segment(ctx, in, time.Duration(startMs)*time.Millisecond, time.Duration(endMs)*time.Millisecond, out)
 			return studio.Blob{Format: audio.FormatWAV, DurationMs: endMs - startMs, SampleRate: audio.DefaultSampleRate, Channels: src.Channels}, err
@@ -128,7 +130,7 @@ func (l *Library) RangeMix(ctx context.Context, projectID int64, lineIDs []int64
 	if len(clips) == 0 {
 		return nil, i18n.Errorf(studio.ErrInvalid, "range.no_takes")
 	}
-	mix.Blob, err = l.store.DerivedAudio(ctx, l.blobs, studio.DerivedKey("range", key...),
+	mix.Blob, err = l.store.DerivedAudio(ctx, l.blobs, derivedKey("range", key...),
 		func(ctx context.Context, out string) (studio.Blob, error) {
 			err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: out, SampleRate: rate, Channels: 1, Samples: samples, Clips: clips})
 			return studio.Blob{Format: audio.FormatWAV, DurationMs: int(samples * 1000 / rate), SampleRate: rate, Channels: 1}, err
@@ -172,4 +174,21 @@ func (l *Library) SpeechBounds(t studio.Take) (startMs, endMs int) {
 	}
 	ch := pcm.Channels
 	return first / ch * 1000 / pcm.SampleRate, (last/ch + 1) * 1000 / pcm.SampleRate
+}
+
+// SourceSegmentKey names the segment [startMs, endMs) of a source audio blob in the
+// derived audio cache.
+func SourceSegmentKey(sourceSHA string, startMs, endMs int) string {
+	return "segment:" + sourceSHA + ":" + strconv.Itoa(startMs) + ":" + strconv.Itoa(endMs)
+}
+
+// derivedKey hashes a description of derived audio (what it is made from, in order)
+// into a cache key of bounded length.
+func derivedKey(kind string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return kind + ":" + hex.EncodeToString(h.Sum(nil))
 }

@@ -223,7 +223,7 @@ func TestSourceSegmentIsCutOnce(t *testing.T) {
 	again, err := b.lib.SourceSegment(ctx, b.project.ID, 1000, 2500)
 	require.NoError(t, err)
 	require.Equal(t, seg.SHA256, again.SHA256)
-	cached, err := b.store.DerivedAudio(ctx, b.blobs, studio.SourceSegmentKey(src.AudioSHA256, 1000, 2500),
+	cached, err := b.store.DerivedAudio(ctx, b.blobs, media.SourceSegmentKey(src.AudioSHA256, 1000, 2500),
 		func(context.Context, string) (studio.Blob, error) {
 			t.Fatal("the segment was cut already")
 			return studio.Blob{}, nil
@@ -317,4 +317,10 @@ func TestSpeechBounds(t *testing.T) {
 	require.Equal(t, [2]int{-1, -1}, [2]int{start, end}, "silent")
 	start, end = b.lib.SpeechBounds(studio.Take{AudioSHA256: "not a hash"})
 	require.Equal(t, [2]int{-1, -1}, [2]int{start, end}, "unreadable")
+}
+
+func TestDerivedKeysSeparateTheirParts(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "segment:ab:1000:1500", media.SourceSegmentKey("ab", 1000, 1500))
+	require.NotEqual(t, media.DerivedKey("range", "a", "bc"), media.DerivedKey("range", "ab", "c"))
 }

@@ -2,12 +2,9 @@ package studio
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -171,23 +168,6 @@ func (s *Store) ProjectSource(ctx context.Context, projectID int64) (*ProjectSou
 // other projects may share it).
 func (s *Store) DeleteProjectSource(ctx context.Context, projectID int64) error {
 	return s.db.WithContext(ctx).Exec(`DELETE FROM project_sources WHERE project_id = ?`, projectID).Error
-}
-
-// SourceSegmentKey names the segment [startMs, endMs) of a source audio blob in the
-// derived audio cache.
-func SourceSegmentKey(sourceSHA string, startMs, endMs int) string {
-	return "segment:" + sourceSHA + ":" + strconv.Itoa(startMs) + ":" + strconv.Itoa(endMs)
-}
-
-// DerivedKey hashes a description of derived audio (what it is made from, in order)
-// into a cache key of bounded length.
-func DerivedKey(kind string, parts ...string) string {
-	h := sha256.New()
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	return kind + ":" + hex.EncodeToString(h.Sum(nil))
 }
 
 // MakeAudioFunc writes derived audio to path and describes it.

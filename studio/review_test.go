@@ -153,7 +153,7 @@ func TestDerivedAudioIsMadeOnce(t *testing.T) {
 		made++
 		return studio.Blob{Format: "wav", DurationMs: 500, SampleRate: 48000, Channels: 1}, os.WriteFile(path, []byte("segment"), 0o644)
 	}
-	key := studio.SourceSegmentKey("ab", 1000, 1500)
+	key := "segment:ab:1000:1500"
 	one, err := b.store.DerivedAudio(ctx, bs, key, build)
 	require.NoError(t, err)
 	two, err := b.store.DerivedAudio(ctx, bs, key, build)
@@ -178,7 +178,6 @@ func TestDerivedAudioIsMadeOnce(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(bs.Dir, ".derived-*"))
 	require.Empty(t, left)
 
-	require.NotEqual(t, studio.DerivedKey("range", "a", "bc"), studio.DerivedKey("range", "ab", "c"))
 }
 
 func TestSourceEmotion(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"dubstudio/audio"
+	"dubstudio/media"
 	"dubstudio/studio"
 	"dubstudio/tts"
 )
@@ -92,7 +93,7 @@ func TestEmotionFromTheSourceSegment(t *testing.T) {
 	require.Equal(t, tts.EmotionAudio, first.emotion.Mode)
 	require.InDelta(t, 0.8, first.emotion.Weight, 1e-9)
 	require.Equal(t, int(audio.SamplesFor(1500, 48000)), first.frames, "the line's own segment")
-	sum, err := b.Store.DerivedAudio(ctx, blobs, studio.SourceSegmentKey(blob.SHA256, lines[0].StartMs, lines[0].EndMs),
+	sum, err := b.Store.DerivedAudio(ctx, blobs, media.SourceSegmentKey(blob.SHA256, lines[0].StartMs, lines[0].EndMs),
 		func(context.Context, string) (studio.Blob, error) {
 			t.Fatal("the segment was cut already")
 			return studio.Blob{}, nil

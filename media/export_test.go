@@ -1,0 +1,4 @@
+package media
+
+// DerivedKey exposes derivedKey to the package's tests.
+var DerivedKey = derivedKey
