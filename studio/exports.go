@@ -27,7 +27,6 @@ type Export struct {
 	State        ExportState
 	Progress     int
 	Lines        int
-	FileName     string
 	SizeBytes    int64
 	Error        string
 	CreatedBy    *int64
@@ -75,14 +74,14 @@ func (s *Store) ExportProgress(ctx context.Context, id int64, progress int) erro
 }
 
 // FinishExport records an export's outcome.
-func (s *Store) FinishExport(ctx context.Context, id int64, lines int, fileName string, size int64, exportErr string) error {
+func (s *Store) FinishExport(ctx context.Context, id int64, lines int, size int64, exportErr string) error {
 	state := ExportDone
 	if exportErr != "" {
 		state = ExportFailed
 	}
 	return s.db.WithContext(ctx).Exec(`UPDATE exports SET state = ?, progress = CASE WHEN ? THEN 100 ELSE progress END,
-		lines = ?, file_name = ?, size_bytes = ?, error = ?, finished_at = now() WHERE id = ?`,
-		state, exportErr == "", lines, fileName, size, exportErr, id).Error
+		lines = ?, size_bytes = ?, error = ?, finished_at = now() WHERE id = ?`,
+		state, exportErr == "", lines, size, exportErr, id).Error
 }
 
 // ExportLine is one line as it goes into an export.

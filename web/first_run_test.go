@@ -88,7 +88,7 @@ func TestDownloadsKeepTheProjectName(t *testing.T) {
 	dir := filepath.Join(b.cfg.DataDir, "exports")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("export-%d.zip", ex.ID)), []byte("PK\x05\x06"+strings.Repeat("\x00", 18)), 0o644))
-	require.NoError(t, b.store.FinishExport(ctx, ex.ID, 3, "ignored.zip", 22, ""))
+	require.NoError(t, b.store.FinishExport(ctx, ex.ID, 3, 22, ""))
 
 	c := b.as(t, studio.RoleEditor)
 	resp := c.get(fmt.Sprintf("/projects/%d/exports/%d/download", b.project.ID, ex.ID))

@@ -47,13 +47,13 @@ func (e *exportWorker) Work(ctx context.Context, job *river.Job[ExportArgs]) err
 	if err != nil {
 		return err
 	}
-	n, name, size, err := w.buildExport(ctx, ex)
+	n, size, err := w.buildExport(ctx, ex)
 	if err != nil {
 		msg := err.Error()
 		if errors.Is(err, audio.ErrNoSpace) {
 			msg = "no space left on the data disk"
 		}
-		if ferr := w.store.FinishExport(ctx, ex.ID, 0, "", 0, msg); ferr != nil {
+		if ferr := w.store.FinishExport(ctx, ex.ID, 0, 0, msg); ferr != nil {
 			return errors.Join(err, ferr)
 		}
 		if job.Attempt >= job.MaxAttempts {
@@ -61,7 +61,7 @@ func (e *exportWorker) Work(ctx context.Context, job *river.Job[ExportArgs]) err
 		}
 		return err
 	}
-	return w.store.FinishExport(ctx, ex.ID, n, name, size, "")
+	return w.store.FinishExport(ctx, ex.ID, n, size, "")
 }
 
 // safeName turns a character name into a file name part: letters and digits of any
@@ -117,21 +117,21 @@ func timecodeName(ms int) string {
 
 // buildExport writes the archive: per-line WAVs, the mix, stems, subtitles with final
 // timings and the manifest. It returns how many lines went in.
-func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, string, int64, error) {
+func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64, error) {
 	project, err := w.store.Project(ctx, ex.ProjectID)
 	if err != nil {
-		return 0, "", 0, err
+		return 0, 0, err
 	}
 	lines, err := w.store.ExportLines(ctx, ex.ProjectID, ex.ApprovedOnly)
 	if err != nil {
-		return 0, "", 0, err
+		return 0, 0, err
 	}
 	if len(lines) == 0 {
-		return 0, "", 0, errors.New("no takes to export: approve takes first, or export all done takes")
+		return 0, 0, errors.New("no takes to export: approve takes first, or export all done takes")
 	}
 	work, err := os.MkdirTemp(filepath.Join(w.cfg.DataDir, "tmp"), "export-*")
 	if err != nil {
-		return 0, "", 0, err
+		return 0, 0, err
 	}
 	defer os.RemoveAll(work)
 	const rate = audio.DefaultSampleRate
@@ -147,14 +147,14 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, strin
 	for i, el := range lines {
 		src, err := w.blobs.Path(el.Take.AudioSHA256)
 		if err != nil {
-			return 0, "", 0, err
+			return 0, 0, err
 		}
 		pcm, err := audio.ReadWAVFile(src)
 		if err != nil {
-			return 0, "", 0, fmt.Errorf("take %d: %w", el.Take.ID, err)
+			return 0, 0, fmt.Errorf("take %d: %w", el.Take.ID, err)
 		}
 		if pcm.SampleRate != rate {
-			return 0, "", 0, fmt.Errorf("take %d is %d Hz, not %d", el.Take.ID, pcm.SampleRate, rate)
+			return 0, 0, fmt.Errorf("take %d is %d Hz, not %d", el.Take.ID, pcm.SampleRate, rate)
 		}
 		frames := int64(pcm.Frames())
 		offset := audio.SamplesFor(el.Line.StartMs, rate)
@@ -183,7 +183,7 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, strin
 	}
 	mix := filepath.Join(work, "mix.wav")
 	if err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: mix, SampleRate: rate, Channels: 1, Samples: man.Samples, Clips: all}); err != nil {
-		return 0, "", 0, err
+		return 0, 0, err
 	}
 	files = append(files, entry{"mix.wav", mix})
 	progress(55)
@@ -196,7 +196,7 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, strin
 	for i, name := range stems {
 		path := filepath.Join(work, "stem-"+strconv.Itoa(i)+".wav")
 		if err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: path, SampleRate: rate, Channels: 1, Samples: man.Samples, Clips: byChar[stemFiles[name]]}); err != nil {
-			return 0, "", 0, err
+			return 0, 0, err
 		}
 		files = append(files, entry{"stems/" + name + ".wav", path})
 		man.Stems = append(man.Stems, "stems/"+name+".wav")
@@ -204,14 +204,14 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, strin
 	}
 	var srt, vtt, manifestCSV bytes.Buffer
 	if err := script.WriteSRT(&srt, cues); err != nil {
-		return 0, "", 0, err
+		return 0, 0, err
 	}
 	if err := script.WriteVTT(&vtt, cues); err != nil {
-		return 0, "", 0, err
+		return 0, 0, err
 	}
 	manifestJSON, err := json.MarshalIndent(man, "", "  ")
 	if err != nil {
-		return 0, "", 0, err
+		return 0, 0, err
 	}
 	cw := csv.NewWriter(&manifestCSV)
 	cw.Write([]string{"index", "start_ms", "end_ms", "character", "text", "take_id", "approved", "duration_ms", "samples", "stretch_ratio", "file", "sha256"})
@@ -224,12 +224,12 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, strin
 
 	dst := ExportPath(w.cfg.DataDir, ex.ID)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return 0, "", 0, err
+		return 0, 0, err
 	}
 	tmp := dst + ".part"
 	f, err := os.Create(tmp)
 	if err != nil {
-		return 0, "", 0, err
+		return 0, 0, err
 	}
 	zw := zip.NewWriter(f)
 	add := func(name string, r io.Reader) error {
@@ -268,17 +268,16 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, strin
 	if err != nil {
 		os.Remove(tmp)
 		if errors.Is(err, syscall.ENOSPC) {
-			return 0, "", 0, fmt.Errorf("%w: %w", audio.ErrNoSpace, err)
+			return 0, 0, fmt.Errorf("%w: %w", audio.ErrNoSpace, err)
 		}
-		return 0, "", 0, err
+		return 0, 0, err
 	}
 	if err := os.Rename(tmp, dst); err != nil {
-		return 0, "", 0, err
+		return 0, 0, err
 	}
 	fi, err := os.Stat(dst)
 	if err != nil {
-		return 0, "", 0, err
+		return 0, 0, err
 	}
-	name := fmt.Sprintf("%s-export-%d.zip", safeName(project.Name), ex.ID)
-	return len(lines), name, fi.Size(), nil
+	return len(lines), fi.Size(), nil
 }
