@@ -1,6 +1,9 @@
 # dubstudio — the two commands a new user needs are `make run` and `make test`.
 GO ?= go
 TEMPL = $(GO) tool templ
+# The model hosts' tests run on an interpreter with PyTorch where one is installed
+# (Debian's python3-torch: the batching host's CPU tests), else they skip those tests.
+HOST_TEST_PYTHON ?= $(shell /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 && echo /usr/bin/python3 || echo python3)
 
 .PHONY: run test build generate check vendor bench fuzz e2e clean
 
@@ -17,7 +20,7 @@ generate:
 # postgres://root@127.0.0.1:5432/test), real ffmpeg/espeak-ng and headless Chromium.
 test: check
 	$(GO) test -count=1 -timeout 15m ./...
-	python3 -m unittest discover -s tts/hosts -p 'test_*.py'
+	$(HOST_TEST_PYTHON) -m unittest discover -s tts/hosts -p 'test_*.py'
 	./scripts/fuzz.sh 30000x # every fuzz target, 30,000 inputs each: under a minute in all
 
 # check fails when code is unformatted, vet or golangci-lint complains (depguard holds the

@@ -49,6 +49,7 @@ borrow (the fixed pools of bench/gpu/compare.sh).
 """
 
 import argparse
+import contextlib
 import dataclasses
 import fcntl
 import json
@@ -63,7 +64,9 @@ import wave
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import batching  # noqa: E402
 import protocol  # noqa: E402
+from batching import attention  # noqa: E402
 from protocol import env, env_bool, invalid, require_file  # noqa: E402
 
 try:  # torch is optional at import time: the file must load where it is absent
@@ -159,7 +162,7 @@ class ConformerBlock(_Module):
         b, t, d = x.shape
         x = x + 0.5 * self.ff1(x)
         q, k, v = self.qkv(self.ln_att(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        x = x + self.out(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, d))
+        x = x + self.out(attention(q, k, v).transpose(1, 2).reshape(b, t, d))
         c = self.pw1(self.ln_conv(x).transpose(1, 2))
         c = self.pw2(F.silu(self.dw(F.glu(c, dim=1))))
         x = x + c.transpose(1, 2)
@@ -238,7 +241,7 @@ class Perceiver(_Module):
         def split(t):
             return t.view(b, -1, self.heads, hd).transpose(1, 2)
 
-        a = F.scaled_dot_product_attention(split(q), split(k), split(v)).transpose(1, 2).reshape(b, -1, q.shape[-1])
+        a = attention(split(q), split(k), split(v)).transpose(1, 2).reshape(b, -1, q.shape[-1])
         return a + self.ff(a)
 
 
@@ -259,7 +262,7 @@ class GPTBlock(_Module):
             # HF GPT-2's legacy cache: concatenate, so the cache is copied every step.
             k = torch.cat([past[0], k], dim=2)
             v = torch.cat([past[1], v], dim=2)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=past is None and t > 1)
+        a = attention(q, k, v, causal=past is None and t > 1)
         x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
         x = x + self.mlp(self.ln2(x))
         return x, (k, v)
@@ -359,12 +362,15 @@ class DiTBlock(_Module):
         self.ff = nn.Sequential(nn.Linear(dim, 4 * dim), nn.SiLU(), nn.Linear(4 * dim, dim))
         self.ada = nn.Linear(dim, 2 * dim)
 
-    def forward(self, x, c):
+    def forward(self, x, c, mask=None):
+        """mask [B, T] (True = a real frame) keeps padded frames of a batch out of
+        every real frame's attention."""
         b, t, d = x.shape
         shift, scale = self.ada(c).unsqueeze(1).chunk(2, dim=-1)
         h = self.ln1(x) * (1 + scale) + shift
         q, k, v = self.qkv(h).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        x = x + self.out(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, d))
+        m = None if mask is None else mask[:, None, None, :]
+        x = x + self.out(attention(q, k, v, mask=m).transpose(1, 2).reshape(b, t, d))
         return x + self.ff(self.ln2(x))
 
 
@@ -388,16 +394,19 @@ class S2Mel(_Module):
         s = self.codebook(codes.clamp(max=self.d.codebook - 1)) + self.gpt_layer(latent)
         return self.regulator(s, frames)
 
-    def estimator(self, x, prompt, cond, style, t):
+    def estimator(self, x, prompt, cond, style, t, mask=None):
         half = 128
         freqs = torch.exp(-math.log(10000) * torch.arange(half, device=x.device) / half)
         te = self.t_emb(torch.cat([torch.sin(t * 1000 * freqs), torch.cos(t * 1000 * freqs)]))[None]
         c = te + self.style(style)
         h = self.inp(torch.cat([x.transpose(1, 2), prompt.transpose(1, 2), cond], dim=-1))
         for blk in self.blocks:
-            h = blk(h, c)
+            h = blk(h, c, mask)
         w = h.transpose(1, 2)
+        keep = None if mask is None else mask[:, None, :].to(w.dtype)
         for conv in self.wavenet:
+            if keep is not None:
+                w = w * keep  # padded frames read as zeros, as past the end of a lone line
             a, g = conv(w).chunk(2, dim=1)
             w = w + torch.tanh(a) * torch.sigmoid(g)
         return self.final(w.transpose(1, 2)).transpose(1, 2)
@@ -421,6 +430,41 @@ class S2Mel(_Module):
             x = x + dt * ((1 + cfg_rate) * v_cond - cfg_rate * v_uncond)
             x[..., :p] = 0
         return x
+
+
+    def inference_batch(self, items, steps, cfg_rate=0.7):
+        """inference for several lines at once: items are (cond [1, T, D], ref_mel
+        [1, M, P], style [1, S], seed); frames are padded to the longest and masked,
+        each line's noise comes from its own seed. Returns each line's target mel."""
+        dev = items[0][0].device
+        lens = [c.shape[1] for c, _, _, _ in items]
+        b, t = len(items), max(lens)
+        cond = torch.zeros(b, t, items[0][0].shape[-1], device=dev)
+        prompt = torch.zeros(b, self.d.n_mels, t, device=dev)
+        x = torch.zeros(b, self.d.n_mels, t, device=dev)
+        mask = torch.zeros(b, t, dtype=torch.bool, device=dev)
+        is_prompt = torch.zeros(b, 1, t, dtype=torch.bool, device=dev)
+        for i, (c, ref, _, seed) in enumerate(items):
+            n, p = lens[i], ref.shape[-1]
+            cond[i, :n] = c[0]
+            prompt[i, :, :p] = ref[0]
+            g = torch.Generator(device="cpu").manual_seed(int(seed) & 0x7FFFFFFFFFFFFFFF)
+            x[i, :, :n] = torch.randn(self.d.n_mels, n, generator=g).to(dev)
+            mask[i, :n] = True
+            is_prompt[i, :, :p] = True
+        x = x.masked_fill(is_prompt, 0)
+        style = torch.cat([s for _, _, s, _ in items])
+        ts = torch.linspace(0, 1, steps + 1, device=dev)
+        cond2 = torch.cat([cond, torch.zeros_like(cond)])
+        prompt2 = torch.cat([prompt, torch.zeros_like(prompt)])
+        style2 = torch.cat([style, torch.zeros_like(style)])
+        mask2 = torch.cat([mask, mask])
+        for i in range(steps):
+            t_, dt = ts[i], ts[i + 1] - ts[i]
+            v = self.estimator(torch.cat([x, x]), prompt2, cond2, style2, t_, mask2)
+            v_cond, v_uncond = v.chunk(2)
+            x = (x + dt * ((1 + cfg_rate) * v_cond - cfg_rate * v_uncond)).masked_fill(is_prompt, 0)
+        return [x[i:i + 1, :, ref.shape[-1]:lens[i]] for i, (_, ref, _, _) in enumerate(items)]
 
 
 class AntiAliasSnake(_Module):
@@ -579,7 +623,9 @@ class BenchBackend:
 
     def _build(self, device):
         d = self.dims
-        with torch.device(device):
+        # torch.device as a context manager came with PyTorch 2.0; the CPU tests run on 1.13.
+        place = torch.device(device) if hasattr(torch.device, "__enter__") else contextlib.nullcontext()
+        with place:
             self.semantic = SemanticEncoder(d).eval()
             self.style = StyleNet(d).eval()
             self.gpt = UnifiedVoice(d).eval()
@@ -617,6 +663,13 @@ class BenchBackend:
         self.store = protocol.ConditioningStore(self.version, torch)
         self.params = sum(p.numel() for m in (self.semantic, self.style, self.gpt, self.s2mel, self.vocoder)
                           for p in m.parameters())
+
+    def gpt_context(self):
+        """fp16/bf16 autocast for the GPT, as IndexTTS-2 runs it; nothing in fp32 (where
+        PyTorch 1.13's CPU autocast refuses even a disabled fp16 context)."""
+        if self.gpt_dtype == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.gpt_dtype)
 
     def info(self):
         return {"model": "IndexTTS-2-bench", "version": self.version, "sample_rate": SAMPLE_RATE,
@@ -714,7 +767,7 @@ class BenchBackend:
                 seg_text = n_text // n_segments + (1 if i < n_text % n_segments else 0)
                 n_tok = min(req.max_mel_tokens, max(2, round(seconds / n_segments * self.opts.tokens_per_second)))
                 text_tokens = torch.randint(0, d.text_vocab, (1, seg_text), device=self.device)
-                with torch.autocast(self.device.type, dtype=self.gpt_dtype, enabled=self.gpt_dtype != torch.float32):
+                with self.gpt_context():
                     cond = self.gpt.conditioning(c["spk_cond"].to(self.gpt_dtype), c["emo_cond"].to(self.gpt_dtype))
                     codes = timed("gpt", self.gpt.generate, cond, text_tokens, n_tok, self.opts.beams,
                                   self.opts.decode_stride)
@@ -752,6 +805,199 @@ class BenchBackend:
                 "stages": stages, "duration_factor": factor}
 
 
+
+# ---------------------------------------------------------------------------------------
+# The batching adapter (--batch): the benchmark model's parts for batching.Batcher
+
+
+class _GPTLayer:
+    """One GPT block split around its attention, for the batcher's paged KV cache."""
+
+    def __init__(self, blk):
+        self.b = blk
+
+    def qkv(self, x):
+        b, t, d = x.shape
+        h = self.b.heads
+        return self.b.attn(self.b.ln1(x)).view(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
+
+    def finish(self, x, a):
+        b, t, d = x.shape
+        x = x + self.b.proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.b.mlp(self.b.ln2(x))
+
+
+class BenchAdapter:
+    """The benchmark model behind the batching core: conditioning and text from
+    BenchBackend, the GPT split into layers, batched latents, s2mel and vocoder."""
+
+    engine = "bench"
+
+    def __init__(self, opts, dims=None, speakers=16):
+        self.opts = opts
+        self.backend = BenchBackend(opts, dims)
+        self.version = opts.model_version
+        self.speakers = speakers  # conditioning kept for this many references at once
+        self.cache = {}  # reference path -> tensors, in use order
+        self.return_codes = bool(getattr(opts, "return_codes", False))
+
+    def load(self):
+        b = self.backend
+        b.load()
+        d = b.dims
+        self.device = b.device
+        self.sample_rate = SAMPLE_RATE
+        self.layers, self.heads, self.head_dim = d.gpt_layers, d.gpt_heads, d.gpt_dim // d.gpt_heads
+        self.kv_dtype = b.gpt_dtype
+        self.vocab = d.mel_vocab
+        self.stop_token = d.mel_vocab - 1
+        self.prefix_tokens = d.cond_latents
+        self.max_positions = d.max_positions
+        self.tokens_per_second = self.opts.tokens_per_second
+        self.layers_list = [_GPTLayer(blk) for blk in b.gpt.blocks]
+        self.activation_bytes_per_second = self._probe_activations()
+
+    def info(self):
+        return {**self.backend.info(), "batching": True}
+
+    def gpt_context(self):
+        return self.backend.gpt_context()
+
+    def default_kv_cache_bytes(self):
+        if self.device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(self.device)
+            return int(free * 0.4)
+        return 64 << 20
+
+    def check(self, req):
+        require_file(req.reference_audio_path, "reference audio")
+        if req.emotion.mode == "audio":
+            require_file(req.emotion.audio_path, "emotion reference audio")
+        if req.emotion.mode == "text":
+            raise invalid("the benchmark host has no emotion-from-text model")
+
+    # -- conditioning (on the GPT thread) --------------------------------------------
+
+    def prepare(self, body):
+        res = self.backend.prepare(body)
+        cur = self.backend.current
+        self._keep(cur["reference"], cur["tensors"])
+        return res
+
+    def _keep(self, ref, tensors):
+        self.cache.pop(ref, None)
+        self.cache[ref] = tensors
+        while len(self.cache) > self.speakers:
+            self.cache.pop(next(iter(self.cache)))
+
+    def conditioning(self, req):
+        ref = req.reference_audio_path
+        c = self.cache.get(ref)
+        if c is None:
+            loaded = None
+            if req.conditioning_path:
+                loaded = self.backend.store.load(req.conditioning_path, self.device,
+                                                 ("spk_cond", "style", "prompt_condition", "ref_mel"))
+            c = loaded[0] if loaded else self.backend._compute(ref, protocol.sha256_file(ref))
+        self._keep(ref, c)
+        gpt = self.backend.gpt
+        with self.gpt_context():
+            dt = self.backend.gpt_dtype
+            cond = gpt.conditioning(c["spk_cond"].to(dt), c["emo_cond"].to(dt))
+        return {**c, "gpt_cond": cond}
+
+    def segments(self, req):
+        """The line's text as (text tokens [1, T], mel tokens to make, seconds) per
+        segment, as BenchBackend.synthesize splits it; the tokens come from a generator
+        seeded by the request, so a line gets the same tokens alone or in a batch."""
+        d = self.backend.dims
+        seconds = (req.target_seconds or natural_seconds(req.text)) * (req.duration_factor or 1.0)
+        n_text = text_token_count(req.text)
+        n = max(1, math.ceil(n_text / req.max_text_tokens_per_segment))
+        g = torch.Generator(device="cpu").manual_seed(req.seed * 1000003 + int(protocol.sha256_text(req.text)[:8], 16))
+        out = []
+        for i in range(n):
+            seg_text = n_text // n + (1 if i < n_text % n else 0)
+            n_tok = min(req.max_mel_tokens, max(2, round(seconds / n * self.opts.tokens_per_second)))
+            tokens = torch.randint(0, d.text_vocab, (1, seg_text), generator=g).to(self.device)
+            out.append((tokens, n_tok, seconds / n))
+        return out
+
+    # -- GPT pieces ------------------------------------------------------------------
+
+    def embed_prefix(self, cond, text_tokens):
+        return self.backend.gpt.prefix(cond["gpt_cond"], text_tokens)
+
+    def embed_codes(self, tokens, positions):
+        gpt = self.backend.gpt
+        return gpt.mel_emb(tokens) + gpt.mel_pos(positions)
+
+    def head(self, h):
+        gpt = self.backend.gpt
+        return gpt.head(gpt.ln_f(h))
+
+    # -- the s2mel stage (its own thread and stream) ----------------------------------
+
+    def latents_batch(self, items):
+        """The GPT's second pass for several sequences at once: right-padded, causal, so
+        every real position sees only real positions before it."""
+        gpt = self.backend.gpt
+        with self.gpt_context():
+            xs = []
+            for cond, text, codes in items:
+                pos = torch.arange(codes.shape[1], device=codes.device)
+                xs.append(torch.cat([gpt.prefix(cond["gpt_cond"], text), gpt.mel_emb(codes) + gpt.mel_pos(pos)],
+                                    dim=1)[0])
+            lens = [x.shape[0] for x in xs]
+            x = torch.zeros(len(xs), max(lens), xs[0].shape[-1], dtype=xs[0].dtype, device=xs[0].device)
+            for i, xi in enumerate(xs):
+                x[i, :lens[i]] = xi
+            h, _ = gpt.run(x)
+        return [h[i:i + 1, lens[i] - codes.shape[1]:lens[i]] for i, (_, _, codes) in enumerate(items)]
+
+    def s2mel_batch(self, items):
+        """items: (conditioning, latent, codes, seed) -> each line's mel [1, 80, F]."""
+        s2 = self.backend.s2mel
+        batch = []
+        for c, latent, codes, seed in items:
+            frames = int(codes.shape[1] * MEL_FRAMES_PER_TOKEN)
+            target = s2.condition(latent.float(), codes, frames)
+            batch.append((torch.cat([c["prompt_condition"], target], dim=1), c["ref_mel"], c["style"], seed))
+        return s2.inference_batch(batch, self.opts.diffusion_steps)
+
+    def vocoder_batch(self, mels):
+        frames = [m.shape[-1] for m in mels]
+        x = torch.zeros(len(mels), mels[0].shape[1], max(frames), device=mels[0].device)
+        for i, m in enumerate(mels):
+            x[i, :, :frames[i]] = m[0]
+        wav = self.backend.vocoder(x)
+        return [wav[i:i + 1, :, :frames[i] * HOP] for i in range(len(mels))]
+
+    def _probe_activations(self):
+        """Activation bytes per audio second of one line through s2mel and the vocoder,
+        measured once at load on a 4 s line (0 without CUDA: the worker's default)."""
+        if self.device.type != "cuda":
+            return 0
+        d, s2 = self.backend.dims, self.backend.s2mel
+        secs = 4.0
+        tokens = int(secs * self.tokens_per_second)
+        frames = int(tokens * MEL_FRAMES_PER_TOKEN)
+        prompt_frames = int(8 * SAMPLE_RATE / HOP)
+        with torch.inference_mode():
+            cond = (torch.randn(1, prompt_frames + frames, d.dit_dim, device=self.device),
+                    torch.randn(1, d.n_mels, prompt_frames, device=self.device),
+                    torch.randn(1, d.style_dim, device=self.device), 0)
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            mel = s2.inference_batch([cond], self.opts.diffusion_steps)
+            self.backend.vocoder(mel[0])
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - base
+            del mel, cond
+        torch.cuda.empty_cache()
+        return int(peak / secs)
+
 # ---------------------------------------------------------------------------------------
 # Command line
 
@@ -772,6 +1018,15 @@ def parse_args(argv=None):
                    help="Unix socket through which the hosts of one GPU share one copy of the weights (CUDA IPC)")
     p.add_argument("--weights-role", default="auto", choices=("auto", "lend", "borrow"),
                    help="with --share-weights: load and lend the weights, map the lender's, or lend if no host does")
+    p.add_argument("--batch", action="store_true", default=env_bool("BENCH_BATCH", False),
+                   help="one batching host for the GPU (protocol 2): many lines decode in one batch")
+    p.add_argument("--max-sequences", type=int, default=int(env("BENCH_MAX_SEQUENCES", "32")),
+                   help="with --batch: the most lines decoding at once")
+    p.add_argument("--kv-cache-bytes", type=int, default=int(env("BENCH_KV_CACHE_BYTES", "0")),
+                   help="with --batch: the paged KV cache's size (0: 40%% of the memory free after load)")
+    p.add_argument("--s2mel-batch", type=int, default=int(env("BENCH_S2MEL_BATCH", "16")),
+                   help="with --batch: the most lines in one s2mel and vocoder batch")
+    p.add_argument("--return-codes", action="store_true", help=argparse.SUPPRESS)  # tests: the mel codes
     p.add_argument("--selftest", action="store_true", help="run prepare and two syntheses without HTTP, then exit")
     p.add_argument("--full", action="store_true", help="with --selftest: real dimensions instead of tiny ones")
     protocol.add_listen_args(p)
@@ -822,7 +1077,23 @@ def main(argv=None):
     if torch is None:
         print("bench_host: PyTorch is not installed", file=sys.stderr)
         return 2
+    if opts.batch:
+        if opts.share_weights:
+            print("bench_host: --batch holds the one copy of the weights; --share-weights is for separate hosts",
+                  file=sys.stderr)
+            return 2
+        return protocol.run_host(None, opts, host=batching_host(opts))
     return protocol.run_host(BenchBackend(opts), opts)
+
+
+def batching_host(opts, dims=None):
+    """The protocol-2 host for opts (--batch and its settings)."""
+    if opts.max_sequences < 1 or opts.beams < 1 or opts.kv_cache_bytes < 0 or opts.s2mel_batch < 1:
+        raise SystemExit("bench_host: --max-sequences, --beams and --s2mel-batch must be at least 1, "
+                         "--kv-cache-bytes not negative")
+    return batching.BatchingHost(BenchAdapter(opts, dims), {
+        "max_sequences": opts.max_sequences, "beams": opts.beams, "kv_cache_bytes": opts.kv_cache_bytes,
+        "decode_stride": opts.decode_stride, "s2mel_batch": opts.s2mel_batch})
 
 
 if __name__ == "__main__":

@@ -256,6 +256,11 @@ def sha256_file(path):
     return h.hexdigest()
 
 
+def sha256_text(s):
+    """Hex SHA-256 of a string's UTF-8 bytes."""
+    return hashlib.sha256(s.encode()).hexdigest()
+
+
 def safe_name(s):
     return re.sub(r"[^A-Za-z0-9._@+-]", "_", s)
 
@@ -781,7 +786,7 @@ def add_listen_args(parser):
     parser.add_argument("--verbose", action="store_true", default=env_bool("DUBSTUDIO_HOST_VERBOSE", False))
 
 
-def run_host(backend, args):
+def run_host(backend, args, host=None):
     """Serves backend until SIGTERM/SIGINT: binds, prints "LISTENING <address>" on stdout,
     loads the model (health answers 503 meanwhile), then serves. Exits the process: 0
     after a signal, 1 if loading fails; returns only for bad arguments (2)."""
@@ -790,7 +795,7 @@ def run_host(backend, args):
     if socket_path is None and port is None:
         print("host: give --socket or --port", file=sys.stderr)
         return 2
-    host = ModelHost(backend)
+    host = host or ModelHost(backend)
     server, address = make_server(host, socket_path=socket_path, port=port, verbose=args.verbose)
 
     def stop(signum, _frame):

@@ -1,0 +1,790 @@
+"""The batching model host (protocol version 2): one process per GPU, one copy of the
+weights, many syntheses at once.
+
+    GPT     continuous batching: a line's sequences join the running batch at any
+            decode step (after a prefill of their own) and leave when they reach their
+            limit or emit the stop token. Every sequence keeps its own KV cache in a
+            preallocated paged pool (blocks of BLOCK_TOKENS tokens, reference-counted,
+            so the beams of a sequence share their prompt's blocks and a beam that takes
+            over another's history copies one block, not the history). Beams are rows of
+            the batch; each sequence has its own scores, repetition memory and limit.
+    s2mel   the GPT thread hands finished lines to a second thread, which batches their
+            latents pass, flow-matching steps (classifier-free guidance, per-line seeded
+            noise, padded positions masked) and vocoder, grouped by length. The GPT loop
+            does not wait for it; each thread has its own CUDA stream.
+    memory  the KV pool is allocated at load (it is part of resident_bytes); a line is
+            admitted into the pool when the blocks it can ever need are free, and waits
+            in the host otherwise. A line that could never fit is refused. A CUDA
+            out-of-memory error inside a batch fails the lines of that batch as retryable
+            (out_of_memory) and the host goes on serving the others.
+
+The model-specific parts are an adapter (BenchAdapter in bench_host.py); this module is
+the one batching core. It needs torch only when it serves; it imports without it.
+"""
+
+import contextlib
+import dataclasses
+import math
+import os
+import queue
+import threading
+import time
+import traceback
+import wave
+
+import protocol
+from protocol import INTERNAL, OUT_OF_MEMORY, UNAVAILABLE, HostError, invalid
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # pragma: no cover - machines without torch
+    torch = None
+    F = None
+
+PROTOCOL_VERSION = 2
+BLOCK_TOKENS = 32
+
+
+def attention(q, k, v, mask=None, causal=False):
+    """Scaled dot-product attention; mask is boolean (True = attend). Uses PyTorch's
+    fused kernel where it exists (2.0 and later) and the same arithmetic spelled out on
+    older versions (the CPU tests run on Debian's 1.13)."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None)
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if causal and mask is None:
+        t, s = q.shape[-2], k.shape[-2]
+        mask = torch.ones(t, s, dtype=torch.bool, device=q.device).tril(s - t)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+# ---------------------------------------------------------------------------------------
+# The paged KV cache
+
+
+class KVPool:
+    """Blocks of KV for every layer: k and v are [layers, blocks, heads, BLOCK, head_dim].
+    Block 0 is never handed out: padded block-table entries point at it and are masked.
+
+    A line is promised, at admission, the most blocks it can hold at once; available()
+    is what is neither held nor promised, so an admitted line never runs short. Blocks
+    are reference-counted (beams share them) and never shared between lines, so each
+    block has one owner and the pool knows what every line holds."""
+
+    def __init__(self, layers, heads, head_dim, n_blocks, dtype, device, block=BLOCK_TOKENS):
+        if n_blocks < 2:
+            raise ValueError(f"the KV cache needs at least 2 blocks, got {n_blocks}")
+        self.block = block
+        self.n_blocks = n_blocks
+        self.k = torch.zeros(layers, n_blocks, heads, block, head_dim, dtype=dtype, device=device)
+        self.v = torch.zeros_like(self.k)
+        self.refs = [0] * n_blocks
+        self.owner = [None] * n_blocks
+        self.free = list(range(n_blocks - 1, 0, -1))
+        self.promised = {}  # owner -> blocks promised
+        self.held = {}  # owner -> blocks held now
+        self.peak = {}  # owner -> most blocks held at once
+
+    @staticmethod
+    def bytes_per_token(layers, heads, head_dim, dtype):
+        return layers * 2 * heads * head_dim * torch.empty((), dtype=dtype).element_size()
+
+    def block_bytes(self):
+        return self.k[:, 0].numel() * self.k.element_size() * 2
+
+    def available(self):
+        """Blocks neither held nor promised."""
+        return len(self.free) - sum(max(0, n - self.held[o]) for o, n in self.promised.items())
+
+    def promise(self, owner, n):
+        self.promised[owner] = n
+        self.held[owner] = 0
+        self.peak[owner] = 0
+
+    def take(self, owner):
+        if not self.free:
+            raise HostError(OUT_OF_MEMORY, "the KV cache has no free block (a line outgrew its promise)")
+        b = self.free.pop()
+        self.refs[b] = 1
+        self.owner[b] = owner
+        self.held[owner] += 1
+        self.peak[owner] = max(self.peak[owner], self.held[owner])
+        return b
+
+    def share(self, b):
+        self.refs[b] += 1
+
+    def drop(self, b):
+        self.refs[b] -= 1
+        if self.refs[b] == 0:
+            self.free.append(b)
+            self.held[self.owner[b]] -= 1
+            self.owner[b] = None
+
+    def settle(self, owner):
+        """Forgets a line whose blocks are all dropped; returns the most it held."""
+        self.promised.pop(owner, None)
+        self.held.pop(owner, None)
+        return self.peak.pop(owner, 0)
+
+
+class Row:
+    """One beam of a sequence: its block table and the tokens in its cache."""
+
+    __slots__ = ("blocks", "length")
+
+    def __init__(self, blocks, length):
+        self.blocks = blocks
+        self.length = length
+
+
+# ---------------------------------------------------------------------------------------
+# Lines and sequences
+
+
+@dataclasses.dataclass
+class Sequence:
+    """One GPT generation: a segment of a line's text."""
+
+    line: "Line"
+    index: int
+    text_tokens: object  # [1, T] on the device
+    limit: int  # mel tokens to make at most
+    prefix: object = None  # [1, P, D] embeddings, made at prefill
+    rows: list = None
+    scores: object = None  # [beams] on the device
+    seen: object = None  # [beams, vocab] bool: tokens already made (repetition penalty)
+    history: list = None  # per beam, python list of tokens
+    made: int = 0
+    need_blocks: int = 0  # the most blocks it can hold at once
+    rows_sum: int = 0
+    steps: int = 0
+    codes: object = None  # [1, N] when done
+    finished: bool = False
+
+
+@dataclasses.dataclass(eq=False)
+class Line:
+    """One /synthesize request."""
+
+    req: object
+    cond: object = None
+    sequences: list = dataclasses.field(default_factory=list)
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    result: dict = None
+    error: HostError = None
+    submitted: float = 0.0
+    started: float = 0.0  # joined the batch
+    gpt_done: float = 0.0
+    stages: dict = dataclasses.field(default_factory=dict)
+    activation_bytes: int = 0
+    s2mel_group: int = 0
+    pieces: dict = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+    kv_bytes: int = 0
+    event: object = None
+
+    def fail(self, err):
+        if not self.done.is_set():
+            self.error = err
+            self.done.set()
+
+
+# ---------------------------------------------------------------------------------------
+# The scheduler
+
+
+class Batcher:
+    """The GPT loop (one thread) and the s2mel stage (another), over one adapter."""
+
+    def __init__(self, adapter, max_sequences, beams, kv_cache_bytes, decode_stride=1, s2mel_batch=16,
+                 repetition_penalty=10.0, temperature=0.8):
+        self.a = adapter
+        self.max_sequences = max_sequences
+        self.beams = beams
+        self.kv_cache_bytes = kv_cache_bytes
+        self.stride = max(1, decode_stride)
+        self.s2mel_batch = s2mel_batch
+        self.penalty = repetition_penalty
+        self.temperature = temperature
+        self.inbox = queue.SimpleQueue()  # ("line", Line) | ("call", fn, box, event)
+        self.waiting = []  # lines not yet in the batch
+        self.active = []  # sequences decoding
+        self.ready = queue.SimpleQueue()  # lines whose GPT is done
+        self.lock = threading.Lock()
+        self.stats = {"steps": 0, "batch_rows_max": 0, "tokens": 0, "in_s2mel": 0, "ooms": 0}
+        self.rate = []  # (time, tokens) of recent steps
+        self.threads = []
+
+    # -- setup ------------------------------------------------------------------------
+
+    def start(self):
+        """Allocates the KV pool and starts both threads; runs on the caller's thread
+        (the host's loader) once the adapter has loaded."""
+        a = self.a
+        per_token = KVPool.bytes_per_token(a.layers, a.heads, a.head_dim, a.kv_dtype)
+        n_blocks = max(2, self.kv_cache_bytes // (per_token * BLOCK_TOKENS))
+        self.pool = KVPool(a.layers, a.heads, a.head_dim, n_blocks, a.kv_dtype, a.device)
+        self.kv_bytes_per_token = per_token
+        cuda = a.device.type == "cuda"
+        self.gpt_stream = torch.cuda.Stream(a.device) if cuda else None
+        self.s2mel_stream = torch.cuda.Stream(a.device) if cuda else None
+        for name, fn in (("gpt", self._gpt_loop), ("s2mel", self._s2mel_loop)):
+            t = threading.Thread(target=fn, name=name, daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _stream(self, s):
+        return torch.cuda.stream(s) if s is not None else contextlib.nullcontext()
+
+    # -- requests from HTTP threads ----------------------------------------------------
+
+    def submit(self, line):
+        line.submitted = time.perf_counter()
+        self.inbox.put(("line", line))
+
+    def call(self, fn):
+        """Runs fn on the GPT thread between two decode steps (conditioning, caches)."""
+        box, done = {}, threading.Event()
+        self.inbox.put(("call", fn, box, done))
+        while not done.wait(0.2):
+            pass
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+    def snapshot(self):
+        with self.lock:
+            now = time.perf_counter()
+            recent = [(t, n) for t, n in self.rate if now - t <= 10]
+            rate = sum(n for _, n in recent) / max(now - recent[0][0], 1e-3) if len(recent) > 1 else 0.0
+            decoding = len({id(s.line) for s in self.active})
+            return {
+                "max_sequences": self.max_sequences, "beams": self.beams, "block_tokens": BLOCK_TOKENS,
+                "kv_bytes_per_token": self.kv_bytes_per_token, "kv_cache_bytes": self.pool.n_blocks *
+                self.pool.block_bytes(), "kv_free_bytes": max(0, self.pool.available()) * self.pool.block_bytes(),
+                "prefix_tokens": self.a.prefix_tokens, "tokens_per_second": self.a.tokens_per_second,
+                "activation_bytes_per_second": self.a.activation_bytes_per_second,
+                "decoding": decoding, "waiting": len(self.waiting), "in_s2mel": self.stats["in_s2mel"],
+                "decode_tokens_per_second": round(rate, 1), "batch_rows_max": self.stats["batch_rows_max"],
+                "steps": self.stats["steps"], "ooms": self.stats["ooms"],
+            }
+
+    # -- the GPT loop -------------------------------------------------------------------
+
+    def _gpt_loop(self):
+        with self._stream(self.gpt_stream), torch.inference_mode():
+            while True:
+                self._drain_inbox(block=not self.active and not self.waiting)
+                self._admit()
+                if not self.active:
+                    if self.waiting:
+                        time.sleep(0.002)  # blocks are held by lines in s2mel: wait for them
+                    continue
+                try:
+                    with self.a.gpt_context():
+                        self._step()
+                except Exception as e:  # noqa: BLE001 (every failure goes back to its lines)
+                    self._fail_batch(e)
+
+    def _drain_inbox(self, block):
+        while True:
+            try:
+                item = self.inbox.get(timeout=0.5) if block else self.inbox.get_nowait()
+            except queue.Empty:
+                return
+            block = False
+            if item[0] == "line":
+                self.waiting.append(item[1])
+            else:
+                _, fn, box, done = item
+                try:
+                    box["result"] = fn()
+                except BaseException as e:  # noqa: BLE001 (handed back to the caller)
+                    box["error"] = e
+                finally:
+                    done.set()
+
+    def _lines_decoding(self):
+        return len({id(s.line) for s in self.active})
+
+    def _admit(self):
+        """Moves waiting lines into the batch, in order, while there is room: fewer than
+        max_sequences lines decoding and the KV blocks they can ever need free."""
+        while self.waiting and self._lines_decoding() < self.max_sequences:
+            line = self.waiting[0]
+            try:
+                if not line.sequences:
+                    self._plan(line)
+            except HostError as e:
+                self.waiting.pop(0)
+                line.fail(e)
+                continue
+            except Exception as e:  # noqa: BLE001
+                self.waiting.pop(0)
+                line.fail(self._error(e))
+                continue
+            need = sum(s.need_blocks for s in line.sequences)
+            if need > self.pool.n_blocks - 1:
+                self.waiting.pop(0)
+                line.fail(invalid(f"this line needs {need * self.pool.block_bytes()} bytes of KV cache, the host's "
+                                  f"cache holds {(self.pool.n_blocks - 1) * self.pool.block_bytes()}: raise "
+                                  f"--kv-cache-bytes or split the line"))
+                continue
+            if need > self.pool.available():
+                return  # FIFO: later lines wait too, so a long line is not starved
+            self.waiting.pop(0)
+            self.pool.promise(line, need)
+            line.started = time.perf_counter()
+            line.stages["queue"] = line.started - line.submitted
+            try:
+                with self.a.gpt_context():
+                    for seq in line.sequences:
+                        self._prefill(seq)
+                        self.active.append(seq)
+            except Exception as e:  # noqa: BLE001
+                self._release_line(line)
+                line.fail(self._error(e))
+
+    def _plan(self, line):
+        t = time.perf_counter()
+        line.cond = self.a.conditioning(line.req)
+        segments = self.a.segments(line.req)
+        line.stages["conditioning"] = time.perf_counter() - t
+        line.seconds = sum(s[2] for s in segments)
+        for i, (text_tokens, limit, _secs) in enumerate(segments):
+            p = self.a.prefix_tokens + text_tokens.shape[1]
+            if p + limit + self.stride > self.a.max_positions:
+                raise invalid(f"a segment of {p} prompt and {limit} mel tokens passes the model's "
+                              f"{self.a.max_positions} positions")
+            seq = Sequence(line=line, index=i, text_tokens=text_tokens, limit=limit)
+            # The prompt once, then each beam's tokens, plus one block per beam for the
+            # copy a shared last block needs when a beam takes over another's history.
+            seq.need_blocks = (math.ceil(p / BLOCK_TOKENS) +
+                               self.beams * (math.ceil((limit + self.stride) / BLOCK_TOKENS) + 1))
+            line.sequences.append(seq)
+
+    def _prefill(self, seq):
+        """Runs the prompt (conditioning latents and text) through the GPT for one row,
+        writes its KV into fresh blocks that every beam shares, and keeps the logits
+        of the last position for the first choice."""
+        a, pool = self.a, self.pool
+        x = a.embed_prefix(seq.line.cond, seq.text_tokens)  # [1, P, D]
+        p = x.shape[1]
+        blocks = [pool.take(seq.line) for _ in range(math.ceil(p / BLOCK_TOKENS))]
+        pos = torch.arange(p, device=a.device)
+        blk = torch.tensor(blocks, device=a.device)[pos // BLOCK_TOKENS]
+        off = pos % BLOCK_TOKENS
+        for li, layer in enumerate(a.layers_list):
+            q, k, v = layer.qkv(x)  # [1, H, P, hd]
+            pool.k[li][blk, :, off] = k[0].transpose(0, 1)
+            pool.v[li][blk, :, off] = v[0].transpose(0, 1)
+            x = layer.finish(x, attention(q, k, v, causal=True))
+        logits = a.head(x[:, -1])  # [1, V]
+        for b in blocks:
+            for _ in range(self.beams - 1):
+                pool.share(b)
+        seq.rows = [Row(list(blocks), p) for _ in range(self.beams)]
+        seq.scores = torch.full((self.beams,), -1e9, device=a.device)
+        seq.scores[0] = 0  # every beam starts identical: let the first choice fan out from one
+        seq.seen = torch.zeros(self.beams, a.vocab, dtype=torch.bool, device=a.device)
+        seq.history = [[] for _ in range(self.beams)]
+        seq.pending = logits.expand(self.beams, -1)  # logits to choose from before the next feed
+
+    def _choose(self, seqs, logits):
+        """Beam search for every sequence at once: logits [R, V] for all their rows in
+        order. Returns per sequence (parent beam per new beam, token per new beam), on
+        the CPU (the one host sync of a step, as in HF generate)."""
+        b, v = self.beams, self.a.vocab
+        seen = torch.cat([s.seen for s in seqs])
+        logits = logits.float()
+        penalised = torch.where(logits < 0, logits * self.penalty, logits / self.penalty)
+        logits = torch.where(seen, penalised, logits)
+        scores = torch.cat([s.scores for s in seqs])
+        logp = (F.log_softmax(logits / self.temperature, dim=-1) + scores[:, None]).view(len(seqs), b * v)
+        top, idx = logp.topk(2 * b, dim=-1)
+        parent = torch.div(idx[:, :b], v, rounding_mode="floor")
+        tok = idx[:, :b] % v
+        both = torch.stack([parent, tok]).cpu()
+        for i, s in enumerate(seqs):
+            s.scores = top[i, :b]
+            s.seen = s.seen.index_select(0, parent[i])
+            s.seen[torch.arange(b, device=s.seen.device), tok[i]] = True
+        return both[0].tolist(), both[1].tolist()
+
+    def _step(self):
+        """One decode step of the whole batch: choose every sequence's next tokens from
+        its pending logits, retire the sequences that are done, feed the rest."""
+        a, pool = self.a, self.pool
+        seqs = list(self.active)
+        parents, toks = self._choose(seqs, torch.cat([s.pending for s in seqs]))
+        feed = []
+        for s, par, tk in zip(seqs, parents, toks):
+            k = min(self.stride, s.limit - s.made)
+            s.history = [s.history[p] + [t] * k for p, t in zip(par, tk)]
+            self._reorder(s, par)
+            s.made += k
+            s.last = tk
+            stop = a.stop_token is not None and all(t == a.stop_token for t in tk)
+            if s.made >= s.limit or stop:
+                self._finish(s)
+            else:
+                feed.append(s)
+        self.active = feed
+        if not feed:
+            return
+        k = self.stride
+        rows = [r for s in feed for r in s.rows]
+        n = len(rows)
+        # Room for this step's k tokens in every row: a new block at a block boundary,
+        # a private copy of a last block that other rows share (copy on write).
+        copies_src, copies_dst = [], []
+        for s in feed:
+            for r in s.rows:
+                for p in range(r.length, r.length + k):
+                    bi = p // BLOCK_TOKENS
+                    if bi == len(r.blocks):
+                        r.blocks.append(pool.take(s.line))
+                    elif pool.refs[r.blocks[bi]] > 1:
+                        nb = pool.take(s.line)
+                        copies_src.append(r.blocks[bi])
+                        copies_dst.append(nb)
+                        pool.drop(r.blocks[bi])
+                        r.blocks[bi] = nb
+        if copies_src:
+            src = torch.tensor(copies_src, device=a.device)
+            dst = torch.tensor(copies_dst, device=a.device)
+            pool.k[:, dst] = pool.k[:, src]
+            pool.v[:, dst] = pool.v[:, src]
+        lengths = [r.length for r in rows]
+        width = max(len(r.blocks) for r in rows)
+        table = torch.tensor([r.blocks + [0] * (width - len(r.blocks)) for r in rows], device=a.device)
+        pos = torch.tensor(lengths, device=a.device)[:, None] + torch.arange(k, device=a.device)  # cache positions
+        wblk = table.gather(1, pos // BLOCK_TOKENS).reshape(-1)
+        woff = (pos % BLOCK_TOKENS).reshape(-1)
+        keys = torch.arange(width * BLOCK_TOKENS, device=a.device)
+        mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [R, 1, k, S]
+        mel_pos = torch.tensor([s.made - k for s in feed for _ in s.rows], device=a.device)[:, None] + \
+            torch.arange(k, device=a.device)
+        tokens = torch.tensor([[t] * k for s in feed for t in s.last], device=a.device)
+        x = a.embed_codes(tokens, mel_pos)  # [R, k, D]
+        for li, layer in enumerate(a.layers_list):
+            q, kk, vv = layer.qkv(x)  # [R, H, k, hd]
+            pool.k[li][wblk, :, woff] = kk.transpose(1, 2).reshape(n * k, a.heads, a.head_dim)
+            pool.v[li][wblk, :, woff] = vv.transpose(1, 2).reshape(n * k, a.heads, a.head_dim)
+            kc = pool.k[li][table].permute(0, 2, 1, 3, 4).reshape(n, a.heads, width * BLOCK_TOKENS, a.head_dim)
+            vc = pool.v[li][table].permute(0, 2, 1, 3, 4).reshape(n, a.heads, width * BLOCK_TOKENS, a.head_dim)
+            x = layer.finish(x, attention(q, kc, vc, mask=mask))
+        logits = a.head(x[:, -1])
+        i = 0
+        for s in feed:
+            for r in s.rows:
+                r.length += k
+            s.pending = logits[i:i + self.beams]
+            i += self.beams
+            s.rows_sum += n
+            s.steps += 1
+        with self.lock:
+            self.stats["steps"] += 1
+            self.stats["batch_rows_max"] = max(self.stats["batch_rows_max"], n)
+            self.stats["tokens"] += k * len(feed)
+            self.rate.append((time.perf_counter(), k * len(feed)))
+            if len(self.rate) > 512:
+                del self.rate[:256]
+
+    def _reorder(self, s, parents):
+        """New beam j continues parent beam parents[j]: it shares the parent's blocks."""
+        if parents == list(range(self.beams)):
+            return
+        old = s.rows
+        new = []
+        for p in parents:
+            src = old[p]
+            for b in src.blocks:
+                self.pool.share(b)
+            new.append(Row(list(src.blocks), src.length))
+        for r in old:
+            for b in r.blocks:
+                self.pool.drop(b)
+        s.rows = new
+
+    def _finish(self, s):
+        """A sequence is done: its best beam's tokens are the codes; its blocks go back."""
+        a = self.a
+        s.codes = torch.tensor([s.history[0]], device=a.device)
+        s.finished = True
+        for r in s.rows:
+            for b in r.blocks:
+                self.pool.drop(b)
+        s.rows = []
+        s.pending = None
+        s.seen = None
+        line = s.line
+        if all(q.finished for q in line.sequences):
+            self._release_line(line)
+            line.gpt_done = time.perf_counter()
+            line.stages["gpt"] = line.gpt_done - line.started
+            if self.gpt_stream is not None:
+                line.event = torch.cuda.Event()
+                line.event.record(self.gpt_stream)
+            with self.lock:
+                self.stats["in_s2mel"] += 1
+            self.ready.put(line)
+
+    def _release_line(self, line):
+        """Gives back every block the line's sequences hold and what is left of its
+        promise; records the most KV it held."""
+        for seq in line.sequences:
+            for r in seq.rows or []:
+                for b in r.blocks:
+                    self.pool.drop(b)
+            seq.rows = []
+        line.kv_bytes = self.pool.settle(line) * self.pool.block_bytes()
+
+    def _error(self, e):
+        if isinstance(e, HostError):
+            return e
+        if protocol.Meter().is_oom(e):
+            with self.lock:
+                self.stats["ooms"] += 1
+            return HostError(OUT_OF_MEMORY, str(e) or "CUDA out of memory", traceback.format_exc())
+        return HostError(INTERNAL, f"{type(e).__name__}: {e}", traceback.format_exc())
+
+    def _fail_batch(self, e):
+        """A step failed (an OOM most likely): the lines decoding now fail with it and
+        give their blocks back; waiting lines and lines in s2mel are untouched."""
+        err = self._error(e)
+        lines = {id(s.line): s.line for s in self.active}
+        self.active = []
+        for line in lines.values():
+            self._release_line(line)
+            line.fail(err)
+        if self.a.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    # -- the s2mel stage ----------------------------------------------------------------
+
+    def _s2mel_loop(self):
+        with self._stream(self.s2mel_stream), torch.inference_mode():
+            while True:
+                group = [self.ready.get()]
+                while len(group) < self.s2mel_batch:
+                    try:
+                        group.append(self.ready.get_nowait())
+                    except queue.Empty:
+                        break
+                for g in _by_length(group):
+                    self._render(g)
+
+    def _render(self, lines):
+        a = self.a
+        try:
+            for line in lines:
+                if getattr(line, "event", None) is not None:
+                    torch.cuda.current_stream().wait_event(line.event)
+            seqs = [s for line in lines for s in line.sequences]
+            base = torch.cuda.memory_allocated(a.device) if a.device.type == "cuda" else 0
+            if a.device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(a.device)
+            t = time.perf_counter()
+            latents = a.latents_batch([(s.line.cond, s.text_tokens, s.codes) for s in seqs])
+            t_lat = time.perf_counter() - t
+            t = time.perf_counter()
+            mels = a.s2mel_batch([(s.line.cond, lat, s.codes, s.line.req.seed + s.index)
+                                  for s, lat in zip(seqs, latents)])
+            self._sync()
+            t_s2mel = time.perf_counter() - t + t_lat
+            t = time.perf_counter()
+            wavs = a.vocoder_batch(mels)
+            self._sync()
+            t_voc = time.perf_counter() - t
+            peak = (torch.cuda.max_memory_allocated(a.device) - base) if a.device.type == "cuda" else 0
+            frames = [m.shape[-1] for m in mels]
+            total = max(1, sum(frames))
+            i = 0
+            for line in lines:
+                n = len(line.sequences)
+                line.activation_bytes = int(max(0, peak) * sum(frames[i:i + n]) / total)
+                line.s2mel_group = len(lines)
+                line.stages["s2mel"] = t_s2mel
+                line.stages["vocoder"] = t_voc
+                self._write(line, wavs[i:i + n])
+                i += n
+        except Exception as e:  # noqa: BLE001
+            err = self._error(e)
+            for line in lines:
+                line.fail(err)
+            if a.device.type == "cuda":
+                torch.cuda.empty_cache()
+        finally:
+            with self.lock:
+                self.stats["in_s2mel"] -= len(lines)
+
+    def _sync(self):
+        if self.s2mel_stream is not None:
+            self.s2mel_stream.synchronize()
+
+    def _write(self, line, wavs):
+        a = self.a
+        gap = torch.zeros(int(a.sample_rate * 0.2), dtype=torch.int16)
+        parts = []
+        for i, w in enumerate(wavs):
+            if i:
+                parts.append(gap)
+            parts.append((w.squeeze().float().clamp(-1, 1) * 32767).to(torch.int16).cpu())
+        audio = torch.cat(parts)
+        out = line.req.output_path
+        if os.path.dirname(out):
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+        with wave.open(out, "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(a.sample_rate)
+            w.writeframes(audio.numpy().tobytes())
+        seqs = line.sequences
+        rows = sum(s.rows_sum for s in seqs)
+        steps = sum(s.steps for s in seqs)
+        line.result = {
+            "engine": a.engine, "model_version": a.version, "output_path": out,
+            "tokens": sum(s.codes.shape[1] for s in seqs),
+            "codes": [s.codes[0].tolist() for s in seqs] if a.return_codes else None,
+            "sequence": {
+                "kv_bytes": line.kv_bytes, "activation_bytes": line.activation_bytes,
+                "queue_seconds": line.stages.get("queue", 0.0), "gpt_seconds": line.stages.get("gpt", 0.0),
+                "s2mel_seconds": line.stages.get("s2mel", 0.0), "vocoder_seconds": line.stages.get("vocoder", 0.0),
+                "batch_rows_mean": round(rows / steps, 1) if steps else 0.0, "s2mel_group": line.s2mel_group,
+            },
+            "stages": dict(line.stages),
+            "duration_factor": line.req.duration_factor or 1.0,
+        }
+        if line.result["codes"] is None:
+            del line.result["codes"]
+        line.done.set()
+
+
+def _by_length(lines, waste=0.25):
+    """Splits lines into groups of similar length, so that padding costs at most about
+    a quarter of a group's frames."""
+    lines = sorted(lines, key=lambda ln: ln.seconds)
+    groups, cur = [], []
+    for ln in lines:
+        if cur and ln.seconds > (1 + waste) * max(cur[0].seconds, 0.1):
+            groups.append(cur)
+            cur = []
+        cur.append(ln)
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+# ---------------------------------------------------------------------------------------
+# The host
+
+
+class BatchingHost:
+    """Protocol logic for a batching host, independent of HTTP (protocol.make_server
+    serves it as it serves protocol.ModelHost)."""
+
+    def __init__(self, adapter, batcher_args, meter=None):
+        self.adapter = adapter
+        self.batcher_args = batcher_args
+        self.meter = meter or protocol.Meter()
+        self.loaded = False
+        self.resident = 0
+        self.state_lock = threading.Lock()
+        self.busy = 0
+        self.counters = {"requests": 0, "ooms": 0, "errors": 0, "conditioning_computed": 0, "conditioning_loaded": 0}
+
+    def load(self):
+        self.adapter.load()
+        args = dict(self.batcher_args)
+        if not args.get("kv_cache_bytes"):
+            args["kv_cache_bytes"] = self.adapter.default_kv_cache_bytes()
+        self.batcher = Batcher(self.adapter, **args)
+        self.batcher.start()
+        self.meter.synchronize()
+        self.resident = self.meter.allocated()
+        self.loaded = True
+
+    def count(self, name, n=1):
+        with self.state_lock:
+            self.counters[name] = self.counters.get(name, 0) + n
+
+    def health(self):
+        if not self.loaded:
+            raise HostError(UNAVAILABLE, "loading model")
+        info = dict(self.adapter.info())
+        batch = self.batcher.snapshot()
+        with self.state_lock:
+            info.update(protocol=PROTOCOL_VERSION, resident_bytes=self.resident, reserved_bytes=self.meter.reserved(),
+                        concurrency=self.batcher.max_sequences, busy=batch["decoding"] + batch["in_s2mel"],
+                        queued=batch["waiting"], counters=dict(self.counters), batch=batch)
+        return info
+
+    def handle(self, method, path, body):
+        try:
+            if path == "/health":
+                if method != "GET":
+                    raise HostError(INTERNAL, "method not allowed")
+                return 200, self.health()
+            routes = {"/prepare": self._prepare, "/synthesize": self._synthesize, "/release_cache": self._release}
+            fn = routes.get(path)
+            if fn is None:
+                return 404, HostError(INTERNAL, f"unknown path {path}").body()
+            if method != "POST":
+                return 405, HostError(INTERNAL, "method not allowed").body()
+            if not self.loaded:
+                raise HostError(UNAVAILABLE, "loading model")
+            try:
+                return 200, fn(body)
+            except HostError as e:
+                self.count("errors")
+                if e.code == OUT_OF_MEMORY:
+                    self.count("ooms")
+                raise
+        except HostError as e:
+            return e.status, e.body()
+
+    def _on_gpt(self, fn):
+        try:
+            return self.batcher.call(fn)
+        except HostError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise self.batcher._error(e) from None
+
+    def _prepare(self, body):
+        start = time.perf_counter()
+        res = self._on_gpt(lambda: self.adapter.prepare(body))
+        self.count("conditioning_computed" if res.get("computed") else "conditioning_loaded")
+        res.setdefault("seconds", time.perf_counter() - start)
+        return res
+
+    def _synthesize(self, body):
+        req = protocol.parse_synthesis(body)
+        self.adapter.check(req)
+        self.count("requests")
+        start = time.perf_counter()
+        line = Line(req=req)
+        self.batcher.submit(line)
+        while not line.done.wait(0.2):
+            pass
+        if line.error is not None:
+            raise line.error
+        res = line.result
+        res["peak_allocated_bytes"] = line.kv_bytes + line.activation_bytes
+        res["peak_reserved_bytes"] = self.meter.reserved()
+        try:
+            rate, secs = protocol.wav_info(res["output_path"])
+        except (OSError, ValueError) as e:
+            raise HostError(INTERNAL, f"the model wrote no readable WAV: {e}") from None
+        res["sample_rate"] = rate
+        res["audio_seconds"] = secs
+        res["stages"]["total"] = time.perf_counter() - start
+        return res
+
+    def _release(self, _body):
+        return self._on_gpt(self.meter.release_cache)

@@ -1,0 +1,232 @@
+"""The batching core (batching.py) with the benchmark model at tiny dimensions, in fp32
+on the CPU: a line decoded in a batch, with others of different lengths joining and
+leaving, gives the same mel codes as alone and as the one-request host's beam search;
+the paged KV cache gives back every block; lines wait for KV and are refused when
+they can never fit; an out-of-memory error inside a batch fails that batch's lines as
+retryable and the host goes on. Skipped without torch (Debian's python3-torch is
+enough; on the GPU machine the same tests run on CUDA when BATCHING_TEST_DEVICE=cuda)."""
+
+import importlib.util
+import os
+import tempfile
+import threading
+import time
+import unittest
+import wave
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+DEVICE = os.environ.get("BATCHING_TEST_DEVICE", "cpu")
+
+
+def write_ref(path, seconds=3):
+    with wave.open(path, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(b"\1\0" * int(16000 * seconds))
+
+
+@unittest.skipUnless(HAS_TORCH, "needs torch")
+class BatchingTest(unittest.TestCase):
+    def make_host(self, *extra, kv=0, beams=3, stride=1, max_sequences=8):
+        import bench_host
+
+        args = ["--port", "0", "--batch", "--gpt-dtype", "fp32", "--device", DEVICE, "--beams", str(beams),
+                "--decode-stride", str(stride), "--max-sequences", str(max_sequences), "--diffusion-steps", "3",
+                "--return-codes", *extra]
+        if kv:
+            args += ["--kv-cache-bytes", str(kv)]
+        opts = bench_host.parse_args(args)
+        host = bench_host.batching_host(opts, bench_host.Dims.tiny())
+        host.load()
+        return host
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.ref = os.path.join(self.tmp.name, "ref.wav")
+        write_ref(self.ref)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def body(self, name, seconds, seed=7, text="a line of the script"):
+        return {"text": text, "target_seconds": seconds, "seed": seed,
+                "speaker": {"reference_audio_path": self.ref},
+                "output_path": os.path.join(self.tmp.name, name + ".wav")}
+
+    def synth(self, host, body):
+        status, res = host.handle("POST", "/synthesize", body)
+        self.assertEqual(status, 200, res)
+        return res
+
+    def run_staggered(self, host, bodies, gap_steps=3):
+        """Sends bodies one after another, each once the batch has made gap_steps more
+        decode steps, so lines join a running batch at different steps."""
+        results = [None] * len(bodies)
+
+        def go(i):
+            results[i] = host.handle("POST", "/synthesize", bodies[i])
+
+        threads = []
+        for i in range(len(bodies)):
+            start = host.batcher.stats["steps"]
+            t = threading.Thread(target=go, args=(i,))
+            t.start()
+            threads.append(t)
+            deadline = time.monotonic() + 30
+            while host.batcher.stats["steps"] < start + gap_steps and t.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.001)
+        for t in threads:
+            t.join(120)
+        for status, res in results:
+            self.assertEqual(status, 200, res)
+        return [res for _, res in results]
+
+    def assert_pool_empty(self, host):
+        pool = host.batcher.pool
+        deadline = time.monotonic() + 5
+        while len(pool.free) != pool.n_blocks - 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertEqual(len(pool.free), pool.n_blocks - 1, "every KV block is back")
+        self.assertEqual(pool.promised, {})
+        self.assertEqual(sum(pool.refs), 0)
+
+    def check_same_tokens(self, beams, stride):
+        host = self.make_host(beams=beams, stride=stride)
+        target = self.body("target", 1.2)
+        alone = self.synth(host, target)["codes"]
+        others = [self.body(f"o{i}", s, seed=i) for i, s in enumerate((0.4, 2.0, 0.8, 1.6))]
+        bodies = [others[0], others[1], target, others[2], others[3]]
+        batched = self.run_staggered(host, bodies)
+        self.assertEqual(batched[2]["codes"], alone, f"beams {beams}, stride {stride}: batched == alone")
+        self.assertGreater(host.batcher.stats["batch_rows_max"], beams, "lines really shared a batch")
+        rows = batched[2]["sequence"]["batch_rows_mean"]
+        self.assertGreater(rows, beams, "the target decoded beside others")
+        self.assert_pool_empty(host)
+        return host, alone
+
+    def test_batched_equals_alone_beam_search(self):
+        host, alone = self.check_same_tokens(beams=3, stride=1)
+        # ... and equals the one-request host's beam search (BenchBackend.generate).
+        import torch
+
+        a = host.adapter
+        req = __import__("protocol").parse_synthesis(self.body("target", 1.2))
+        with torch.inference_mode():
+            cond = a.conditioning(req)
+            (text, limit, _), = a.segments(req)
+            codes = a.backend.gpt.generate(cond["gpt_cond"], text, limit, 3, 1)
+        self.assertEqual([codes[0].tolist()], alone)
+
+    def test_batched_equals_alone_greedy_and_stride(self):
+        self.check_same_tokens(beams=1, stride=1)
+        self.check_same_tokens(beams=3, stride=4)
+
+    def test_audio_batched_and_alone(self):
+        """s2mel and the vocoder batched: the same line's audio alone and in a group of
+        other lengths differs only by rounding (padded frames are masked)."""
+        host = self.make_host()
+        target = self.body("alone", 1.0)
+        self.synth(host, target)
+        with wave.open(target["output_path"]) as w:
+            alone = w.readframes(w.getnframes())
+        target = self.body("batched", 1.0)
+        # Four lines finishing together land in one s2mel group.
+        bodies = [target, self.body("b1", 1.1, seed=1), self.body("b2", 0.9, seed=2), self.body("b3", 1.05, seed=3)]
+        res = self.run_staggered(host, bodies, gap_steps=0)
+        self.assertTrue(any(r["sequence"]["s2mel_group"] > 1 for r in res), [r["sequence"] for r in res])
+        with wave.open(target["output_path"]) as w:
+            batched = w.readframes(w.getnframes())
+        self.assertEqual(len(batched), len(alone))
+        import array
+
+        a, b = array.array("h", alone), array.array("h", batched)
+        diff = max(abs(x - y) for x, y in zip(a, b))
+        # The vocoder's last frames see padding instead of the end of the signal: allow
+        # a difference there, none of note before it.
+        body = len(a) - 256 * 8
+        head = max((abs(x - y) for x, y in zip(a[:body], b[:body])), default=0)
+        self.assertLessEqual(head, 2, f"audio differs before the tail by {head} (whole: {diff})")
+
+    def test_health_and_sequence_figures(self):
+        host = self.make_host()
+        status, h = host.handle("GET", "/health", None)
+        self.assertEqual(status, 200)
+        self.assertEqual(h["protocol"], 2)
+        self.assertEqual(h["concurrency"], 8)
+        b = h["batch"]
+        for key in ("max_sequences", "beams", "block_tokens", "kv_bytes_per_token", "kv_cache_bytes", "kv_free_bytes",
+                    "prefix_tokens", "tokens_per_second", "activation_bytes_per_second", "decoding", "in_s2mel",
+                    "waiting", "decode_tokens_per_second", "batch_rows_max", "steps"):
+            self.assertIn(key, b)
+        d = host.adapter.backend.dims
+        self.assertEqual(b["kv_bytes_per_token"], d.gpt_layers * 2 * d.gpt_dim * 4)
+        res = self.synth(host, self.body("one", 1.0))
+        seq = res["sequence"]
+        tokens_in_cache = d.cond_latents + 5 + 3 * 50  # prompt (text of about 5 tokens) + 3 beams x 50 tokens
+        self.assertGreater(seq["kv_bytes"], 0)
+        self.assertLessEqual(seq["kv_bytes"], (tokens_in_cache + 3 * 2 * 32) * b["kv_bytes_per_token"])
+        self.assertEqual(res["peak_allocated_bytes"], seq["kv_bytes"] + seq["activation_bytes"])
+        for stage in ("queue", "conditioning", "gpt", "s2mel", "vocoder", "total"):
+            self.assertIn(stage, res["stages"])
+        self.assertAlmostEqual(res["audio_seconds"], 1.0, delta=0.05)
+
+    def test_lines_wait_for_kv_blocks(self):
+        """A cache that holds one line at a time: the second waits, then runs."""
+        probe = self.make_host()
+        per_block = probe.batcher.pool.block_bytes()
+        host = self.make_host(kv=per_block * 14)
+        res = self.run_staggered(host, [self.body("a", 1.0), self.body("b", 1.0, seed=2)], gap_steps=1)
+        self.assertGreater(res[1]["sequence"]["queue_seconds"], 0)
+        self.assertEqual(host.batcher.stats["batch_rows_max"], 3, "never two lines in the cache at once")
+        self.assert_pool_empty(host)
+
+    def test_a_line_that_never_fits_is_refused(self):
+        probe = self.make_host()
+        host = self.make_host(kv=probe.batcher.pool.block_bytes() * 6)
+        status, res = host.handle("POST", "/synthesize", self.body("long", 3.0))
+        self.assertEqual(status, 400, res)
+        self.assertIn("KV cache", res["error"]["message"])
+        self.assert_pool_empty(host)
+
+    def test_out_of_memory_in_a_batch_is_retryable_and_the_host_goes_on(self):
+        host = self.make_host()
+        layer = host.adapter.layers_list[0]
+        real = layer.qkv
+        calls = {"n": 0}
+
+        def flaky(x):
+            calls["n"] += 1
+            if calls["n"] == 12:
+                raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")
+            return real(x)
+
+        layer.qkv = flaky
+        results = [None, None]
+
+        def go(i, body):
+            results[i] = host.handle("POST", "/synthesize", body)
+
+        threads = [threading.Thread(target=go, args=(i, self.body(f"l{i}", 1.0, seed=i))) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        codes = sorted(r[0] for r in results)
+        self.assertIn(507, codes, results)
+        self.assertEqual(results[[r[0] for r in results].index(507)][1]["error"]["code"], "out_of_memory")
+        self.assert_pool_empty(host)
+        self.synth(host, self.body("after", 0.6))
+        _, h = host.handle("GET", "/health", None)
+        self.assertGreaterEqual(h["counters"]["ooms"], 1)
+
+    def test_bad_settings_are_refused(self):
+        import bench_host
+
+        opts = bench_host.parse_args(["--port", "0", "--batch", "--max-sequences", "0"])
+        with self.assertRaises(SystemExit):
+            bench_host.batching_host(opts, bench_host.Dims.tiny())
+
+
+if __name__ == "__main__":
+    unittest.main()
