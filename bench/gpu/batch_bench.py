@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""The batching host in-process on one GPU, on the film workload of bench/gpucompare
+(testdata/film_cues.tsv: consecutive cues of one speaker merged up to 25 s, 150 lines
+from the 373rd turn, three characters in turn), against the one-request host.
+
+    python3 bench/gpu/batch_bench.py --stride 4 --concurrency 1,8,32,64 --out DIR
+
+For each concurrency C it sends the workload with at most C lines in flight and
+reports audio seconds per wall second, p50/p95 latency, p95 of lines up to 5 s, peak
+memory (the allocator's, and NVML's for the process), the stage split and the batch
+rows reached. --baseline N first renders the first N lines one at a time on the
+one-request host (BenchBackend, as a version-1 host does). --divergence renders one
+line alone and inside a full batch in the production precision and reports the
+tokens that match and the audio difference. Results go to DIR/batch.json. This is a
+measurement of the Python host alone; bench/gpucompare measures it through the
+worker's executor.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import wave
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tts", "hosts"))
+
+import bench_host  # noqa: E402
+import protocol  # noqa: E402
+import torch  # noqa: E402
+
+
+def workload(path, from_turn=372, count=150, max_gap=300, max_ms=25000):
+    cues = []
+    for row in open(path):
+        row = row.strip()
+        if not row or row.startswith("#"):
+            continue
+        s, e, dash = (int(v) for v in row.split("\t"))
+        cues.append([s, e, dash == 1])
+    turns = []
+    for c in cues:
+        if turns:
+            last = turns[-1]
+            if not c[2] and not last[2] and c[0] - last[1] <= max_gap and c[1] - last[0] <= max_ms:
+                last[1] = c[1]
+                continue
+        turns.append(list(c))
+    return [(t[1] - t[0]) / 1000 for t in turns[from_turn:from_turn + count]]
+
+
+def nvml_used(pid):
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    for row in out.splitlines():
+        p, used = (v.strip() for v in row.split(","))
+        if int(p) == pid:
+            return int(used) << 20
+    return 0
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else 0.0
+
+
+def run_batch(host, lengths, refs, tmp, concurrency):
+    sem = threading.Semaphore(concurrency)
+    results = [None] * len(lengths)
+    peak_nvml = [0]
+    stop = threading.Event()
+
+    def watch():
+        while not stop.wait(0.5):
+            peak_nvml[0] = max(peak_nvml[0], nvml_used(os.getpid()))
+
+    def go(i, secs):
+        try:
+            t = time.perf_counter()
+            body = {"text": "line", "target_seconds": secs, "seed": i,
+                    "speaker": {"reference_audio_path": refs[i % len(refs)]},
+                    "output_path": os.path.join(tmp, f"c{concurrency}-{i}.wav")}
+            status, res = host.handle("POST", "/synthesize", body)
+            results[i] = (status, res, time.perf_counter() - t, secs)
+        finally:
+            sem.release()
+
+    torch.cuda.reset_peak_memory_stats()
+    w = threading.Thread(target=watch, daemon=True)
+    w.start()
+    start = time.perf_counter()
+    threads = []
+    for i, secs in enumerate(lengths):
+        sem.acquire()
+        t = threading.Thread(target=go, args=(i, secs))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    stop.set()
+    ok = [r for r in results if r and r[0] == 200]
+    lat = [r[2] for r in ok]
+    short = [r[2] for r in ok if r[3] <= 5]
+    stages = {}
+    for r in ok:
+        for k, v in r[1]["stages"].items():
+            stages[k] = stages.get(k, 0.0) + v
+    _, h = host.handle("GET", "/health", None)
+    return {
+        "concurrency": concurrency, "lines": len(lengths), "ok": len(ok),
+        "failed": [r[1]["error"] for r in results if r and r[0] != 200][:5],
+        "audio_seconds": round(sum(r[1]["audio_seconds"] for r in ok), 1), "wall_seconds": round(wall, 1),
+        "audio_per_wall": round(sum(r[1]["audio_seconds"] for r in ok) / wall, 2),
+        "p50": round(pct(lat, 0.5), 2), "p95": round(pct(lat, 0.95), 2), "p95_upto_5s": round(pct(short, 0.95), 2),
+        "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+        "peak_nvml_gib": round(peak_nvml[0] / 2**30, 2),
+        "stage_seconds": {k: round(v, 1) for k, v in stages.items()},
+        "batch_rows_max": h["batch"]["batch_rows_max"],
+        "rows_mean": round(statistics.mean(r[1]["sequence"]["batch_rows_mean"] for r in ok), 1) if ok else 0,
+        "s2mel_group_mean": round(statistics.mean(r[1]["sequence"]["s2mel_group"] for r in ok), 1) if ok else 0,
+        "kv_mib_mean": round(statistics.mean(r[1]["sequence"]["kv_bytes"] for r in ok) / 2**20, 1) if ok else 0,
+        "activation_mib_mean": round(statistics.mean(r[1]["sequence"]["activation_bytes"] for r in ok) / 2**20, 1)
+        if ok else 0,
+        "ooms": h["counters"]["ooms"],
+    }
+
+
+def baseline(opts, lengths, refs, tmp):
+    """The one-request host: lines one after another (a version-1 host)."""
+    b = bench_host.BenchBackend(opts)
+    host = protocol.ModelHost(b)
+    host.load()
+    start = time.perf_counter()
+    audio, lat, short = 0.0, [], []
+    for i, secs in enumerate(lengths):
+        t = time.perf_counter()
+        body = {"text": "line", "target_seconds": secs, "speaker": {"reference_audio_path": refs[i % len(refs)]},
+                "output_path": os.path.join(tmp, f"base-{i}.wav")}
+        status, res = host.handle("POST", "/synthesize", body)
+        if status != 200:
+            return {"error": res}
+        audio += res["audio_seconds"]
+        lat.append(time.perf_counter() - t)
+        if secs <= 5:
+            short.append(lat[-1])
+    wall = time.perf_counter() - start
+    out = {"lines": len(lengths), "audio_per_wall": round(audio / wall, 2), "p50": round(pct(lat, 0.5), 2),
+           "alone_upto_5s_p95": round(pct(short, 0.95), 2), "resident_gib": round(host.resident / 2**30, 2)}
+    del host, b
+    torch.cuda.empty_cache()
+    return out
+
+
+def divergence(host, refs, tmp, n_others=31):
+    """One 3 s line alone, then inside a batch of others, in the production precision."""
+    def body(name, secs, seed):
+        return {"text": "line", "target_seconds": secs, "seed": seed, "speaker": {"reference_audio_path": refs[0]},
+                "output_path": os.path.join(tmp, name + ".wav")}
+
+    _, alone = host.handle("POST", "/synthesize", body("div-alone", 3.0, 99))
+    res = [None] * (n_others + 1)
+
+    def go(i, b):
+        res[i] = host.handle("POST", "/synthesize", b)
+
+    bodies = [body(f"div-o{i}", 1.0 + (i % 9), i) for i in range(n_others)]
+    bodies.insert(n_others // 2, body("div-batched", 3.0, 99))
+    ts = [threading.Thread(target=go, args=(i, b)) for i, b in enumerate(bodies)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    batched = res[n_others // 2][1]
+    a, b = alone["codes"][0], batched["codes"][0]
+    same = sum(1 for x, y in zip(a, b) if x == y)
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a))
+    import array
+
+    def pcm(p):
+        with wave.open(p) as w:
+            return array.array("h", w.readframes(w.getnframes()))
+
+    pa, pb = pcm(alone["output_path"]), pcm(batched["output_path"])
+    n = min(len(pa), len(pb))
+    num = sum((pa[i] - pb[i]) ** 2 for i in range(n)) ** 0.5
+    den = sum(pa[i] ** 2 for i in range(n)) ** 0.5 or 1
+    return {"tokens": len(a), "tokens_matching": same, "first_difference": first,
+            "audio_relative_difference": round(num / den, 4), "batch_rows_mean": batched["sequence"]["batch_rows_mean"]}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--stride", type=int, default=4)
+    p.add_argument("--concurrency", default="1,8,32,64")
+    p.add_argument("--lines", type=int, default=150)
+    p.add_argument("--baseline", type=int, default=0)
+    p.add_argument("--divergence", action="store_true")
+    p.add_argument("--kv-cache-bytes", type=int, default=0)
+    p.add_argument("--max-sequences", type=int, default=0, help="default: the largest concurrency")
+    p.add_argument("--beams", type=int, default=3)
+    p.add_argument("--out", default=".")
+    a = p.parse_args()
+    conc = [int(c) for c in a.concurrency.split(",")]
+    lengths = workload(os.path.join(ROOT, "bench", "gpucompare", "testdata", "film_cues.tsv"))[:a.lines]
+    args = ["--port", "0", "--batch", "--gpt-dtype", "fp16", "--decode-stride", str(a.stride), "--beams", str(a.beams),
+            "--max-sequences", str(a.max_sequences or max(conc)), "--return-codes"]
+    if a.kv_cache_bytes:
+        args += ["--kv-cache-bytes", str(a.kv_cache_bytes)]
+    opts = bench_host.parse_args(args)
+    report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "stride": a.stride, "beams": a.beams,
+              "workload_seconds": round(sum(lengths), 1), "lines": len(lengths)}
+    with tempfile.TemporaryDirectory() as tmp:
+        refs = []
+        for i in range(3):
+            ref = os.path.join(tmp, f"ref{i}.wav")
+            with wave.open(ref, "wb") as w:
+                w.setnchannels(1)
+                w.setsampwidth(2)
+                w.setframerate(16000)
+                w.writeframes(bytes([i + 1, 0]) * 16000 * 8)
+            refs.append(ref)
+        if a.baseline:
+            report["baseline"] = baseline(opts, lengths[:a.baseline], refs, tmp)
+            print(json.dumps({"baseline": report["baseline"]}), flush=True)
+        host = bench_host.batching_host(opts)
+        t = time.perf_counter()
+        host.load()
+        _, h = host.handle("GET", "/health", None)
+        report["load"] = {"seconds": round(time.perf_counter() - t, 1), "resident_gib": round(h["resident_bytes"] / 2**30, 2),
+                          "kv_cache_gib": round(h["batch"]["kv_cache_bytes"] / 2**30, 2),
+                          "activation_mib_per_second": round(h["batch"]["activation_bytes_per_second"] / 2**20, 1)}
+        print(json.dumps({"load": report["load"]}), flush=True)
+        run_batch(host, lengths[:8], refs, tmp, 8)  # warm-up: allocator, kernels
+        report["runs"] = []
+        for c in conc:
+            r = run_batch(host, lengths, refs, tmp, c)
+            report["runs"].append(r)
+            print(json.dumps(r), flush=True)
+        if a.divergence:
+            report["divergence"] = divergence(host, refs, tmp)
+            print(json.dumps({"divergence": report["divergence"]}), flush=True)
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, f"batch-stride{a.stride}.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print("| C | audio s/s | p50 s | p95 s | p95 ≤5 s | peak alloc GiB | NVML GiB | rows max | failed |")
+    for r in report["runs"]:
+        print(f"| {r['concurrency']} | {r['audio_per_wall']} | {r['p50']} | {r['p95']} | {r['p95_upto_5s']} | "
+              f"{r['peak_allocated_gib']} | {r['peak_nvml_gib']} | {r['batch_rows_max']} | {r['lines'] - r['ok']} |")
+
+
+if __name__ == "__main__":
+    main()
