@@ -27,6 +27,7 @@ import dataclasses
 import math
 import os
 import queue
+import sys
 import threading
 import time
 import traceback
@@ -66,7 +67,8 @@ def attention(q, k, v, mask=None, causal=False):
 
 
 class KVPool:
-    """Blocks of KV for every layer: k and v are [layers, blocks, heads, BLOCK, head_dim].
+    """Blocks of KV for every layer: k and v are [layers, blocks, BLOCK, heads, head_dim]
+    (a gathered block table reshapes to [rows, tokens, heads, head_dim] without a copy).
     Block 0 is never handed out: padded block-table entries point at it and are masked.
 
     A line is promised, at admission, the most blocks it can hold at once; available()
@@ -79,7 +81,7 @@ class KVPool:
             raise ValueError(f"the KV cache needs at least 2 blocks, got {n_blocks}")
         self.block = block
         self.n_blocks = n_blocks
-        self.k = torch.zeros(layers, n_blocks, heads, block, head_dim, dtype=dtype, device=device)
+        self.k = torch.zeros(layers, n_blocks, block, heads, head_dim, dtype=dtype, device=device)
         self.v = torch.zeros_like(self.k)
         self.refs = [0] * n_blocks
         self.owner = [None] * n_blocks
@@ -230,6 +232,9 @@ class Batcher:
         self.pool = KVPool(a.layers, a.heads, a.head_dim, n_blocks, a.kv_dtype, a.device)
         self.kv_bytes_per_token = per_token
         cuda = a.device.type == "cuda"
+        # Both threads launch kernels under the GIL: hand it over every 0.2 ms instead of
+        # every 5 ms, so that one thread's launches do not stall the other's GPU work.
+        sys.setswitchinterval(0.0002)
         self.gpt_stream = torch.cuda.Stream(a.device) if cuda else None
         self.s2mel_stream = torch.cuda.Stream(a.device) if cuda else None
         for name, fn in (("gpt", self._gpt_loop), ("s2mel", self._s2mel_loop)):
@@ -380,8 +385,8 @@ class Batcher:
         off = pos % BLOCK_TOKENS
         for li, layer in enumerate(a.layers_list):
             q, k, v = layer.qkv(x)  # [1, H, P, hd]
-            pool.k[li][blk, :, off] = k[0].transpose(0, 1)
-            pool.v[li][blk, :, off] = v[0].transpose(0, 1)
+            pool.k[li][blk, off] = k[0].transpose(0, 1)
+            pool.v[li][blk, off] = v[0].transpose(0, 1)
             x = layer.finish(x, attention(q, k, v, causal=True))
         logits = a.head(x[:, -1])  # [1, V]
         for b in blocks:
@@ -397,7 +402,9 @@ class Batcher:
     def _choose(self, seqs, logits):
         """Beam search for every sequence at once: logits [R, V] for all their rows in
         order. Returns per sequence (parent beam per new beam, token per new beam), on
-        the CPU (the one host sync of a step, as in HF generate)."""
+        the CPU (the one host sync of a step, as in HF generate). A handful of kernels
+        for the whole batch: each sequence's scores and repetition memory become views
+        of this step's tensors."""
         b, v = self.beams, self.a.vocab
         seen = torch.cat([s.seen for s in seqs])
         logits = logits.float()
@@ -408,11 +415,13 @@ class Batcher:
         top, idx = logp.topk(2 * b, dim=-1)
         parent = torch.div(idx[:, :b], v, rounding_mode="floor")
         tok = idx[:, :b] % v
+        rows = (parent + torch.arange(len(seqs), device=parent.device)[:, None] * b).reshape(-1)
+        seen = seen.index_select(0, rows)
+        seen[torch.arange(rows.shape[0], device=rows.device), tok.reshape(-1)] = True
         both = torch.stack([parent, tok]).cpu()
         for i, s in enumerate(seqs):
             s.scores = top[i, :b]
-            s.seen = s.seen.index_select(0, parent[i])
-            s.seen[torch.arange(b, device=s.seen.device), tok[i]] = True
+            s.seen = seen[i * b:(i + 1) * b]
         return both[0].tolist(), both[1].tolist()
 
     def _step(self):
@@ -473,10 +482,11 @@ class Batcher:
         x = a.embed_codes(tokens, mel_pos)  # [R, k, D]
         for li, layer in enumerate(a.layers_list):
             q, kk, vv = layer.qkv(x)  # [R, H, k, hd]
-            pool.k[li][wblk, :, woff] = kk.transpose(1, 2).reshape(n * k, a.heads, a.head_dim)
-            pool.v[li][wblk, :, woff] = vv.transpose(1, 2).reshape(n * k, a.heads, a.head_dim)
-            kc = pool.k[li][table].permute(0, 2, 1, 3, 4).reshape(n, a.heads, width * BLOCK_TOKENS, a.head_dim)
-            vc = pool.v[li][table].permute(0, 2, 1, 3, 4).reshape(n, a.heads, width * BLOCK_TOKENS, a.head_dim)
+            pool.k[li][wblk, woff] = kk.transpose(1, 2).reshape(n * k, a.heads, a.head_dim)
+            pool.v[li][wblk, woff] = vv.transpose(1, 2).reshape(n * k, a.heads, a.head_dim)
+            # One gather per tensor; the reshape is a view, the transpose a stride change.
+            kc = pool.k[li][table].view(n, width * BLOCK_TOKENS, a.heads, a.head_dim).transpose(1, 2)
+            vc = pool.v[li][table].view(n, width * BLOCK_TOKENS, a.heads, a.head_dim).transpose(1, 2)
             x = layer.finish(x, attention(q, kc, vc, mask=mask))
         logits = a.head(x[:, -1])
         i = 0
@@ -665,9 +675,10 @@ class Batcher:
         line.done.set()
 
 
-def _by_length(lines, waste=0.25):
-    """Splits lines into groups of similar length, so that padding costs at most about
-    a quarter of a group's frames."""
+def _by_length(lines, waste=1.0):
+    """Splits lines into groups of similar length: the longest of a group at most
+    (1 + waste) times its shortest. Padding is cheap next to the launches a group
+    saves (every group runs the same 25 x 13 DiT layers, whatever its size)."""
     lines = sorted(lines, key=lambda ln: ln.seconds)
     groups, cur = [], []
     for ln in lines:

@@ -639,6 +639,9 @@ class BenchBackend:
             raise RuntimeError("bench_host needs PyTorch")
         dev = self.opts.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.device = torch.device(dev)
+        if self.opts.tf32:
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
         self.gpt_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[self.opts.gpt_dtype]
         if self.device.type == "cpu" and self.gpt_dtype == torch.float16:
             self.gpt_dtype = torch.float32
@@ -1026,6 +1029,8 @@ def parse_args(argv=None):
                    help="with --batch: the paged KV cache's size (0: 40%% of the memory free after load)")
     p.add_argument("--s2mel-batch", type=int, default=int(env("BENCH_S2MEL_BATCH", "16")),
                    help="with --batch: the most lines in one s2mel and vocoder batch")
+    p.add_argument("--tf32", action="store_true", default=env_bool("BENCH_TF32", False),
+                   help="fp32 matrix products on TF32 tensor cores (s2mel, the encoders); off as in IndexTTS-2")
     p.add_argument("--return-codes", action="store_true", help=argparse.SUPPRESS)  # tests: the mel codes
     p.add_argument("--selftest", action="store_true", help="run prepare and two syntheses without HTTP, then exit")
     p.add_argument("--full", action="store_true", help="with --selftest: real dimensions instead of tiny ones")
