@@ -235,8 +235,11 @@ class Batcher:
         # Both threads launch kernels under the GIL: hand it over every 0.2 ms instead of
         # every 5 ms, so that one thread's launches do not stall the other's GPU work.
         sys.setswitchinterval(0.0002)
-        self.gpt_stream = torch.cuda.Stream(a.device) if cuda else None
-        self.s2mel_stream = torch.cuda.Stream(a.device) if cuda else None
+        # The GPT's many small kernels go first: on a stream of its own at high priority,
+        # a decode step's kernels are not queued behind the s2mel group's large ones (on
+        # one H200, equal priorities made a 192-row step take about 200 ms).
+        self.gpt_stream = torch.cuda.Stream(a.device, priority=-1) if cuda else None
+        self.s2mel_stream = torch.cuda.Stream(a.device, priority=0) if cuda else None
         for name, fn in (("gpt", self._gpt_loop), ("s2mel", self._s2mel_loop)):
             t = threading.Thread(target=fn, name=name, daemon=True)
             t.start()
