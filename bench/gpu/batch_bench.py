@@ -78,9 +78,12 @@ def run_batch(host, lengths, refs, tmp, concurrency):
     peak_nvml = [0]
     stop = threading.Event()
 
+    rates = []
+
     def watch():
         while not stop.wait(0.5):
             peak_nvml[0] = max(peak_nvml[0], nvml_used(os.getpid()))
+            rates.append(host.batcher.snapshot()["decode_tokens_per_second"])
 
     def go(i, secs):
         try:
@@ -131,7 +134,43 @@ def run_batch(host, lengths, refs, tmp, concurrency):
         "activation_mib_mean": round(statistics.mean(r[1]["sequence"]["activation_bytes"] for r in ok) / 2**20, 1)
         if ok else 0,
         "ooms": h["counters"]["ooms"],
+        "decode_tokens_per_second_max": max(rates, default=0),
+        "decode_tokens_per_second_median": round(statistics.median(rates), 1) if rates else 0,
     }
+
+
+def stage_costs(host, secs=5.0, groups=(1, 4, 16)):
+    """s2mel and the vocoder alone, for groups of lines of secs each: seconds per group
+    and per line, with CUDA events (the GPT thread idle)."""
+    a = host.adapter
+    d, s2 = a.backend.dims, a.backend.s2mel
+    frames = int(secs * a.tokens_per_second * bench_host.MEL_FRAMES_PER_TOKEN)
+    prompt = int(8 * bench_host.SAMPLE_RATE / bench_host.HOP)
+    out = []
+    with torch.inference_mode():
+        for n in groups:
+            items = [(torch.randn(1, prompt + frames, d.dit_dim, device=a.device),
+                      torch.randn(1, d.n_mels, prompt, device=a.device), torch.randn(1, d.style_dim, device=a.device),
+                      i) for i in range(n)]
+            times = {}
+            for name, fn in (("s2mel", lambda: s2.inference_batch(items, a.opts.diffusion_steps)),):
+                fn()
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                mels = fn()
+                torch.cuda.synchronize()
+                times[name] = time.perf_counter() - t
+            a.vocoder_batch(mels)
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            a.vocoder_batch(mels)
+            torch.cuda.synchronize()
+            times["vocoder"] = time.perf_counter() - t
+            out.append({"lines": n, "seconds_each": secs, **{k: round(v, 3) for k, v in times.items()},
+                        "per_line": {k: round(v / n, 3) for k, v in times.items()}})
+            del items, mels
+    torch.cuda.empty_cache()
+    return out
 
 
 def baseline(opts, lengths, refs, tmp):
@@ -208,15 +247,19 @@ def main():
     p.add_argument("--max-sequences", type=int, default=0, help="default: the largest concurrency")
     p.add_argument("--beams", type=int, default=3)
     p.add_argument("--out", default=".")
+    p.add_argument("--tf32", action="store_true", help="the host's --tf32")
+    p.add_argument("--stage-costs", action="store_true", help="time s2mel and the vocoder alone first")
+    p.add_argument("--name", default="", help="suffix of the result file")
     a = p.parse_args()
     conc = [int(c) for c in a.concurrency.split(",")]
     lengths = workload(os.path.join(ROOT, "bench", "gpucompare", "testdata", "film_cues.tsv"))[:a.lines]
     args = ["--port", "0", "--batch", "--gpt-dtype", "fp16", "--decode-stride", str(a.stride), "--beams", str(a.beams),
-            "--max-sequences", str(a.max_sequences or max(conc)), "--return-codes"]
+            "--max-sequences", str(a.max_sequences or max(conc)), "--return-codes"] + (["--tf32"] if a.tf32 else [])
     if a.kv_cache_bytes:
         args += ["--kv-cache-bytes", str(a.kv_cache_bytes)]
     opts = bench_host.parse_args(args)
     report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "stride": a.stride, "beams": a.beams,
+              "tf32": a.tf32, "free_gib_at_start": round(torch.cuda.mem_get_info()[0] / 2**30, 1),
               "workload_seconds": round(sum(lengths), 1), "lines": len(lengths)}
     with tempfile.TemporaryDirectory() as tmp:
         refs = []
@@ -240,6 +283,9 @@ def main():
                           "activation_mib_per_second": round(h["batch"]["activation_bytes_per_second"] / 2**20, 1)}
         print(json.dumps({"load": report["load"]}), flush=True)
         run_batch(host, lengths[:8], refs, tmp, 8)  # warm-up: allocator, kernels
+        if a.stage_costs:
+            report["stage_costs"] = stage_costs(host)
+            print(json.dumps({"stage_costs": report["stage_costs"]}), flush=True)
         report["runs"] = []
         for c in conc:
             r = run_batch(host, lengths, refs, tmp, c)
@@ -249,12 +295,14 @@ def main():
             report["divergence"] = divergence(host, refs, tmp)
             print(json.dumps({"divergence": report["divergence"]}), flush=True)
     os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, f"batch-stride{a.stride}.json"), "w") as f:
+    with open(os.path.join(a.out, f"batch-stride{a.stride}{a.name}.json"), "w") as f:
         json.dump(report, f, indent=1)
-    print("| C | audio s/s | p50 s | p95 s | p95 ≤5 s | peak alloc GiB | NVML GiB | rows max | failed |")
+    print(f"stride {a.stride} tf32 {a.tf32} {a.name}")
+    print("| C | audio s/s | p50 s | p95 s | p95 ≤5 s | peak alloc GiB | NVML GiB | rows max | tok/s med | failed |")
     for r in report["runs"]:
         print(f"| {r['concurrency']} | {r['audio_per_wall']} | {r['p50']} | {r['p95']} | {r['p95_upto_5s']} | "
-              f"{r['peak_allocated_gib']} | {r['peak_nvml_gib']} | {r['batch_rows_max']} | {r['lines'] - r['ok']} |")
+              f"{r['peak_allocated_gib']} | {r['peak_nvml_gib']} | {r['batch_rows_max']} | "
+              f"{r['decode_tokens_per_second_median']} | {r['lines'] - r['ok']} |")
 
 
 if __name__ == "__main__":
