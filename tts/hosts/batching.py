@@ -155,12 +155,13 @@ class Sequence:
     index: int
     text_tokens: object  # [1, T] on the device
     limit: int  # mel tokens to make at most
-    prefix: object = None  # [1, P, D] embeddings, made at prefill
     rows: list = None
     scores: object = None  # [beams] on the device
     seen: object = None  # [beams, vocab] bool: tokens already made (repetition penalty)
     history: list = None  # per beam, python list of tokens
     made: int = 0
+    pending: object = None  # [beams, vocab] logits of the last feed, to choose from next
+    last: list = None  # the tokens chosen last, one per beam
     need_blocks: int = 0  # the most blocks it can hold at once
     rows_sum: int = 0
     steps: int = 0
@@ -184,7 +185,6 @@ class Line:
     stages: dict = dataclasses.field(default_factory=dict)
     activation_bytes: int = 0
     s2mel_group: int = 0
-    pieces: dict = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
     kv_bytes: int = 0
     event: object = None
