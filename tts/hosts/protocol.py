@@ -723,13 +723,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+# The listen backlog. socketserver's default of 5 made a batching host's clients fail
+# with EAGAIN ("resource temporarily unavailable") on an H200 when 64 lines connected at
+# once while the host's threads were busy: the worker took the host for lost.
+LISTEN_BACKLOG = 1024
+
+
 class _TCPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG
 
 
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+    request_queue_size = LISTEN_BACKLOG
 
     def get_request(self):
         conn, _ = self.socket.accept()

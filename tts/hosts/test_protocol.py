@@ -122,3 +122,27 @@ class HostTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class BacklogTest(unittest.TestCase):
+    def test_many_clients_connect_while_the_server_is_busy(self):
+        """64 clients connecting before the host accepts any (its threads busy, as a
+        batching host's are) all get through: none is refused with EAGAIN."""
+        import socket
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "h.sock")
+            server, _ = protocol.make_server(protocol.ModelHost(FakeBackend(None)), socket_path=path)
+            clients = []
+            try:
+                for _ in range(64):  # nobody accepts: only the backlog holds them
+                    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    c.setblocking(False)
+                    c.connect(path)  # raises BlockingIOError (EAGAIN) past the backlog
+                    clients.append(c)
+            finally:
+                for c in clients:
+                    c.close()
+                server.server_close()
+            self.assertEqual(len(clients), 64)
