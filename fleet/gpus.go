@@ -47,6 +47,9 @@ type GPUsConfig struct {
 	// ShareWeights: the engine's hosts can share one copy of the weights on a GPU
 	// (gpu.Profile.ShareWeights); a profile asking for it is refused otherwise.
 	ShareWeights bool
+	// Batching: the engine's hosts can batch (protocol 2, gpu.Profile.Batching); a
+	// profile asking for it is refused otherwise.
+	Batching bool
 }
 
 // GPUs is the Permits of a GPU worker: the VRAM-budgeted executor (package gpu)

@@ -400,3 +400,17 @@ func TestGPUsRefuseSharedWeightsTheEngineCannotDo(t *testing.T) {
 	require.Equal(t, "gpu.profile.share_unsupported", g.ProfileProblem.Key)
 	require.False(t, g.Snapshot.Profile.ShareWeights, "the GPU kept its profile")
 }
+
+func TestGPUsRefuseBatchingTheEngineCannotDo(t *testing.T) {
+	t.Parallel()
+	b := setupSimGPUs(t, simGPUsOpts{})
+	b.serving(t, 2)
+	p := gpu.DefaultProfile()
+	p.Batching, p.MaxSlots = true, 32
+	err := b.gpus.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 4})
+	require.ErrorIs(t, err, gpu.ErrInvalid)
+	g := b.gpus.Live(time.Minute).GPUs[0]
+	require.NotNil(t, g.ProfileProblem)
+	require.Equal(t, "gpu.profile.batch_unsupported", g.ProfileProblem.Key)
+	require.False(t, g.Snapshot.Profile.Batching, "the GPU kept its profile")
+}

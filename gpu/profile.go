@@ -36,6 +36,18 @@ type Profile struct {
 	// hosts can (the bench host); each borrower then costs the calibration's
 	// BorrowerBytes instead of a whole model.
 	ShareWeights bool
+	// Batching runs one batching host on the GPU (protocol 2): one copy of the
+	// weights and a preallocated KV cache, decoding up to MaxSlots lines at once in
+	// one batch. It needs an engine whose hosts can batch (the bench host), and
+	// excludes ShareWeights (there is one host, nothing to share).
+	Batching bool
+	// Beams is the rows each line decodes with on a batching host, 1..MaxBeams; 0
+	// means DefaultBeams (IndexTTS's 3). One beam samples: a third of the KV bytes
+	// and batch rows per line, less robust prosody.
+	Beams int
+	// KVCacheGiB is the batching host's preallocated KV cache in GiB; 0 lets the
+	// host take 40% of the memory free after its weights.
+	KVCacheGiB float64
 }
 
 // Limits on profile fields.
@@ -44,15 +56,36 @@ const (
 	MaxSegmentTokens  = 600 // IndexTTS-2.5 crashes on unsegmented input over about 600 tokens
 	defaultSegTokens  = 120
 	defaultReservePct = 15
+	// DefaultBeams is a batching host's rows per line when Beams is 0 (IndexTTS's
+	// num_beams); MaxBeams the most a profile may ask.
+	DefaultBeams = 3
+	MaxBeams     = 8
+	// MaxBatchSequences is the most lines one batching host decodes at once
+	// (MaxSlots with Batching).
+	MaxBatchSequences = 256
+	// MaxKVCacheGiB bounds KVCacheGiB (the largest cards hold under 200 GiB).
+	MaxKVCacheGiB = 1024
 )
 
 // DefaultProfile is a conservative starting point for an unprofiled GPU.
 func DefaultProfile() Profile {
 	return Profile{
 		Name: "default", MaxSlots: 2, ReservePct: defaultReservePct, LongTextThresholdSec: 15,
-		LongLaneLimit: 1, MaxGenSeconds: 30, SegmentTokens: defaultSegTokens, FP16: true,
+		LongLaneLimit: 1, MaxGenSeconds: 30, SegmentTokens: defaultSegTokens, FP16: true, Beams: DefaultBeams,
 	}
 }
+
+// BeamsOrDefault is the rows per line a batching host decodes with.
+func (p Profile) BeamsOrDefault() int {
+	if p.Beams == 0 {
+		return DefaultBeams
+	}
+	return p.Beams
+}
+
+// KVCacheBytes is the KV cache a batching host is started with (0: the host's own
+// choice).
+func (p Profile) KVCacheBytes() int64 { return int64(p.KVCacheGiB * float64(GiB)) }
 
 // FieldProblem is one invalid profile field, with the catalog message that explains it.
 type FieldProblem struct {
@@ -121,6 +154,18 @@ func (p Profile) Validate() error {
 	}
 	if p.LongLaneLimit < 1 || (p.MaxSlots >= 1 && p.LongLaneLimit > p.MaxSlots) {
 		add("LongLaneLimit", "gpu.profile.lane_limit_range", 1, max(p.MaxSlots, 1))
+	}
+	if p.Beams < 0 || p.Beams > MaxBeams {
+		add("Beams", "gpu.profile.beams_range", 1, MaxBeams)
+	}
+	if math.IsNaN(p.KVCacheGiB) || p.KVCacheGiB < 0 || p.KVCacheGiB > MaxKVCacheGiB {
+		add("KVCacheGiB", "gpu.profile.kv_cache_range", MaxKVCacheGiB)
+	}
+	if p.Batching && p.MaxSlots > MaxBatchSequences {
+		add("MaxSlots", "gpu.profile.batch_slots_max", MaxBatchSequences)
+	}
+	if p.Batching && p.ShareWeights {
+		add("ShareWeights", "gpu.profile.batching_share")
 	}
 	if len(probs) == 0 {
 		return nil
