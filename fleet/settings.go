@@ -79,7 +79,7 @@ func (s *GPUs) Apply(uuid string, st Setting) error {
 		return nil
 	}
 	if !e.restarting {
-		e.pool.Resize(st.Profile.MaxSlots)
+		e.pool.Resize(st.Profile.Hosts())
 	}
 	return nil
 }
@@ -112,7 +112,7 @@ func (s *GPUs) restartLocked(e *gpuEntry) {
 		defer s.mu.Unlock()
 		e.restarting = false
 		if e.calibrating == 0 {
-			e.pool.Resize(e.profile.MaxSlots)
+			e.pool.Resize(e.profile.Hosts())
 		}
 	}()
 }

@@ -194,6 +194,30 @@ func (p Profile) WeightsRole(i int) WeightsRole {
 	}
 }
 
+// Hosts is how many model hosts the GPU's pool runs for p: one batching host, or one
+// per slot.
+func (p Profile) Hosts() int {
+	if p.Batching {
+		return min(p.MaxSlots, 1)
+	}
+	return p.MaxSlots
+}
+
+// AutoKVCacheShare is the share of the memory free after the weights that a batching
+// host takes for its KV cache when the profile leaves the size to it (KVCacheGiB 0).
+const AutoKVCacheShare = 0.4
+
+// BatchResident is what a batching host of p is predicted to hold on a card of total
+// bytes with foreign bytes held by others, before it reports its own figure: the
+// weights (cal.Resident) plus the profile's KV cache, or the host's own share
+// (AutoKVCacheShare) of the memory free after the weights.
+func BatchResident(p Profile, cal Calibration, total, foreign int64) int64 {
+	if p.KVCacheGiB > 0 {
+		return cal.Resident() + p.KVCacheBytes()
+	}
+	return cal.Resident() + int64(AutoKVCacheShare*float64(max(total-foreign-cal.Resident(), 0)))
+}
+
 // IsLong reports whether a request of audioSeconds belongs to the long lane.
 func (p Profile) IsLong(audioSeconds float64) bool { return audioSeconds >= p.LongTextThresholdSec }
 
@@ -207,6 +231,9 @@ func CheckFits(p Profile, cal Calibration, total, foreign int64) error {
 		return err
 	}
 	resident := cal.Resident()
+	if p.Batching {
+		resident = BatchResident(p, cal, total, foreign)
+	}
 	peak := cal.PeakBytes(p.MaxGenSeconds)
 	budget := p.Budget(total, foreign)
 	if resident+peak <= budget {
@@ -217,10 +244,16 @@ func CheckFits(p Profile, cal Calibration, total, foreign int64) error {
 }
 
 // ModelsBytes is the memory n hosts of profile p hold after load: n models, or with
-// shared weights one model and n-1 borrowers.
+// shared weights one model and n-1 borrowers. With batching there is one host
+// whatever n: its weights and KV pool (BatchResident, the host's automatic KV size
+// counted as nothing until the host reports it; callers that know the card use
+// BatchResident).
 func ModelsBytes(p Profile, cal Calibration, n int) int64 {
 	if n <= 0 {
 		return 0
+	}
+	if p.Batching {
+		return BatchResident(p, cal, 0, 0)
 	}
 	if !p.ShareWeights {
 		return int64(n) * cal.Resident()
@@ -247,8 +280,17 @@ func SlotsThatFit(p Profile, cal Calibration, total, foreign int64) int {
 // HostsThatFit returns how many hosts fit under the executor: every host's model
 // (or borrower), and room beside them for the peak of the longest request on one of
 // them (the executor frees caches and holds lines back while memory is short).
+//
+// With batching it is the lines the one host may have in flight: MaxSlots (at most
+// MaxBatchSequences) when the host and one longest line fit, else 0.
 func HostsThatFit(p Profile, cal Calibration, total, foreign int64) int {
 	room := p.Budget(total, foreign) - cal.PeakBytes(p.MaxGenSeconds)
+	if p.Batching {
+		if BatchResident(p, cal, total, foreign) > room {
+			return 0
+		}
+		return min(max(p.MaxSlots, 1), MaxBatchSequences)
+	}
 	return fitHosts(room, cal.Resident(), ModelsBytes(p, cal, 2)-cal.Resident())
 }
 

@@ -39,7 +39,8 @@ func hostCommand(cfg *config.Config, engine string, p gpu.Profile) []string {
 		if p.FP16 {
 			dtype = "fp16"
 		}
-		return []string{cfg.HostPython, filepath.Join(cfg.HostsDir, "bench_host.py"), "--gpt-dtype", dtype}
+		return append([]string{cfg.HostPython, filepath.Join(cfg.HostsDir, "bench_host.py"), "--gpt-dtype", dtype},
+			ttshost.BatchArgs(p)...)
 	default:
 		argv := []string{cfg.HostPython, filepath.Join(cfg.HostsDir, "indextts_host.py"),
 			"--model-dir", cfg.IndexTTSModelDir, "--variant", cfg.IndexTTSVariant,
