@@ -26,8 +26,9 @@ type SimLauncher struct {
 	// context); default SimBorrowerBytes.
 	BorrowerBytes int64
 	// Profile, when set, is the profile a GPU's next host starts with: with
-	// Batching the host is a batching simulator (tts.SimBatch) of the profile's
-	// slots, beams and KV cache, as the real launcher passes them (BatchArgs).
+	// Batching the host is a batching simulator of the profile's slots, beams and
+	// KV cache, as the real launcher passes them (BatchArgs), shaped otherwise by
+	// Config.Batch; without, a version-1 simulator (Config.Batch ignored).
 	Profile func(gpu string) gpu.Profile
 
 	mu      sync.Mutex
@@ -68,6 +69,8 @@ func (l *SimLauncher) LaunchHost(ctx context.Context, opts gpu.LaunchOpts) (*Sim
 				b.KVCacheBytes = p.KVCacheBytes()
 			}
 			cfg.Batch = &b
+		} else {
+			cfg.Batch = nil
 		}
 	}
 	if l.Configure != nil {
