@@ -171,7 +171,7 @@ func compare(ctx context.Context, o options, stdout io.Writer) error {
 			Command: func(gpu.LaunchOpts) ([]string, error) {
 				return append(argv[:len(argv):len(argv)], ttshost.BatchArgs(r.batchOf())...), nil
 			},
-			Env:     []string{"PYTHONUNBUFFERED=1"},
+			Env: []string{"PYTHONUNBUFFERED=1"},
 			ProcessBytes: func(uuid string, pid int) (int64, bool) {
 				for _, s := range m.SampleNow(context.Background()) {
 					if s.UUID == uuid {

@@ -46,10 +46,10 @@ type result struct {
 	StageSeconds map[string]float64 `json:"stage_seconds,omitempty"`
 	// BatchRowsMean is the mean over lines of a batching host's mean rows per decode
 	// step while the line decoded; BatchRowsMost the largest of them.
-	BatchRowsMean float64 `json:"batch_rows_mean,omitempty"`
-	BatchRowsMost float64 `json:"batch_rows_most,omitempty"`
-	StartError string   `json:"start_error,omitempty"`
-	Errors     []string `json:"errors,omitempty"`
+	BatchRowsMean float64  `json:"batch_rows_mean,omitempty"`
+	BatchRowsMost float64  `json:"batch_rows_most,omitempty"`
+	StartError    string   `json:"start_error,omitempty"`
+	Errors        []string `json:"errors,omitempty"`
 	// Profile is the executor's profile, from its calibration.
 	Profile *gpu.Profile `json:"profile,omitempty"`
 }
