@@ -191,7 +191,7 @@ func TestBatchingProfileValidation(t *testing.T) {
 	require.Equal(t, DefaultBeams, p.Beams)
 	p.Batching, p.MaxSlots, p.Beams, p.KVCacheGiB = true, MaxBatchSequences, 1, 20
 	require.NoError(t, p.Validate())
-	require.Equal(t, int64(20*GiB), p.KVCacheBytes())
+	require.Equal(t, 20*GiB, p.KVCacheBytes())
 	require.Equal(t, DefaultBeams, Profile{}.BeamsOrDefault(), "a stored 0 means the default")
 
 	fields := func(p Profile) map[string]string {
