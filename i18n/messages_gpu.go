@@ -186,7 +186,7 @@ func init() {
 		"gpus.field.beams":                    {EN: "Beams", ZH: "束数"},
 		"gpus.field.beams_hint":               {EN: "Rows each line decodes with on a batching host (1 to 8, default 3). One beam samples: a third of the KV memory and batch rows per line, less robust prosody.", ZH: "批处理模型进程中每条台词解码的行数（1 到 8，默认 3）。单束即采样：每条台词的 KV 显存和批次行数为三分之一，韵律稳定性较差。"},
 		"gpus.field.kv_cache":                 {EN: "KV cache (GiB)", ZH: "KV 缓存（GiB）"},
-		"gpus.field.kv_cache_hint":            {EN: "The batching host's preallocated KV cache; 0 lets the host take 40% of the memory free after its weights.", ZH: "批处理模型进程预分配的 KV 缓存；0 表示由模型进程占用加载权重后剩余显存的 40%。"},
+		"gpus.field.kv_cache_hint":            {EN: "The batching host's preallocated KV cache; 0 lets the host take two fifths of the memory free after its weights.", ZH: "批处理模型进程预分配的 KV 缓存；0 表示由模型进程占用加载权重后剩余显存的五分之二。"},
 		"gpus.field.share_weights_hint":       {EN: "The GPU's hosts hold one copy of the model's weights: the first loads them, the others map them and cost only their own context and caches. Bench engine only; calibrate to measure a borrower.", ZH: "该显卡上的模型进程共用一份权重：第一个进程加载，其余进程映射，只占用各自的上下文和缓存。仅限 bench 引擎；请校准以测量借用进程的显存。"},
 		"gpus.weights.lend":                   {EN: "lends its weights", ZH: "出借权重"},
 		"gpus.weights.borrow":                 {EN: "borrows the weights", ZH: "借用权重"},
