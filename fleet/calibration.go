@@ -40,7 +40,7 @@ func (s *GPUs) Calibrate(ctx context.Context, id int64, uuid string, p gpu.Profi
 		defer s.mu.Unlock()
 		e.calibrating, e.launchProfile = 0, nil
 		if s.started && !e.restarting {
-			e.pool.Resize(e.profile.MaxSlots)
+			e.pool.Resize(e.profile.Hosts())
 		}
 	}()
 	if progress == nil {

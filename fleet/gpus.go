@@ -47,6 +47,9 @@ type GPUsConfig struct {
 	// ShareWeights: the engine's hosts can share one copy of the weights on a GPU
 	// (gpu.Profile.ShareWeights); a profile asking for it is refused otherwise.
 	ShareWeights bool
+	// Batching: the engine's hosts can batch (protocol 2, gpu.Profile.Batching); a
+	// profile asking for it is refused otherwise.
+	Batching bool
 }
 
 // GPUs is the Permits of a GPU worker: the VRAM-budgeted executor (package gpu)
@@ -140,7 +143,7 @@ func NewGPUs(cfg GPUsConfig) (*GPUs, error) {
 		}
 		s.order = append(s.order, d.UUID)
 		s.gpus[d.UUID] = &gpuEntry{dev: d, pool: pool, profile: p, cal: cal}
-		s.capacity += capacityOf(d.TotalBytes, cfg.ShareWeights)
+		s.capacity += capacityOf(d.TotalBytes, cfg.ShareWeights, cfg.Batching)
 	}
 	return s, nil
 }
@@ -154,8 +157,13 @@ const borrowerEstimate = gpu.GiB
 // many lines as hosts could ever run there under the executor with the default
 // prediction (with borrowers of about borrowerEstimate where the engine's hosts can
 // share weights), at least 2, at most 16, so that a profile raised live is not held
-// back by the queue; lines beyond the profile's slots wait for admission.
-func capacityOf(total int64, share bool) int {
+// back by the queue; lines beyond the profile's slots wait for admission. Where the
+// engine's hosts can batch it is gpu.MaxBatchSequences, so that a GPU switched to
+// batching live gets as many lines as its one host may decode at once.
+func capacityOf(total int64, share, batching bool) int {
+	if batching {
+		return gpu.MaxBatchSequences
+	}
 	p := gpu.DefaultProfile()
 	p.ShareWeights = share
 	cal := gpu.DefaultCalibration(p)
@@ -234,7 +242,7 @@ func (s *GPUs) Start(ctx context.Context) {
 	go func() { defer s.wg.Done(); s.exec.Follow(s.runCtx, s.cfg.Monitor) }()
 	for _, u := range s.order {
 		e := s.gpus[u]
-		e.pool.Start(s.runCtx, e.profile.MaxSlots)
+		e.pool.Start(s.runCtx, e.profile.Hosts())
 	}
 }
 

@@ -29,6 +29,9 @@ type simGPUsOpts struct {
 	configure func(gpu.LaunchOpts, *tts.SimulatorConfig)
 	// ownWeights: the engine's hosts cannot share weights.
 	ownWeights bool
+	// batching: the engine's hosts can batch (a profile with Batching starts a
+	// batching simulator).
+	batching bool
 }
 
 type simBundle struct {
@@ -52,15 +55,19 @@ func setupSimGPUs(t *testing.T, o simGPUsOpts) *simBundle {
 	dev := simdev.New(o.total)
 	mon := gpu.NewMonitor(ctx, gpu.MonitorConfig{Interval: 10 * time.Millisecond,
 		Driver: ttshost.NewSimDriver(ttshost.SimDevice{UUID: simGPU, Name: "Simulated", Device: dev})})
+	launcher := &ttshost.SimLauncher{Devices: map[string]*simdev.Device{simGPU: dev},
+		Config: tts.SimulatorConfig{FollowTarget: true, TokensPerSecond: 20000}, Configure: o.configure}
 	slots, err := fleet.NewGPUs(fleet.GPUsConfig{
-		Engine: "simulator", Monitor: mon, Simulated: true,
-		Launcher: &ttshost.SimLauncher{Devices: map[string]*simdev.Device{simGPU: dev},
-			Config: tts.SimulatorConfig{FollowTarget: true, TokensPerSecond: 20000}, Configure: o.configure},
+		Engine: "simulator", Monitor: mon, Simulated: true, Launcher: launcher,
 		Memory:       func(string) calibrate.DeviceMemory { return simDeviceMemory{dev} },
 		Pool:         gpu.PoolConfig{HealthInterval: 20 * time.Millisecond, RestartBackoff: 10 * time.Millisecond},
-		ShareWeights: !o.ownWeights,
+		ShareWeights: !o.ownWeights && !o.batching,
+		Batching:     o.batching,
 	})
 	require.NoError(t, err)
+	if o.batching {
+		launcher.Profile = slots.LaunchProfile
+	}
 	if o.profile != nil {
 		require.NoError(t, slots.Apply(simGPU, fleet.Setting{Profile: *o.profile, Calibration: o.cal}))
 	}
@@ -399,4 +406,128 @@ func TestGPUsRefuseSharedWeightsTheEngineCannotDo(t *testing.T) {
 	require.NotNil(t, g.ProfileProblem)
 	require.Equal(t, "gpu.profile.share_unsupported", g.ProfileProblem.Key)
 	require.False(t, g.Snapshot.Profile.ShareWeights, "the GPU kept its profile")
+}
+
+func TestGPUsRefuseBatchingTheEngineCannotDo(t *testing.T) {
+	t.Parallel()
+	b := setupSimGPUs(t, simGPUsOpts{})
+	b.serving(t, 2)
+	p := gpu.DefaultProfile()
+	p.Batching, p.MaxSlots = true, 32
+	err := b.gpus.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 4})
+	require.ErrorIs(t, err, gpu.ErrInvalid)
+	g := b.gpus.Live(time.Minute).GPUs[0]
+	require.NotNil(t, g.ProfileProblem)
+	require.Equal(t, "gpu.profile.batch_unsupported", g.ProfileProblem.Key)
+	require.False(t, g.Snapshot.Profile.Batching, "the GPU kept its profile")
+}
+
+// A batching GPU runs one host that decodes the profile's slots of lines at once,
+// charged only their activations beside its weights and KV pool: never over the
+// budget, an out-of-memory error from the host sheds one line as retryable, and a
+// profile change restarts the host with the new number of sequences.
+func TestGPUsBatchingHost(t *testing.T) {
+	t.Parallel()
+	p := gpu.DefaultProfile()
+	p.Name, p.Batching, p.MaxSlots, p.LongLaneLimit, p.KVCacheGiB = "batch", true, 12, 3, 4
+	var ooms atomic.Int64
+	b := setupSimGPUs(t, simGPUsOpts{profile: &p, batching: true, configure: func(_ gpu.LaunchOpts, c *tts.SimulatorConfig) {
+		c.FaultFunc = func(r tts.Request) tts.Fault {
+			if r.Text == "oom" {
+				ooms.Add(1)
+				return tts.FaultOOM
+			}
+			return tts.FaultNone
+		}
+	}})
+	require.Equal(t, gpu.MaxBatchSequences, b.gpus.Capacity(), "River may hand a batching GPU its sequences")
+	snap := b.serving(t, 1)
+	require.Len(t, snap.Hosts, 1, "one batching host, not one per slot")
+	// The host holds its weights and its 4 GiB KV pool.
+	require.Equal(t, tts.SimResidentBytes+4*gpu.GiB, b.dev.Used())
+	b.dev.ResetPeak()
+
+	// Twelve lines in flight at once on the one host; the thirteenth waits for a
+	// sequence; long lines keep to the long lane's three.
+	ctx := context.Background()
+	var held []workflow.Permit
+	for i := range 12 {
+		s, err := b.gpus.Acquire(ctx, workflow.PermitRequest{LineID: int64(i + 1), AudioSeconds: 6, TextRunes: 60})
+		require.NoError(t, err)
+		require.Equal(t, simGPU, s.Device())
+		held = append(held, s)
+	}
+	snap = b.gpus.Executor().Snapshot()[0]
+	require.Len(t, snap.Hosts, 1)
+	require.Equal(t, 12, snap.Running)
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err := b.gpus.Acquire(wctx, workflow.PermitRequest{LineID: 13, AudioSeconds: 6, TextRunes: 60})
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a thirteenth line waits for a sequence")
+	var wg sync.WaitGroup
+	var failures atomic.Int64
+	for _, s := range held {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := synth(ctx, t, s, 6)
+			if err != nil || res.Sequence == nil {
+				failures.Add(1)
+			}
+			s.Done(workflow.Outcome{PeakBytes: res.PeakAllocatedBytes, Failed: err != nil})
+		}()
+	}
+	wg.Wait()
+	require.Zero(t, failures.Load())
+	require.Zero(t, b.dev.OOMs())
+	budget := p.Budget(24*gpu.GiB, 0)
+	require.LessOrEqual(t, b.dev.PeakUsed(), budget, "the card never passed its budget")
+	// Each line was charged its activations (12 MB a second), not a process host's peak.
+	require.Equal(t, tts.SimResidentBytes+4*gpu.GiB+12*6*tts.SimActivationBytesPerSecond, b.dev.PeakUsed())
+
+	// Long lines: at most the long lane's three at once.
+	var long []workflow.Permit
+	for i := range 3 {
+		s, err := b.gpus.Acquire(ctx, workflow.PermitRequest{LineID: int64(20 + i), AudioSeconds: 20, TextRunes: 200})
+		require.NoError(t, err)
+		long = append(long, s)
+	}
+	wctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = b.gpus.Acquire(wctx, workflow.PermitRequest{LineID: 23, AudioSeconds: 20, TextRunes: 200})
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a fourth long line waits for the long lane")
+	for _, s := range long {
+		s.Done(workflow.Outcome{})
+	}
+
+	// An out-of-memory error inside the batch fails that line as out of memory,
+	// which the worker retries; the host keeps serving.
+	s, err := b.gpus.Acquire(ctx, workflow.PermitRequest{LineID: 30, AudioSeconds: 4, TextRunes: 14})
+	require.NoError(t, err)
+	_, err = s.Engine().Synthesize(ctx, tts.Request{Text: "oom", TargetSeconds: 4, OutputPath: filepath.Join(t.TempDir(), "o.wav")})
+	require.ErrorIs(t, err, tts.ErrOutOfMemory, "the worker retries it (Outcome.OOM)")
+	s.Done(workflow.Outcome{OOM: true, Failed: true})
+	require.EqualValues(t, 1, ooms.Load())
+	s, err = b.gpus.Acquire(ctx, workflow.PermitRequest{LineID: 31, AudioSeconds: 4, TextRunes: 14})
+	require.NoError(t, err)
+	_, err = synth(ctx, t, s, 4)
+	require.NoError(t, err)
+	s.Done(workflow.Outcome{})
+
+	// Fewer sequences, applied live: the host restarts after its work with the new
+	// concurrency.
+	before := b.serving(t, 1)
+	p.MaxSlots, p.LongLaneLimit = 4, 2
+	require.NoError(t, b.gpus.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 5}))
+	after := b.replaced(t, before, 1)
+	require.Len(t, after.Hosts, 1)
+	for i := range 4 {
+		s, err := b.gpus.Acquire(ctx, workflow.PermitRequest{LineID: int64(40 + i), AudioSeconds: 2, TextRunes: 14})
+		require.NoError(t, err)
+		defer s.Done(workflow.Outcome{})
+	}
+	wctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err = b.gpus.Acquire(wctx, workflow.PermitRequest{LineID: 44, AudioSeconds: 2, TextRunes: 14})
+	require.ErrorIs(t, err, context.DeadlineExceeded, "four sequences now")
 }

@@ -75,7 +75,11 @@ func (s *GPUs) fitsCalibrated(secs float64) bool {
 	defer s.mu.Unlock()
 	for _, e := range s.gpus {
 		p := e.profile
-		room := p.Budget(e.dev.TotalBytes, 0) - gpu.ModelsBytes(p, e.cal, p.MaxSlots)
+		models := gpu.ModelsBytes(p, e.cal, p.MaxSlots)
+		if p.Batching {
+			models = gpu.BatchResident(p, e.cal, e.dev.TotalBytes, 0)
+		}
+		room := p.Budget(e.dev.TotalBytes, 0) - models
 		if secs <= p.MaxGenSeconds && e.cal.PeakBytes(secs) <= room {
 			return true
 		}

@@ -81,8 +81,9 @@ func AssignProfile(ctx context.Context, store *studio.Store, userID int64, uuid 
 // ProfileInput names a profile form's fields (the Go field names of gpu.Profile),
 // in form order; the flags are on when their value is not empty.
 var (
-	ProfileNumbers = []string{"MaxSlots", "ReservePct", "LongTextThresholdSec", "LongLaneLimit", "MaxGenSeconds", "SegmentTokens"}
-	ProfileFlags   = []string{"FP16", "EmotionTextModel", "ShareWeights"}
+	ProfileNumbers = []string{"MaxSlots", "ReservePct", "LongTextThresholdSec", "LongLaneLimit", "MaxGenSeconds", "SegmentTokens",
+		"Beams", "KVCacheGiB"}
+	ProfileFlags = []string{"FP16", "EmotionTextModel", "ShareWeights", "Batching"}
 )
 
 // ParseProfile reads a profile from form values keyed by field name ("Name", the
@@ -90,7 +91,7 @@ var (
 // invalid field: not a number, or refused by gpu.Profile.Validate.
 func ParseProfile(values map[string]string) (gpu.Profile, []gpu.FieldProblem) {
 	p := gpu.Profile{Name: values["Name"], FP16: values["FP16"] != "", EmotionTextModel: values["EmotionTextModel"] != "",
-		ShareWeights: values["ShareWeights"] != ""}
+		ShareWeights: values["ShareWeights"] != "", Batching: values["Batching"] != ""}
 	var probs []gpu.FieldProblem
 	bad := map[string]bool{}
 	num := func(k string, dst *float64) {
@@ -115,6 +116,14 @@ func ParseProfile(values map[string]string) (gpu.Profile, []gpu.FieldProblem) {
 	whole("LongLaneLimit", &p.LongLaneLimit)
 	num("MaxGenSeconds", &p.MaxGenSeconds)
 	whole("SegmentTokens", &p.SegmentTokens)
+	// Beams and the KV cache size are optional on forms made before batching: empty
+	// means the default.
+	if values["Beams"] != "" {
+		whole("Beams", &p.Beams)
+	}
+	if values["KVCacheGiB"] != "" {
+		num("KVCacheGiB", &p.KVCacheGiB)
+	}
 	var ve *gpu.ValidationError
 	if err := p.Validate(); errors.As(err, &ve) {
 		for _, pr := range ve.Problems {
@@ -138,7 +147,8 @@ func ProfileValues(p gpu.Profile) map[string]string {
 	return map[string]string{"Name": p.Name, "MaxSlots": strconv.Itoa(p.MaxSlots), "ReservePct": float(p.ReservePct),
 		"LongTextThresholdSec": float(p.LongTextThresholdSec), "LongLaneLimit": strconv.Itoa(p.LongLaneLimit),
 		"MaxGenSeconds": float(p.MaxGenSeconds), "SegmentTokens": strconv.Itoa(p.SegmentTokens),
-		"FP16": flag(p.FP16), "EmotionTextModel": flag(p.EmotionTextModel), "ShareWeights": flag(p.ShareWeights)}
+		"FP16": flag(p.FP16), "EmotionTextModel": flag(p.EmotionTextModel), "ShareWeights": flag(p.ShareWeights),
+		"Batching": flag(p.Batching), "Beams": strconv.Itoa(p.BeamsOrDefault()), "KVCacheGiB": float(p.KVCacheGiB)}
 }
 
 // Misfit is a profile refused on a live GPU: it cannot run one slot there with the

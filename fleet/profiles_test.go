@@ -53,3 +53,30 @@ func TestDecodeCalibrationOfNothing(t *testing.T) {
 	_, err := fleet.DecodeCalibration([]byte("{"))
 	require.Error(t, err)
 }
+
+func TestParseProfileBatching(t *testing.T) {
+	t.Parallel()
+	p := gpu.DefaultProfile()
+	p.Batching, p.MaxSlots, p.Beams, p.KVCacheGiB = true, 64, 1, 12.5
+	got, probs := fleet.ParseProfile(fleet.ProfileValues(p))
+	require.Empty(t, probs)
+	require.Equal(t, p, got)
+
+	// A form made before batching (no beams, no KV cache) gets the defaults.
+	v := fleet.ProfileValues(gpu.DefaultProfile())
+	delete(v, "Beams")
+	delete(v, "KVCacheGiB")
+	got, probs = fleet.ParseProfile(v)
+	require.Empty(t, probs)
+	require.Equal(t, gpu.DefaultBeams, got.BeamsOrDefault())
+	require.Zero(t, got.KVCacheGiB)
+
+	v = fleet.ProfileValues(p)
+	v["Beams"], v["KVCacheGiB"] = "many", "9999"
+	_, probs = fleet.ParseProfile(v)
+	keys := map[string]string{}
+	for _, pr := range probs {
+		keys[pr.Field] = pr.Key
+	}
+	require.Equal(t, map[string]string{"Beams": "gpus.profile.not_number", "KVCacheGiB": "gpu.profile.kv_cache_range"}, keys)
+}

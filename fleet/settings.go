@@ -19,7 +19,7 @@ type Setting struct {
 // Apply puts a GPU's profile and calibration in force without a restart: the
 // executor admits by them at once, the pool grows at once or drains its extra hosts
 // first, and a change of the hosts' own settings (fp16, the emotion model, shared
-// weights) restarts them after their work. A profile that cannot run one slot on the
+// weights, batching and a batching host's sequences, beams and KV cache) restarts them after their work. A profile that cannot run one slot on the
 // card with the measured numbers (gpu.CheckFits), or asks for shared weights the
 // engine cannot give, is refused and the GPU keeps what it had; the refusal is shown
 // with the GPU (Live).
@@ -42,6 +42,9 @@ func (s *GPUs) Apply(uuid string, st Setting) error {
 	err := gpu.CheckFits(st.Profile, st.Calibration, snap.TotalBytes, snap.ForeignBytes)
 	if err == nil && st.Profile.ShareWeights && !s.cfg.ShareWeights {
 		err = i18n.Errorf(gpu.ErrInvalid, "gpu.profile.share_unsupported", s.cfg.Engine)
+	}
+	if err == nil && st.Profile.Batching && !s.cfg.Batching {
+		err = i18n.Errorf(gpu.ErrInvalid, "gpu.profile.batch_unsupported", s.cfg.Engine)
 	}
 	if err != nil {
 		if e.problem == nil || e.problem.Key != problemOf(err).Key {
@@ -69,12 +72,14 @@ func (s *GPUs) Apply(uuid string, st Setting) error {
 		return nil
 	}
 	if old.FP16 != st.Profile.FP16 || old.EmotionTextModel != st.Profile.EmotionTextModel ||
-		old.ShareWeights != st.Profile.ShareWeights {
+		old.ShareWeights != st.Profile.ShareWeights || old.Batching != st.Profile.Batching ||
+		(st.Profile.Batching && (old.BeamsOrDefault() != st.Profile.BeamsOrDefault() ||
+			old.KVCacheGiB != st.Profile.KVCacheGiB || old.MaxSlots != st.Profile.MaxSlots)) {
 		s.restartLocked(e)
 		return nil
 	}
 	if !e.restarting {
-		e.pool.Resize(st.Profile.MaxSlots)
+		e.pool.Resize(st.Profile.Hosts())
 	}
 	return nil
 }
@@ -107,7 +112,7 @@ func (s *GPUs) restartLocked(e *gpuEntry) {
 		defer s.mu.Unlock()
 		e.restarting = false
 		if e.calibrating == 0 {
-			e.pool.Resize(e.profile.MaxSlots)
+			e.pool.Resize(e.profile.Hosts())
 		}
 	}()
 }

@@ -115,6 +115,14 @@ type ReadyHost struct {
 	PID int
 	// Concurrency is how many requests the host serves at once; default 1.
 	Concurrency int
+	// ModelBytes is what the host reports it holds (a batching host's weights and
+	// KV pool, preallocated at load); 0 keeps the prediction it was added with.
+	ModelBytes int64
+	// LineBytesPerSecond is a batching host's predicted activation bytes per audio
+	// second of one line (protocol 2, batch.activation_bytes_per_second). Set, and the
+	// GPU uncalibrated, lines on the GPU are admitted by it alone: their KV is in
+	// ModelBytes.
+	LineBytesPerSecond float64
 	// Releaser empties the host's cache; nil if the host cannot.
 	Releaser CacheReleaser
 	// Handle is handed back on leases for this host (the caller's client for it).
@@ -307,7 +315,10 @@ type gpuState struct {
 	running     int
 	longRunning int
 	releasing   int // cache releases in flight
-	c           GPUCounters
+	// lineRate is the activation bytes per audio second its last ready batching host
+	// reported (ReadyHost.LineBytesPerSecond); 0 for process hosts.
+	lineRate float64
+	c        GPUCounters
 }
 
 type hostState struct {
@@ -563,6 +574,8 @@ func (e *Executor) AddHost(ctx context.Context, uuid string, spec HostSpec) erro
 	case model > 0:
 	case spec.Borrows:
 		model = g.cal.Borrower()
+	case g.profile.Batching:
+		model = BatchResident(g.profile, g.cal, g.total, g.foreign)
 	default:
 		model = g.cal.Resident()
 	}
@@ -600,11 +613,16 @@ func (e *Executor) HostReady(uuid, id string, r ReadyHost) error {
 	if err != nil {
 		return err
 	}
+	g := e.gpuLocked(uuid)
 	if !h.placed {
 		return fmt.Errorf("host %s on GPU %s is ready before AddHost returned: %w", id, uuid, ErrInvalid)
 	}
 	h.ready, h.pid, h.changedAt = true, r.PID, e.cfg.Now()
 	h.releaser, h.handle = r.Releaser, r.Handle
+	if r.ModelBytes > 0 {
+		h.model = r.ModelBytes
+	}
+	g.lineRate = r.LineBytesPerSecond
 	if h.nBusy() == 0 {
 		h.busy = make([]*Lease, r.Concurrency)
 	}
@@ -844,7 +862,17 @@ func (e *Executor) checkFitsLocked(req Request) error {
 
 // predict returns the peak a request is admitted with: calibration × safety factor.
 func (g *gpuState) predict(seconds float64) int64 {
-	return int64(math.Ceil(float64(g.cal.PeakBytes(seconds)) * g.factor))
+	return int64(math.Ceil(float64(g.peakBytes(seconds)) * g.factor))
+}
+
+// peakBytes is a request's extra peak before the safety factor: the calibration's, or
+// on an uncalibrated GPU whose batching host reported it, the line's activations alone
+// (its KV is in the host's resident memory).
+func (g *gpuState) peakBytes(seconds float64) int64 {
+	if g.lineRate > 0 && !g.cal.Calibrated() {
+		return int64(math.Ceil(max(seconds, 0) * g.lineRate))
+	}
+	return g.cal.PeakBytes(seconds)
 }
 
 func (g *gpuState) budget() int64 { return g.profile.Budget(g.total, g.foreign) }
@@ -945,7 +973,7 @@ func (e *Executor) evaluate(w *waiter, g *gpuState) (gpuStatus, candidate) {
 			continue
 		}
 		growth := max(h.cached, h.inflight+peak) - max(h.cached, h.inflight)
-		c := candidate{g: g, h: h, peak: peak, base: g.cal.PeakBytes(s), lane: lane,
+		c := candidate{g: g, h: h, peak: peak, base: g.peakBytes(s), lane: lane,
 			headroom: budget - committed - growth}
 		for k, l := range h.busy {
 			if l == nil {

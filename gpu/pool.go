@@ -28,6 +28,15 @@ type Host interface {
 	Kill() error
 }
 
+// BatchingHost is a Host that decodes many lines in one process (protocol 2). Batch
+// reports what its health said: the memory it holds (weights and the preallocated KV
+// pool) and the activation bytes per audio second of one line; ok is false for a
+// host that does not batch.
+type BatchingHost interface {
+	Host
+	Batch() (residentBytes int64, lineBytesPerSecond float64, ok bool)
+}
+
 // LaunchOpts says what host to start where.
 type LaunchOpts struct {
 	GPU      string // UUID
@@ -495,9 +504,13 @@ func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSlot) (time.Duration
 	}
 	pid := host.PID()
 	started := p.cfg.Now()
-	if err := p.cfg.Registry.HostReady(uuid, s.id, ReadyHost{
-		PID: pid, Concurrency: host.Concurrency(), Releaser: host, Handle: host,
-	}); err != nil {
+	ready := ReadyHost{PID: pid, Concurrency: host.Concurrency(), Releaser: host, Handle: host}
+	if bh, ok := host.(BatchingHost); ok {
+		if resident, rate, batching := bh.Batch(); batching {
+			ready.ModelBytes, ready.LineBytesPerSecond = resident, rate
+		}
+	}
+	if err := p.cfg.Registry.HostReady(uuid, s.id, ready); err != nil {
 		_ = host.Kill()
 		<-host.Exited()
 		p.cfg.Registry.RemoveHost(uuid, s.id, nil)

@@ -36,6 +36,18 @@ type Profile struct {
 	// hosts can (the bench host); each borrower then costs the calibration's
 	// BorrowerBytes instead of a whole model.
 	ShareWeights bool
+	// Batching runs one batching host on the GPU (protocol 2): one copy of the
+	// weights and a preallocated KV cache, decoding up to MaxSlots lines at once in
+	// one batch. It needs an engine whose hosts can batch (the bench host), and
+	// excludes ShareWeights (there is one host, nothing to share).
+	Batching bool
+	// Beams is the rows each line decodes with on a batching host, 1..MaxBeams; 0
+	// means DefaultBeams (IndexTTS's 3). One beam samples: a third of the KV bytes
+	// and batch rows per line, less robust prosody.
+	Beams int
+	// KVCacheGiB is the batching host's preallocated KV cache in GiB; 0 lets the
+	// host take 40% of the memory free after its weights.
+	KVCacheGiB float64
 }
 
 // Limits on profile fields.
@@ -44,15 +56,36 @@ const (
 	MaxSegmentTokens  = 600 // IndexTTS-2.5 crashes on unsegmented input over about 600 tokens
 	defaultSegTokens  = 120
 	defaultReservePct = 15
+	// DefaultBeams is a batching host's rows per line when Beams is 0 (IndexTTS's
+	// num_beams); MaxBeams the most a profile may ask.
+	DefaultBeams = 3
+	MaxBeams     = 8
+	// MaxBatchSequences is the most lines one batching host decodes at once
+	// (MaxSlots with Batching).
+	MaxBatchSequences = 256
+	// MaxKVCacheGiB bounds KVCacheGiB (the largest cards hold under 200 GiB).
+	MaxKVCacheGiB = 1024
 )
 
 // DefaultProfile is a conservative starting point for an unprofiled GPU.
 func DefaultProfile() Profile {
 	return Profile{
 		Name: "default", MaxSlots: 2, ReservePct: defaultReservePct, LongTextThresholdSec: 15,
-		LongLaneLimit: 1, MaxGenSeconds: 30, SegmentTokens: defaultSegTokens, FP16: true,
+		LongLaneLimit: 1, MaxGenSeconds: 30, SegmentTokens: defaultSegTokens, FP16: true, Beams: DefaultBeams,
 	}
 }
+
+// BeamsOrDefault is the rows per line a batching host decodes with.
+func (p Profile) BeamsOrDefault() int {
+	if p.Beams == 0 {
+		return DefaultBeams
+	}
+	return p.Beams
+}
+
+// KVCacheBytes is the KV cache a batching host is started with (0: the host's own
+// choice).
+func (p Profile) KVCacheBytes() int64 { return int64(p.KVCacheGiB * float64(GiB)) }
 
 // FieldProblem is one invalid profile field, with the catalog message that explains it.
 type FieldProblem struct {
@@ -122,6 +155,18 @@ func (p Profile) Validate() error {
 	if p.LongLaneLimit < 1 || (p.MaxSlots >= 1 && p.LongLaneLimit > p.MaxSlots) {
 		add("LongLaneLimit", "gpu.profile.lane_limit_range", 1, max(p.MaxSlots, 1))
 	}
+	if p.Beams < 0 || p.Beams > MaxBeams {
+		add("Beams", "gpu.profile.beams_range", 1, MaxBeams)
+	}
+	if math.IsNaN(p.KVCacheGiB) || p.KVCacheGiB < 0 || p.KVCacheGiB > MaxKVCacheGiB {
+		add("KVCacheGiB", "gpu.profile.kv_cache_range", MaxKVCacheGiB)
+	}
+	if p.Batching && p.MaxSlots > MaxBatchSequences {
+		add("MaxSlots", "gpu.profile.batch_slots_max", MaxBatchSequences)
+	}
+	if p.Batching && p.ShareWeights {
+		add("ShareWeights", "gpu.profile.batching_share")
+	}
 	if len(probs) == 0 {
 		return nil
 	}
@@ -149,6 +194,30 @@ func (p Profile) WeightsRole(i int) WeightsRole {
 	}
 }
 
+// Hosts is how many model hosts the GPU's pool runs for p: one batching host, or one
+// per slot.
+func (p Profile) Hosts() int {
+	if p.Batching {
+		return min(p.MaxSlots, 1)
+	}
+	return p.MaxSlots
+}
+
+// AutoKVCacheShare is the share of the memory free after the weights that a batching
+// host takes for its KV cache when the profile leaves the size to it (KVCacheGiB 0).
+const AutoKVCacheShare = 0.4
+
+// BatchResident is what a batching host of p is predicted to hold on a card of total
+// bytes with foreign bytes held by others, before it reports its own figure: the
+// weights (cal.Resident) plus the profile's KV cache, or the host's own share
+// (AutoKVCacheShare) of the memory free after the weights.
+func BatchResident(p Profile, cal Calibration, total, foreign int64) int64 {
+	if p.KVCacheGiB > 0 {
+		return cal.Resident() + p.KVCacheBytes()
+	}
+	return cal.Resident() + int64(AutoKVCacheShare*float64(max(total-foreign-cal.Resident(), 0)))
+}
+
 // IsLong reports whether a request of audioSeconds belongs to the long lane.
 func (p Profile) IsLong(audioSeconds float64) bool { return audioSeconds >= p.LongTextThresholdSec }
 
@@ -162,6 +231,9 @@ func CheckFits(p Profile, cal Calibration, total, foreign int64) error {
 		return err
 	}
 	resident := cal.Resident()
+	if p.Batching {
+		resident = BatchResident(p, cal, total, foreign)
+	}
 	peak := cal.PeakBytes(p.MaxGenSeconds)
 	budget := p.Budget(total, foreign)
 	if resident+peak <= budget {
@@ -172,10 +244,16 @@ func CheckFits(p Profile, cal Calibration, total, foreign int64) error {
 }
 
 // ModelsBytes is the memory n hosts of profile p hold after load: n models, or with
-// shared weights one model and n-1 borrowers.
+// shared weights one model and n-1 borrowers. With batching there is one host
+// whatever n: its weights and KV pool (BatchResident, the host's automatic KV size
+// counted as nothing until the host reports it; callers that know the card use
+// BatchResident).
 func ModelsBytes(p Profile, cal Calibration, n int) int64 {
 	if n <= 0 {
 		return 0
+	}
+	if p.Batching {
+		return BatchResident(p, cal, 0, 0)
 	}
 	if !p.ShareWeights {
 		return int64(n) * cal.Resident()
@@ -202,8 +280,17 @@ func SlotsThatFit(p Profile, cal Calibration, total, foreign int64) int {
 // HostsThatFit returns how many hosts fit under the executor: every host's model
 // (or borrower), and room beside them for the peak of the longest request on one of
 // them (the executor frees caches and holds lines back while memory is short).
+//
+// With batching it is the lines the one host may have in flight: MaxSlots (at most
+// MaxBatchSequences) when the host and one longest line fit, else 0.
 func HostsThatFit(p Profile, cal Calibration, total, foreign int64) int {
 	room := p.Budget(total, foreign) - cal.PeakBytes(p.MaxGenSeconds)
+	if p.Batching {
+		if BatchResident(p, cal, total, foreign) > room {
+			return 0
+		}
+		return min(max(p.MaxSlots, 1), MaxBatchSequences)
+	}
 	return fitHosts(room, cal.Resident(), ModelsBytes(p, cal, 2)-cal.Resident())
 }
 

@@ -184,3 +184,35 @@ func TestSharedWeightsFitMoreHosts(t *testing.T) {
 	require.Equal(t, unmeasured.Resident(), unmeasured.Borrower())
 	require.Equal(t, 4, HostsThatFit(p, unmeasured, total, 0))
 }
+
+func TestBatchingProfileValidation(t *testing.T) {
+	t.Parallel()
+	p := DefaultProfile()
+	require.Equal(t, DefaultBeams, p.Beams)
+	p.Batching, p.MaxSlots, p.Beams, p.KVCacheGiB = true, MaxBatchSequences, 1, 20
+	require.NoError(t, p.Validate())
+	require.Equal(t, 20*GiB, p.KVCacheBytes())
+	require.Equal(t, DefaultBeams, Profile{}.BeamsOrDefault(), "a stored 0 means the default")
+
+	fields := func(p Profile) map[string]string {
+		var ve *ValidationError
+		require.ErrorAs(t, p.Validate(), &ve)
+		out := map[string]string{}
+		for _, pr := range ve.Problems {
+			out[pr.Field] = pr.Key
+		}
+		return out
+	}
+	bad := p
+	bad.MaxSlots, bad.Beams, bad.KVCacheGiB, bad.ShareWeights = MaxBatchSequences+1, MaxBeams+1, -1, true
+	require.Equal(t, map[string]string{"MaxSlots": "gpu.profile.batch_slots_max", "Beams": "gpu.profile.beams_range",
+		"KVCacheGiB": "gpu.profile.kv_cache_range", "ShareWeights": "gpu.profile.batching_share"}, fields(bad))
+	bad = p
+	bad.KVCacheGiB = math.NaN()
+	require.Equal(t, map[string]string{"KVCacheGiB": "gpu.profile.kv_cache_range"}, fields(bad))
+
+	// Without batching, more than 256 slots stay allowed (process hosts).
+	many := DefaultProfile()
+	many.MaxSlots, many.LongLaneLimit = 300, 1
+	require.NoError(t, many.Validate())
+}

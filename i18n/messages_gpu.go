@@ -70,6 +70,26 @@ func init() {
 			EN: "Starting a second host that borrows the weights and measuring its memory",
 			ZH: "正在启动共享权重的第二个模型进程并测量其显存",
 		},
+		"gpu.profile.batch_unsupported": {
+			EN: "The %s engine's hosts cannot batch: turn \"Batching\" off in the profile.",
+			ZH: "%s 引擎的模型进程不支持批处理：请在配置中关闭“批处理”。",
+		},
+		"gpu.profile.beams_range": {
+			EN: "Beams must be between %d and %d.",
+			ZH: "束数必须在 %d 到 %d 之间。",
+		},
+		"gpu.profile.kv_cache_range": {
+			EN: "The KV cache must be between 0 (the host's choice) and %d GiB.",
+			ZH: "KV 缓存必须在 0（由模型进程决定）到 %d GiB 之间。",
+		},
+		"gpu.profile.batch_slots_max": {
+			EN: "A batching host decodes at most %d lines at once: lower the slots.",
+			ZH: "批处理模型进程最多同时解码 %d 条台词：请减少槽位数。",
+		},
+		"gpu.profile.batching_share": {
+			EN: "A batching GPU runs one host, which has no weights to share: turn \"Share weights\" off.",
+			ZH: "批处理的显卡只运行一个模型进程，没有可共享的权重：请关闭“共享权重”。",
+		},
 		"gpu.profile.share_unsupported": {
 			EN: "The %s engine's hosts cannot share weights: turn \"Share weights\" off in the profile.",
 			ZH: "%s 引擎的模型进程不能共享权重：请在配置中关闭“共享权重”。",
@@ -161,6 +181,12 @@ func init() {
 		"gpus.field.fp16":                     {EN: "fp16", ZH: "fp16"},
 		"gpus.field.emotion":                  {EN: "Emotion text model", ZH: "情感文本模型"},
 		"gpus.field.share_weights":            {EN: "Share weights", ZH: "共享权重"},
+		"gpus.field.batching":                 {EN: "Batching", ZH: "批处理"},
+		"gpus.field.batching_hint":            {EN: "One host on the GPU holds one copy of the weights and a KV cache, and decodes up to the slot count of lines at once in one batch (at most 256). Bench engine only.", ZH: "该显卡只运行一个模型进程，持有一份权重和 KV 缓存，在一个批次中同时解码最多“槽位数”条台词（最多 256）。仅限 bench 引擎。"},
+		"gpus.field.beams":                    {EN: "Beams", ZH: "束数"},
+		"gpus.field.beams_hint":               {EN: "Rows each line decodes with on a batching host (1 to 8, default 3). One beam samples: a third of the KV memory and batch rows per line, less robust prosody.", ZH: "批处理模型进程中每条台词解码的行数（1 到 8，默认 3）。单束即采样：每条台词的 KV 显存和批次行数为三分之一，韵律稳定性较差。"},
+		"gpus.field.kv_cache":                 {EN: "KV cache (GiB)", ZH: "KV 缓存（GiB）"},
+		"gpus.field.kv_cache_hint":            {EN: "The batching host's preallocated KV cache; 0 lets the host take two fifths of the memory free after its weights.", ZH: "批处理模型进程预分配的 KV 缓存；0 表示由模型进程占用加载权重后剩余显存的五分之二。"},
 		"gpus.field.share_weights_hint":       {EN: "The GPU's hosts hold one copy of the model's weights: the first loads them, the others map them and cost only their own context and caches. Bench engine only; calibrate to measure a borrower.", ZH: "该显卡上的模型进程共用一份权重：第一个进程加载，其余进程映射，只占用各自的上下文和缓存。仅限 bench 引擎；请校准以测量借用进程的显存。"},
 		"gpus.weights.lend":                   {EN: "lends its weights", ZH: "出借权重"},
 		"gpus.weights.borrow":                 {EN: "borrows the weights", ZH: "借用权重"},

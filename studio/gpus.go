@@ -46,6 +46,9 @@ type GPUProfileSettings struct {
 	FP16                 bool `gorm:"column:fp16"`
 	EmotionTextModel     bool
 	ShareWeights         bool
+	Batching             bool
+	Beams                int
+	KVCacheGiB           float64 `gorm:"column:kv_cache_gib"`
 }
 
 // TableName keeps gorm on gpu_profiles.
@@ -80,7 +83,8 @@ func (s *Store) SaveGPUProfile(ctx context.Context, userID int64, p *GPUProfile)
 			"name": p.Name, "max_slots": p.MaxSlots, "reserve_pct": p.ReservePct,
 			"long_text_threshold_sec": p.LongTextThresholdSec, "long_lane_limit": p.LongLaneLimit,
 			"max_gen_seconds": p.MaxGenSeconds, "segment_tokens": p.SegmentTokens, "fp16": p.FP16,
-			"emotion_text_model": p.EmotionTextModel, "share_weights": p.ShareWeights, "updated_by": userRef(userID), "updated_at": gorm.Expr("now()"),
+			"emotion_text_model": p.EmotionTextModel, "share_weights": p.ShareWeights,
+			"batching": p.Batching, "beams": p.Beams, "kv_cache_gib": p.KVCacheGiB, "updated_by": userRef(userID), "updated_at": gorm.Expr("now()"),
 		})
 		err = res.Error
 		if err == nil && res.RowsAffected == 0 {
@@ -375,12 +379,13 @@ func (s *Store) ApplyGPUCalibration(ctx context.Context, userID, id int64, slots
 				p.Name = "calibrated " + c.GPUUUID
 			}
 			if err := tx.Raw(`INSERT INTO gpu_profiles (name, max_slots, reserve_pct, long_text_threshold_sec,
-				long_lane_limit, max_gen_seconds, segment_tokens, fp16, emotion_text_model, share_weights, updated_by)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				long_lane_limit, max_gen_seconds, segment_tokens, fp16, emotion_text_model, share_weights, batching, beams,
+				kv_cache_gib, updated_by)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 				ON CONFLICT (name) DO UPDATE SET max_slots = excluded.max_slots, long_lane_limit = excluded.long_lane_limit,
 				updated_by = excluded.updated_by, updated_at = now() RETURNING id`,
 				p.Name, slots, p.ReservePct, p.LongTextThresholdSec, laneLimit, p.MaxGenSeconds, p.SegmentTokens,
-				p.FP16, p.EmotionTextModel, p.ShareWeights, userRef(userID)).Scan(&profileID).Error; err != nil {
+				p.FP16, p.EmotionTextModel, p.ShareWeights, p.Batching, p.Beams, p.KVCacheGiB, userRef(userID)).Scan(&profileID).Error; err != nil {
 				return err
 			}
 			if err := tx.Exec(`UPDATE gpu_calibrations SET profile_id = ? WHERE id = ?`, profileID, id).Error; err != nil {

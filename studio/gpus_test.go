@@ -250,3 +250,30 @@ func TestMetricsQueries(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, qc)
 }
+
+func TestGPUProfileBatchingSettings(t *testing.T) {
+	t.Parallel()
+	b := setupGPU(t)
+	ctx := context.Background()
+	p := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "batch", MaxSlots: 64, ReservePct: 10,
+		LongTextThresholdSec: 15, LongLaneLimit: 8, MaxGenSeconds: 30, SegmentTokens: 120, FP16: true,
+		Batching: true, Beams: 1, KVCacheGiB: 24.5}}
+	require.NoError(t, b.store.SaveGPUProfile(ctx, b.admin.ID, p))
+	got, err := b.store.GPUProfileByID(ctx, p.ID)
+	require.NoError(t, err)
+	require.True(t, got.Batching)
+	require.Equal(t, 1, got.Beams)
+	require.InDelta(t, 24.5, got.KVCacheGiB, 1e-12)
+
+	got.Batching, got.Beams, got.KVCacheGiB = false, 3, 0
+	require.NoError(t, b.store.SaveGPUProfile(ctx, b.admin.ID, got))
+	again, err := b.store.GPUProfileByID(ctx, p.ID)
+	require.NoError(t, err)
+	require.False(t, again.Batching)
+	require.Equal(t, 3, again.Beams)
+	require.Zero(t, again.KVCacheGiB)
+
+	// The database refuses what validation would (a backstop).
+	again.Beams = 9
+	require.Error(t, b.store.SaveGPUProfile(ctx, b.admin.ID, again))
+}

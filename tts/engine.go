@@ -177,8 +177,8 @@ type Result struct {
 	// Tokens is the number of acoustic (mel) tokens the GPT generated, 0 where there is
 	// no such thing.
 	Tokens int `json:"tokens"`
-	// Stages holds seconds per stage ("prepare", "gpt", "gpt_forward", "s2mel",
-	// "vocoder", "total", ...).
+	// Stages holds seconds per stage ("prepare", "queue", "conditioning", "gpt",
+	// "gpt_forward", "s2mel", "vocoder", "total", ...).
 	Stages map[string]float64 `json:"stages,omitempty"`
 	// PeakAllocatedBytes and PeakReservedBytes are the accelerator memory peaks of this
 	// request (torch.cuda.max_memory_allocated / max_memory_reserved after a reset).
@@ -186,6 +186,27 @@ type Result struct {
 	PeakReservedBytes  int64 `json:"peak_reserved_bytes"`
 	// DurationFactor actually applied (1 where the engine has no control).
 	DurationFactor float64 `json:"duration_factor,omitempty"`
+	// Sequence is a batching host's account of this line (protocol 2); nil otherwise.
+	// There PeakAllocatedBytes is the line's own share (its KV blocks at their most and
+	// its share of its s2mel/vocoder group), not the process's peak.
+	Sequence *SequenceInfo `json:"sequence,omitempty"`
+}
+
+// SequenceInfo is one line's resources on a batching host (protocol 2).
+type SequenceInfo struct {
+	// KVBytes is the line's KV blocks at their most; ActivationBytes its share of the
+	// activations of its s2mel/vocoder group.
+	KVBytes         int64 `json:"kv_bytes"`
+	ActivationBytes int64 `json:"activation_bytes"`
+	// Seconds the line waited in the host and spent in each stage.
+	QueueSeconds   float64 `json:"queue_seconds"`
+	GPTSeconds     float64 `json:"gpt_seconds"`
+	S2MelSeconds   float64 `json:"s2mel_seconds"`
+	VocoderSeconds float64 `json:"vocoder_seconds"`
+	// BatchRowsMean is the mean rows per decode step while the line decoded.
+	BatchRowsMean float64 `json:"batch_rows_mean"`
+	// S2MelGroup is the number of lines in its s2mel batch.
+	S2MelGroup int `json:"s2mel_group"`
 }
 
 // Defaults and limits shared by the engines.

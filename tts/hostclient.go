@@ -86,8 +86,11 @@ func (c *HostClient) Health(ctx context.Context) (HealthResponse, error) {
 	if err := c.call(ctx, http.MethodGet, PathHealth, nil, &h); err != nil {
 		return h, err
 	}
-	if h.Protocol != ProtocolVersion {
-		return h, &Error{Code: CodeInternal, Message: fmt.Sprintf("host speaks protocol %d, want %d", h.Protocol, ProtocolVersion)}
+	if h.Protocol < MinProtocolVersion || h.Protocol > ProtocolVersion {
+		return h, &Error{Code: CodeInternal, Message: fmt.Sprintf("host speaks protocol %d, want %d to %d", h.Protocol, MinProtocolVersion, ProtocolVersion)}
+	}
+	if h.Protocol == 1 && h.Batch != nil {
+		return h, &Error{Code: CodeInternal, Message: "host speaks protocol 1 but reports a batch: batching needs protocol 2"}
 	}
 	return h, nil
 }

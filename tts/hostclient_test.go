@@ -3,6 +3,8 @@ package tts
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -206,5 +208,90 @@ func TestNewHostClientAddress(t *testing.T) {
 	for _, bad := range []string{"", "unix:", "https://x", "ftp://x"} {
 		_, err := NewHostClient(HostClientConfig{Address: bad})
 		require.Error(t, err, bad)
+	}
+}
+
+// v2Host answers /health and /synthesize as a batching host (protocol 2) would, from
+// the JSON documents of PROTOCOL v2; protocol sets what /health reports.
+func v2Host(protocol int, batch bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case PathHealth:
+			doc := fmt.Sprintf(`{"protocol": %d, "model": "bench", "version": "b1", "resident_bytes": 30000000000,
+				"concurrency": 64, "busy": 5, "queued": 2, "reserved_bytes": 31000000000, "sample_rate": 22050`, protocol)
+			if batch {
+				doc += `, "batch": {"max_sequences": 64, "beams": 3, "block_tokens": 32, "kv_bytes_per_token": 122880,
+					"kv_cache_bytes": 20000000000, "kv_free_bytes": 15000000000, "prefix_tokens": 32,
+					"tokens_per_second": 50, "activation_bytes_per_second": 41943040, "decoding": 3, "in_s2mel": 2,
+					"waiting": 2, "decode_tokens_per_second": 2950.5, "batch_rows_max": 192, "steps": 1234}`
+			}
+			_, _ = io.WriteString(w, doc+"}")
+		case PathSynthesize:
+			_, _ = io.WriteString(w, `{"engine": "bench", "model_version": "b1", "output_path": "/out/1.wav",
+				"sample_rate": 22050, "audio_seconds": 4.2, "tokens": 210,
+				"peak_allocated_bytes": 300000000, "peak_reserved_bytes": 32000000000,
+				"sequence": {"kv_bytes": 120000000, "activation_bytes": 180000000, "queue_seconds": 0.25,
+					"gpt_seconds": 1.5, "s2mel_seconds": 0.4, "vocoder_seconds": 0.1, "batch_rows_mean": 96.5, "s2mel_group": 7},
+				"stages": {"queue": 0.25, "conditioning": 0.01, "gpt": 1.5, "s2mel": 0.4, "vocoder": 0.1, "total": 2.3}}`)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+func TestHostClientProtocol2(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := httptest.NewServer(v2Host(2, true))
+	t.Cleanup(srv.Close)
+	c, err := NewHostClient(HostClientConfig{Address: srv.URL, Name: "bench"})
+	require.NoError(t, err)
+	h, err := c.Health(ctx)
+	require.NoError(t, err)
+	require.True(t, h.IsBatching())
+	require.Equal(t, 64, h.Concurrency)
+	require.Equal(t, 2, h.Queued)
+	b := h.Batch
+	require.Equal(t, 64, b.MaxSequences)
+	require.Equal(t, 3, b.Beams)
+	require.Equal(t, int64(122880), b.KVBytesPerToken)
+	require.Equal(t, int64(20000000000), b.KVCacheBytes)
+	require.Equal(t, int64(15000000000), b.KVFreeBytes)
+	require.Equal(t, 32, b.PrefixTokens)
+	require.InDelta(t, 41943040, b.ActivationBytesPerSecond, 0)
+	require.Equal(t, [3]int{3, 2, 2}, [3]int{b.Decoding, b.InS2Mel, b.Waiting})
+	require.Equal(t, 192, b.BatchRowsMax)
+	require.Equal(t, int64(1234), b.Steps)
+
+	res, err := c.Synthesize(ctx, Request{Text: "Hello.", OutputPath: "/out/1.wav"})
+	require.NoError(t, err)
+	require.NotNil(t, res.Sequence)
+	require.Equal(t, int64(120000000), res.Sequence.KVBytes)
+	require.Equal(t, int64(180000000), res.Sequence.ActivationBytes)
+	require.InDelta(t, 96.5, res.Sequence.BatchRowsMean, 0)
+	require.Equal(t, 7, res.Sequence.S2MelGroup)
+	require.InDelta(t, 0.25, res.Stages["queue"], 0)
+	require.InDelta(t, 0.01, res.Stages["conditioning"], 0)
+	require.InDelta(t, 0.4, res.Sequence.S2MelSeconds, 0)
+
+	// A version-1 document (no batch) is still accepted; protocols outside 1..2, and
+	// a batch claimed under protocol 1, are refused.
+	for _, tc := range []struct {
+		protocol int
+		batch    bool
+		ok       bool
+	}{{1, false, true}, {2, false, true}, {1, true, false}, {0, false, false}, {3, true, false}} {
+		srv := httptest.NewServer(v2Host(tc.protocol, tc.batch))
+		c, err := NewHostClient(HostClientConfig{Address: srv.URL})
+		require.NoError(t, err)
+		h, err := c.Health(ctx)
+		if tc.ok {
+			require.NoError(t, err, "protocol %d", tc.protocol)
+			require.Equal(t, tc.batch, h.IsBatching())
+		} else {
+			require.ErrorIs(t, err, ErrInternal, "protocol %d batch %v", tc.protocol, tc.batch)
+		}
+		srv.Close()
 	}
 }

@@ -13,8 +13,12 @@ import (
 // The model-host protocol: JSON over HTTP, on a unix socket or loopback TCP. It is
 // documented for host authors in docs/engines.md; hosts/protocol.py is the Python side.
 const (
-	// ProtocolVersion is reported by hosts in GET /health as "protocol".
-	ProtocolVersion = 1
+	// ProtocolVersion is the newest protocol hosts report in GET /health as "protocol":
+	// version 2 is the batching host (one process per GPU, many sequences at once,
+	// HealthResponse.Batch); version-1 hosts (MinProtocolVersion) keep working.
+	ProtocolVersion = 2
+	// MinProtocolVersion is the oldest protocol a client accepts.
+	MinProtocolVersion = 1
 
 	PathHealth       = "/health"
 	PathPrepare      = "/prepare"
@@ -82,6 +86,44 @@ type HealthResponse struct {
 	// Counters are the host's running totals: "requests", "ooms",
 	// "conditioning_computed", "conditioning_loaded".
 	Counters map[string]int64 `json:"counters,omitempty"`
+	// Batch describes a batching host (protocol 2); nil for a version-1 host.
+	Batch *BatchInfo `json:"batch,omitempty"`
+}
+
+// IsBatching reports whether the host batches many sequences in one process.
+func (h HealthResponse) IsBatching() bool { return h.Batch != nil }
+
+// BatchInfo is a batching host's state in GET /health (protocol 2). Its KV cache is
+// preallocated at load, so ResidentBytes holds the weights and KVCacheBytes; a line
+// costs activations beyond that (ActivationBytesPerSecond per audio second).
+type BatchInfo struct {
+	// MaxSequences is the most sequences (lines) decoding at once (= Concurrency).
+	MaxSequences int `json:"max_sequences"`
+	// Beams is the rows per sequence (1 = sampling, one row).
+	Beams int `json:"beams"`
+	// BlockTokens is the KV cache's block size in tokens.
+	BlockTokens int `json:"block_tokens"`
+	// KVBytesPerToken is one row's KV bytes per token, all layers, K and V.
+	KVBytesPerToken int64 `json:"kv_bytes_per_token"`
+	// KVCacheBytes is the preallocated KV pool; KVFreeBytes what of it is free now.
+	KVCacheBytes int64 `json:"kv_cache_bytes"`
+	KVFreeBytes  int64 `json:"kv_free_bytes"`
+	// PrefixTokens is the conditioning latents ahead of the text.
+	PrefixTokens int `json:"prefix_tokens"`
+	// TokensPerSecond is mel tokens per audio second.
+	TokensPerSecond float64 `json:"tokens_per_second"`
+	// ActivationBytesPerSecond is the predicted activation bytes per audio second of
+	// one line (s2mel, vocoder, GPT step), beyond the KV pool.
+	ActivationBytesPerSecond float64 `json:"activation_bytes_per_second"`
+	// Decoding, InS2Mel and Waiting count sequences by stage now.
+	Decoding int `json:"decoding"`
+	InS2Mel  int `json:"in_s2mel"`
+	Waiting  int `json:"waiting"`
+	// DecodeTokensPerSecond is the recent GPT rate, all sequences, one row each.
+	DecodeTokensPerSecond float64 `json:"decode_tokens_per_second"`
+	// BatchRowsMax is the most rows decoded in one step so far; Steps the decode steps.
+	BatchRowsMax int   `json:"batch_rows_max"`
+	Steps        int64 `json:"steps"`
 }
 
 // ReleaseCacheResult is the body of POST /release_cache: accelerator memory reserved by

@@ -1,6 +1,7 @@
 package tts
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -72,7 +73,34 @@ type SimulatorConfig struct {
 	FaultFunc func(Request) Fault
 	// Sleep waits d or until ctx ends; nil means a timer. Tests inject a fake.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Batch makes the simulator a batching host (protocol 2); nil: a version-1 host.
+	Batch *SimBatch
 }
+
+// SimBatch shapes a simulated batching host: one process that holds its weights
+// (SimulatorConfig.ResidentBytes) and a KV pool allocated at load, and decodes up to
+// MaxSequences lines at once, each costing only its activations on top.
+type SimBatch struct {
+	// MaxSequences is the host's concurrency; default 32.
+	MaxSequences int
+	// Beams is the rows per line; default 3.
+	Beams int
+	// KVCacheBytes is the KV pool allocated at load; default SimKVCacheBytes.
+	KVCacheBytes int64
+	// ActivationBytesPerSecond is a line's activations per audio second; default
+	// SimActivationBytesPerSecond.
+	ActivationBytesPerSecond int64
+	// Slowdown is how much slower each line decodes per other line in the batch
+	// (0.02: 2% each), so that throughput grows with the batch, less than linearly.
+	Slowdown float64
+}
+
+// Simulated batching host defaults.
+const (
+	SimKVCacheBytes             = 4_000_000_000
+	SimActivationBytesPerSecond = 12_000_000
+	simKVBytesPerToken          = 122_880
+)
 
 // SimulatorStats are the simulator's running totals.
 type SimulatorStats struct {
@@ -95,6 +123,7 @@ type Simulator struct {
 	speaker  string // reference SHA-256 of the conditioning in the "instance"
 	stats    SimulatorStats
 	inFlight int
+	rowsMax  int // a batching simulator's most rows decoding at once
 }
 
 var _ Engine = (*Simulator)(nil)
@@ -126,6 +155,15 @@ func NewSimulator(cfg SimulatorConfig) (*Simulator, error) {
 	}
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleepContext
+	}
+	if b := cfg.Batch; b != nil {
+		bc := *b
+		bc.MaxSequences = cmp.Or(max(bc.MaxSequences, 0), 32)
+		bc.Beams = cmp.Or(max(bc.Beams, 0), 3)
+		bc.KVCacheBytes = cmp.Or(max(bc.KVCacheBytes, 0), SimKVCacheBytes)
+		bc.ActivationBytesPerSecond = cmp.Or(max(bc.ActivationBytesPerSecond, 0), SimActivationBytesPerSecond)
+		cfg.Batch, cfg.Concurrency = &bc, bc.MaxSequences
+		cfg.ResidentBytes += bc.KVCacheBytes // preallocated at load
 	}
 	s := &Simulator{cfg: cfg}
 	if err := s.spawn(); err != nil {
@@ -326,7 +364,25 @@ func (s *Simulator) AudioSecondsFor(req Request) float64 {
 
 // PeakBytesFor is the extra device memory a request of that many audio seconds takes.
 func (s *Simulator) PeakBytesFor(audioSeconds float64) int64 {
+	if b := s.cfg.Batch; b != nil {
+		return int64(float64(b.ActivationBytesPerSecond) * audioSeconds)
+	}
 	return s.cfg.PeakBaseBytes + int64(float64(s.cfg.PeakPerSecondBytes)*audioSeconds)
+}
+
+// BatchInfo is a batching simulator's batch state, as a protocol-2 host reports it
+// in /health; nil for a version-1 simulator.
+func (s *Simulator) BatchInfo() *BatchInfo {
+	b := s.cfg.Batch
+	if b == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &BatchInfo{MaxSequences: b.MaxSequences, Beams: b.Beams, BlockTokens: 32, KVBytesPerToken: simKVBytesPerToken,
+		KVCacheBytes: b.KVCacheBytes, KVFreeBytes: b.KVCacheBytes, PrefixTokens: 32,
+		TokensPerSecond: s.cfg.TokensPerAudioSecond, ActivationBytesPerSecond: float64(b.ActivationBytesPerSecond),
+		Decoding: s.inFlight, BatchRowsMax: s.rowsMax}
 }
 
 // Synthesize simulates one request: it allocates the predicted peak on the device for
@@ -343,6 +399,10 @@ func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error)
 	}
 	s.stats.Requests++
 	s.inFlight++
+	batch := s.inFlight
+	if s.cfg.Batch != nil {
+		s.rowsMax = max(s.rowsMax, batch*s.cfg.Batch.Beams)
+	}
 	proc := s.proc
 	s.mu.Unlock()
 	defer func() {
@@ -386,6 +446,9 @@ func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error)
 	var gen time.Duration
 	if s.cfg.TokensPerSecond > 0 {
 		gen = seconds(float64(tokens) / s.cfg.TokensPerSecond)
+		if b := s.cfg.Batch; b != nil {
+			gen = seconds(gen.Seconds() * (1 + b.Slowdown*float64(batch-1)))
+		}
 	}
 
 	if err := proc.Alloc(peak); err != nil {
@@ -423,14 +486,24 @@ func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error)
 	if factor == 0 {
 		factor = 1
 	}
-	return Result{
+	res := Result{
 		Engine: s.Name(), ModelVersion: s.cfg.Version, OutputPath: req.OutputPath,
 		SampleRate: s.cfg.SampleRate, AudioSeconds: float64(n) / float64(s.cfg.SampleRate),
 		Tokens: tokens, Stages: stages,
 		PeakAllocatedBytes: s.cfg.ResidentBytes + st.Allocated,
 		PeakReservedBytes:  s.cfg.ResidentBytes + st.Reserved,
 		DurationFactor:     factor,
-	}, nil
+	}
+	if b := s.cfg.Batch; b != nil {
+		// A batching host reports the line's own share (protocol 2): its KV blocks
+		// (in the pool, allocated at load) and its activations.
+		kv := int64(tokens+32) * simKVBytesPerToken * int64(b.Beams)
+		stages["queue"] = 0
+		res.PeakAllocatedBytes = kv + peak
+		res.Sequence = &SequenceInfo{KVBytes: kv, ActivationBytes: peak, GPTSeconds: stages["gpt"],
+			S2MelSeconds: stages["s2mel"], VocoderSeconds: stages["vocoder"], BatchRowsMean: float64(batch * b.Beams), S2MelGroup: 1}
+	}
+	return res, nil
 }
 
 // ensureSpeaker puts the speaker's conditioning in the "instance", from its cache file

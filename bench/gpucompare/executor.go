@@ -130,7 +130,7 @@ func (r *rig) executorLine(ctx context.Context, slots *fleet.GPUs, l line, t *ta
 		out, took, err := r.slotLineTimed(ctx, slots, l)
 		switch {
 		case err == nil:
-			t.done(out.AudioSeconds, took)
+			t.done(out, took)
 			return
 		case isOOM(err):
 			t.oom()

@@ -35,6 +35,10 @@ type rig struct {
 	profile    gpu.Profile // the default profile: segment size and generation cap
 	tps        float64
 	log        func(format string, args ...any)
+	// batch is the batched method's profile while it runs: the launcher starts
+	// batching hosts of it (ttshost.BatchArgs); zero otherwise.
+	batchMu sync.Mutex
+	batch   gpu.Profile
 }
 
 // launch starts the i-th host of a pool (with shared weights the first lends them).
@@ -153,7 +157,7 @@ func (r *rig) fixed(ctx context.Context, n int) *result {
 				}
 				switch {
 				case err == nil:
-					t.done(out.AudioSeconds, time.Since(t0))
+					t.done(out, time.Since(t0))
 				case exited(h):
 					t.killed(l, err)
 					t.fail(l, err)

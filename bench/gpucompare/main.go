@@ -79,6 +79,7 @@ type options struct {
 	leaveGiB                                float64
 	sim, shareWeights                       bool
 	timeout                                 time.Duration
+	batch                                   batchOptions
 }
 
 func parseFlags() options {
@@ -89,7 +90,7 @@ func parseFlags() options {
 	flag.IntVar(&o.characters, "characters", 3, "characters speaking the lines in turn")
 	flag.IntVar(&o.gpuIndex, "gpu", 0, "GPU index")
 	flag.Float64Var(&o.leaveGiB, "leave-gib", 0, "shrink the card to this many GiB with a process holding the rest (0: the whole card)")
-	flag.StringVar(&o.methods, "methods", "fixed,executor", "methods to run, in order")
+	flag.StringVar(&o.methods, "methods", "fixed,executor", "methods to run, in order: fixed, executor, batched")
 	flag.StringVar(&o.steps, "n", "1,2,3,4,6,8,12,16", "host counts for the fixed method")
 	flag.IntVar(&o.stop, "stop-flat", 0, "stop the fixed method after this many steps in a row without a new best throughput (0: only at a failure)")
 	flag.StringVar(&o.host, "host", "tts/hosts/bench_host.py --gpt-dtype fp16", "model host script and flags, run with -python")
@@ -98,6 +99,9 @@ func parseFlags() options {
 	flag.BoolVar(&o.sim, "sim", false, "simulator hosts on a simulated card (a rehearsal, not a measurement)")
 	flag.DurationVar(&o.timeout, "timeout", 0, "stop after this long (0: no limit); the runs so far are written")
 	flag.BoolVar(&o.shareWeights, "share-weights", false, "the hosts of the GPU share one copy of the weights (both methods; bench_host.py --share-weights)")
+	flag.IntVar(&o.batch.maxSequences, "max-sequences", 64, "batched method: lines the one batching host decodes at once (the profile's slots)")
+	flag.IntVar(&o.batch.beams, "beams", gpu.DefaultBeams, "batched method: beams per line (1: sampling, one row)")
+	flag.Float64Var(&o.batch.kvCacheGiB, "kv-cache-gib", 0, "batched method: the host's KV cache in GiB (0: the host's own size)")
 	flag.Parse()
 	return o
 }
@@ -147,7 +151,9 @@ func compare(ctx context.Context, o options, stdout io.Writer) error {
 		}
 		r.launcher = &ttshost.SimLauncher{Devices: map[string]*simdev.Device{uuid: dev},
 			Config: tts.SimulatorConfig{ResidentBytes: 5 * gpu.GiB, PeakBaseBytes: 100 << 20, PeakPerSecondBytes: 40 << 20,
-				TokensPerAudioSecond: 50, TokensPerSecond: 20000, FollowTarget: true}}
+				TokensPerAudioSecond: 50, TokensPerSecond: 20000, FollowTarget: true,
+				Batch: &tts.SimBatch{Slowdown: 0.02}}, // used only by batching hosts (Profile)
+			Profile: func(string) gpu.Profile { return r.batchOf() }}
 		memory = func(string) calibrate.DeviceMemory { return simMemory{dev} }
 	} else {
 		hostsLog, err := os.OpenFile(filepath.Join(o.out, "hosts.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -162,8 +168,10 @@ func compare(ctx context.Context, o options, stdout io.Writer) error {
 		defer m.Close()
 		argv := append([]string{o.python}, strings.Fields(o.host)...)
 		r.launcher = ttshost.NewLauncher(ttshost.LauncherConfig{Name: "bench",
-			Command: func(gpu.LaunchOpts) ([]string, error) { return argv, nil },
-			Env:     []string{"PYTHONUNBUFFERED=1"},
+			Command: func(gpu.LaunchOpts) ([]string, error) {
+				return append(argv[:len(argv):len(argv)], ttshost.BatchArgs(r.batchOf())...), nil
+			},
+			Env: []string{"PYTHONUNBUFFERED=1"},
 			ProcessBytes: func(uuid string, pid int) (int64, bool) {
 				for _, s := range m.SampleNow(context.Background()) {
 					if s.UUID == uuid {
@@ -244,6 +252,14 @@ func compare(ctx context.Context, o options, stdout io.Writer) error {
 			res := r.executor(ctx, memory, filepath.Join(o.out, "calibration-"+slug+".json"))
 			results = append(results, res)
 			log.Print(res.line())
+		case "batched":
+			if ctx.Err() != nil {
+				break
+			}
+			log.Printf("batched: one host, %d sequences, %d beams", o.batch.maxSequences, o.batch.beams)
+			res := r.batched(ctx, o.batch)
+			results = append(results, res)
+			log.Print(res.line())
 		default:
 			return fmt.Errorf("unknown method %q", method)
 		}
@@ -277,6 +293,10 @@ func (r *result) line() string {
 	s := fmt.Sprintf("%s %s N=%d: %.2f audio s/s (%.0f s of %d lines in %.0f s), failed %d, OOMs %d, hosts lost %d, peak %.1f GB, p50 %.1f s, p95 %.1f s",
 		r.Situation, r.Method, r.Hosts, r.Throughput, r.AudioSeconds, r.Done, r.WallSeconds, r.Failed, r.OOMs, r.HostsKilled,
 		float64(r.PeakUsedBytes)/1e9, r.P50Seconds, r.P95Seconds)
+	s += fmt.Sprintf(", p95 of lines up to %d s %.1f s", shortLineSeconds, r.P95ShortSeconds)
+	if r.Sequences > 0 {
+		s += fmt.Sprintf(", %d sequences, mean rows per step %.1f (most %.0f)", r.Sequences, r.BatchRowsMean, r.BatchRowsMost)
+	}
 	if r.StartError != "" {
 		s += "; did not start: " + r.StartError
 	}
@@ -301,6 +321,7 @@ func summary(r *rig, results []*result) string {
 			x.Throughput, x.WallSeconds, x.Failed, x.Lines-x.Done-x.Failed, x.OOMs, x.HostsKilled,
 			float64(x.PeakUsedBytes)/1e9, x.P50Seconds, x.P95Seconds)
 		switch {
+		case x.Method == "batched":
 		case x.Method == "executor":
 			exec = x
 		case !x.healthy():
@@ -315,6 +336,28 @@ func summary(r *rig, results []*result) string {
 		}
 	}
 	b.WriteString("\n")
+	for _, x := range results {
+		if x.Method != "batched" {
+			continue
+		}
+		fmt.Fprintf(&b, "Batched (one host, %d sequences", x.Sequences)
+		if x.Profile != nil {
+			fmt.Fprintf(&b, ", %d beams", x.Profile.BeamsOrDefault())
+		}
+		fmt.Fprintf(&b, "): p95 of lines up to %d s %.1f s; mean rows per decode step %.1f (most %.0f); stage sums:",
+			shortLineSeconds, x.P95ShortSeconds, x.BatchRowsMean, x.BatchRowsMost)
+		for _, k := range []string{"queue", "conditioning", "gpt", "s2mel", "vocoder", "total"} {
+			fmt.Fprintf(&b, " %s %.0f s", k, x.StageSeconds[k])
+		}
+		b.WriteString("\n")
+		if best != nil && best.Throughput > 0 && x.healthy() {
+			fmt.Fprintf(&b, "Batched: %.2fx the best fixed N (N=%d)", x.Throughput/best.Throughput, best.Hosts)
+			if exec != nil && exec.healthy() && exec.Throughput > 0 {
+				fmt.Fprintf(&b, ", %.2fx the executor", x.Throughput/exec.Throughput)
+			}
+			b.WriteString(".\n")
+		}
+	}
 	switch {
 	case firstFail != nil:
 		fmt.Fprintf(&b, "Fixed method: first failure at N=%d; the source documents' rule picks N=%d.\n", firstFail.Hosts, hostsOf(rule))

@@ -18,8 +18,10 @@ import (
 type result struct {
 	Situation string `json:"situation"` // "whole card" or "24 GiB"
 	Method    string `json:"method"`    // "fixed" or "executor"
-	// Hosts is N for the fixed method, the profile's slots for the executor.
+	// Hosts is N for the fixed method, the profile's slots for the executor, 1 for
+	// the batched method (whose host decodes Sequences lines at once).
 	Hosts        int     `json:"hosts"`
+	Sequences    int     `json:"sequences,omitempty"`
 	Lines        int     `json:"lines"`
 	Done         int     `json:"done"`
 	Failed       int     `json:"failed"`
@@ -35,10 +37,19 @@ type result struct {
 	BaselineBytes int64 `json:"baseline_bytes"`
 	// Line latency: from the moment a host takes the line until its audio is back,
 	// retries included.
-	P50Seconds float64  `json:"p50_seconds"`
-	P95Seconds float64  `json:"p95_seconds"`
-	StartError string   `json:"start_error,omitempty"`
-	Errors     []string `json:"errors,omitempty"`
+	P50Seconds float64 `json:"p50_seconds"`
+	P95Seconds float64 `json:"p95_seconds"`
+	// P95ShortSeconds is the p95 latency of the lines of at most 5 s of audio.
+	P95ShortSeconds float64 `json:"p95_short_seconds"`
+	// StageSeconds sums the hosts' stage times over the lines ("queue", "gpt",
+	// "s2mel", "vocoder", ...).
+	StageSeconds map[string]float64 `json:"stage_seconds,omitempty"`
+	// BatchRowsMean is the mean over lines of a batching host's mean rows per decode
+	// step while the line decoded; BatchRowsMost the largest of them.
+	BatchRowsMean float64  `json:"batch_rows_mean,omitempty"`
+	BatchRowsMost float64  `json:"batch_rows_most,omitempty"`
+	StartError    string   `json:"start_error,omitempty"`
+	Errors        []string `json:"errors,omitempty"`
 	// Profile is the executor's profile, from its calibration.
 	Profile *gpu.Profile `json:"profile,omitempty"`
 }
@@ -53,14 +64,31 @@ type tally struct {
 	mu        sync.Mutex
 	r         *result
 	latencies []float64
+	short     []float64 // latencies of lines of at most shortLineSeconds
+	rows      []float64 // batching hosts' mean rows per step, per line
 }
 
-func (t *tally) done(audio float64, took time.Duration) {
+// shortLineSeconds bounds the short lines whose p95 latency is reported.
+const shortLineSeconds = 5
+
+func (t *tally) done(out tts.Result, took time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.r.Done++
-	t.r.AudioSeconds += audio
+	t.r.AudioSeconds += out.AudioSeconds
 	t.latencies = append(t.latencies, took.Seconds())
+	if out.AudioSeconds <= shortLineSeconds {
+		t.short = append(t.short, took.Seconds())
+	}
+	for k, v := range out.Stages {
+		if t.r.StageSeconds == nil {
+			t.r.StageSeconds = map[string]float64{}
+		}
+		t.r.StageSeconds[k] += v
+	}
+	if out.Sequence != nil {
+		t.rows = append(t.rows, out.Sequence.BatchRowsMean)
+	}
 }
 
 func (t *tally) fail(l line, err error) {
@@ -108,6 +136,14 @@ func (t *tally) finish(wall time.Duration) {
 		t.r.Throughput = t.r.AudioSeconds / t.r.WallSeconds
 	}
 	t.r.P50Seconds, t.r.P95Seconds = percentile(t.latencies, 0.50), percentile(t.latencies, 0.95)
+	t.r.P95ShortSeconds = percentile(t.short, 0.95)
+	if len(t.rows) > 0 {
+		var sum float64
+		for _, x := range t.rows {
+			sum += x
+		}
+		t.r.BatchRowsMean, t.r.BatchRowsMost = sum/float64(len(t.rows)), slices.Max(t.rows)
+	}
 }
 
 // percentile is the nearest-rank percentile of xs (0 when empty).

@@ -38,9 +38,10 @@ func TestTheFilmScript(t *testing.T) {
 
 func TestSimulatedComparison(t *testing.T) {
 	// The whole benchmark on simulator hosts and a simulated card shrunk to 24 GiB:
-	// both methods, the memory holder's place taken by the card's foreign memory.
+	// the three methods, the memory holder's place taken by the card's foreign memory.
 	o := options{cues: "testdata/film_cues.tsv", from: defaultFrom, lines: 12, characters: 3, leaveGiB: 24,
-		methods: "fixed,executor", steps: "1,2", sim: true, out: t.TempDir()}
+		methods: "fixed,executor,batched", steps: "1,2", sim: true, out: t.TempDir(),
+		batch: batchOptions{maxSequences: 16, beams: 1}}
 	var out strings.Builder
 	require.NoError(t, compare(context.Background(), o, &out))
 	s := out.String()
@@ -48,18 +49,27 @@ func TestSimulatedComparison(t *testing.T) {
 	require.Contains(t, s, "| fixed | 2 |")
 	require.Contains(t, s, "| executor |")
 	require.Contains(t, s, "Executor (")
+	require.Contains(t, s, "| batched | 1 |")
+	require.Contains(t, s, "Batched (one host, 16 sequences, 1 beams)")
 	b, err := os.ReadFile(filepath.Join(o.out, "results.json"))
 	require.NoError(t, err)
 	var res struct {
 		Runs []result `json:"runs"`
 	}
 	require.NoError(t, json.Unmarshal(b, &res))
-	require.Len(t, res.Runs, 3)
+	require.Len(t, res.Runs, 4)
 	for _, r := range res.Runs {
 		require.True(t, r.healthy(), "%+v", r)
 		require.Equal(t, 12, r.Done)
 		require.Positive(t, r.AudioSeconds)
+		require.Positive(t, r.P95ShortSeconds, "the workload has lines up to 5 s")
 	}
+	batched := res.Runs[3]
+	require.Equal(t, "batched", batched.Method)
+	require.Equal(t, 16, batched.Sequences)
+	require.True(t, batched.Profile.Batching)
+	require.Positive(t, batched.BatchRowsMost, "lines decoded side by side")
+	require.Positive(t, batched.StageSeconds["gpt"])
 	_, err = os.Stat(filepath.Join(o.out, "calibration-24-GiB.json"))
 	require.NoError(t, err)
 }

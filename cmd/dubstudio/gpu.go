@@ -39,7 +39,8 @@ func hostCommand(cfg *config.Config, engine string, p gpu.Profile) []string {
 		if p.FP16 {
 			dtype = "fp16"
 		}
-		return []string{cfg.HostPython, filepath.Join(cfg.HostsDir, "bench_host.py"), "--gpt-dtype", dtype}
+		return append([]string{cfg.HostPython, filepath.Join(cfg.HostsDir, "bench_host.py"), "--gpt-dtype", dtype},
+			ttshost.BatchArgs(p)...)
 	default:
 		argv := []string{cfg.HostPython, filepath.Join(cfg.HostsDir, "indextts_host.py"),
 			"--model-dir", cfg.IndexTTSModelDir, "--variant", cfg.IndexTTSVariant,
@@ -78,6 +79,10 @@ func hostEnv(cfg *config.Config, engine string) []string {
 // on a GPU (gpu.Profile.ShareWeights): the bench host and the simulator can; the
 // IndexTTS host cannot yet (docs/engines.md).
 func sharesWeights(engine string) bool { return engine == engineBench || engine == engineSimulator }
+
+// batches reports whether engine's hosts can batch (gpu.Profile.Batching, protocol
+// 2): the bench host can (bench_host.py --batch); the IndexTTS host cannot yet.
+func batches(engine string) bool { return engine == engineBench }
 
 // tokensPerSecond is the engine's mel tokens per second of audio.
 func tokensPerSecond(cfg *config.Config, engine string) float64 {
@@ -245,6 +250,7 @@ func newGPUWorker(ctx context.Context, cfg *config.Config, store *studio.Store, 
 	var slots *fleet.GPUs
 	scfg := fleet.GPUsConfig{Engine: engine, Monitor: setup.monitor, GPUs: devs, Simulated: setup.simulated != nil,
 		TokensPerSecond: tokensPerSecond(cfg, engine), Logger: logger, ShareWeights: sharesWeights(engine),
+		Batching: batches(engine),
 		Launcher: setup.launcher(cfg, engine, func(uuid string) gpu.Profile { return slots.LaunchProfile(uuid) }, logger)}
 	if setup.simulated != nil {
 		scfg.Memory = func(uuid string) calibrate.DeviceMemory { return simulatedMemory{setup.simulated[uuid]} }

@@ -25,6 +25,11 @@ type SimLauncher struct {
 	// BorrowerBytes is what a host that borrows the weights holds (its CUDA
 	// context); default SimBorrowerBytes.
 	BorrowerBytes int64
+	// Profile, when set, is the profile a GPU's next host starts with: with
+	// Batching the host is a batching simulator of the profile's slots, beams and
+	// KV cache, as the real launcher passes them (BatchArgs), shaped otherwise by
+	// Config.Batch; without, a version-1 simulator (Config.Batch ignored).
+	Profile func(gpu string) gpu.Profile
 
 	mu      sync.Mutex
 	lenders map[string]*SimHost // by GPU, the host lending its weights
@@ -53,6 +58,21 @@ func (l *SimLauncher) LaunchHost(ctx context.Context, opts gpu.LaunchOpts) (*Sim
 	}
 	cfg := l.Config
 	cfg.Device = dev
+	if l.Profile != nil {
+		if p := l.Profile(opts.GPU); p.Batching {
+			b := tts.SimBatch{}
+			if cfg.Batch != nil {
+				b = *cfg.Batch
+			}
+			b.MaxSequences, b.Beams = p.MaxSlots, p.BeamsOrDefault()
+			if p.KVCacheGiB > 0 {
+				b.KVCacheBytes = p.KVCacheBytes()
+			}
+			cfg.Batch = &b
+		} else {
+			cfg.Batch = nil
+		}
+	}
 	if l.Configure != nil {
 		l.Configure(opts, &cfg)
 	}
@@ -121,6 +141,16 @@ func (h *SimHost) ResidentBytes() int64 {
 		return 0
 	}
 	return info.ResidentBytes
+}
+
+// Batch reports a batching simulator's resident memory (weights and KV pool) and
+// its activation bytes per audio second of a line (gpu.BatchingHost).
+func (h *SimHost) Batch() (residentBytes int64, lineBytesPerSecond float64, ok bool) {
+	b := h.sim.BatchInfo()
+	if b == nil {
+		return 0, 0, false
+	}
+	return h.ResidentBytes(), b.ActivationBytesPerSecond, true
 }
 
 // PID returns the simulated process id.

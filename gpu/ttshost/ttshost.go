@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -122,7 +123,7 @@ func (l *Launcher) LaunchHost(ctx context.Context, opts gpu.LaunchOpts) (*Pinned
 		<-p.Done()
 		return nil, fmt.Errorf("host %s did not become ready: %w", opts.ID, err)
 	}
-	h.info = health.HostInfo
+	h.info, h.batch = health.HostInfo, health.Batch
 	return h, nil
 }
 
@@ -165,10 +166,11 @@ type EngineHost interface {
 // PinnedHost is a model-host process started by a Launcher, pinned to one GPU
 // (CUDA_VISIBLE_DEVICES); it wraps the tts.HostProcess that speaks the protocol.
 type PinnedHost struct {
-	opts gpu.LaunchOpts
-	proc *tts.HostProcess
-	cfg  *LauncherConfig
-	info tts.HostInfo
+	opts  gpu.LaunchOpts
+	proc  *tts.HostProcess
+	cfg   *LauncherConfig
+	info  tts.HostInfo
+	batch *tts.BatchInfo // nil: not a batching host
 }
 
 var _ EngineHost = (*PinnedHost)(nil)
@@ -191,6 +193,27 @@ func (h *PinnedHost) GPU() string { return h.opts.GPU }
 
 // PID returns the process id.
 func (h *PinnedHost) PID() int { return h.proc.PID() }
+
+// Batch reports a batching host's resident memory (weights and KV pool) and its
+// activation bytes per audio second of a line, from its health at start
+// (gpu.BatchingHost).
+func (h *PinnedHost) Batch() (residentBytes int64, lineBytesPerSecond float64, ok bool) {
+	if h.batch == nil {
+		return 0, 0, false
+	}
+	return h.info.ResidentBytes, h.batch.ActivationBytesPerSecond, true
+}
+
+// BatchArgs are the flags that start a batching host for profile p (protocol 2,
+// bench_host.py --batch): as many sequences as the profile's slots, its beams and KV
+// cache (0: the host's own size); nil without batching.
+func BatchArgs(p gpu.Profile) []string {
+	if !p.Batching {
+		return nil
+	}
+	return []string{"--batch", "--max-sequences", strconv.Itoa(p.MaxSlots), "--beams", strconv.Itoa(p.BeamsOrDefault()),
+		"--kv-cache-bytes", strconv.FormatInt(p.KVCacheBytes(), 10)}
+}
 
 // Concurrency is what the host declared (at least 1).
 func (h *PinnedHost) Concurrency() int { return max(h.info.Concurrency, 1) }

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"dubstudio/fleet"
+	"dubstudio/gpu"
+	"dubstudio/workflow"
+)
+
+// batchOptions shape the batched method's one host.
+type batchOptions struct {
+	maxSequences, beams int
+	kvCacheGiB          float64
+}
+
+// batchProfile is the profile of the batched method: the default profile with one
+// batching host of o.maxSequences sequences, o.beams beams and o.kvCacheGiB of KV
+// cache (0: the host's own size). The long lane takes up to half the sequences.
+func batchProfile(base gpu.Profile, o batchOptions) gpu.Profile {
+	p := base
+	p.Name, p.ShareWeights, p.Batching = "batched", false, true
+	p.MaxSlots, p.Beams, p.KVCacheGiB = o.maxSequences, o.beams, o.kvCacheGiB
+	p.LongLaneLimit = max(o.maxSequences/2, 1)
+	return p
+}
+
+// batched runs the lines through the executor on one batching host (protocol 2):
+// the worker's GPU slots with the batching profile, uncalibrated (the executor
+// charges each line the activations the host's health predicts), as many lines at
+// once as River hands the worker.
+func (r *rig) batched(ctx context.Context, o batchOptions) *result {
+	p := batchProfile(r.profile, o)
+	mon := r.newMonitor(ctx)
+	res := &result{Situation: r.situation, Method: "batched", Lines: len(r.lines), Hosts: 1, Sequences: p.MaxSlots,
+		Profile: &p, BaselineBytes: usedNow(mon, r.dev.UUID)}
+	if err := p.Validate(); err != nil {
+		res.StartError = err.Error()
+		mon.Close()
+		return res
+	}
+	r.setBatch(p)
+	defer r.setBatch(gpu.Profile{})
+	slots, err := fleet.NewGPUs(fleet.GPUsConfig{Engine: "bench", Monitor: mon,
+		GPUs: []gpu.Device{r.dev}, Launcher: r.launcher, TokensPerSecond: r.tps, Batching: true})
+	if err != nil {
+		res.StartError = err.Error()
+		return res
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = slots.Stop(sctx)
+	}()
+	if err := slots.Apply(r.dev.UUID, fleet.Setting{Profile: p}); err != nil {
+		res.StartError = fmt.Sprintf("applying the batching profile: %v", err)
+		return res
+	}
+	peak := watchPeak(mon, r.dev.UUID)
+	slots.Start(ctx)
+	if err := slots.WaitServing(ctx, r.dev.UUID, 1); err != nil {
+		res.StartError = err.Error()
+		res.PeakUsedBytes = peak.end()
+		return res
+	}
+	sl, err := slots.Acquire(ctx, workflow.PermitRequest{AudioSeconds: 15})
+	if err == nil {
+		err = r.speakers.prepare(ctx, sl.Engine(), r.work)
+		sl.Done(workflow.Outcome{Failed: err != nil})
+	}
+	if err != nil {
+		res.StartError = err.Error()
+		res.PeakUsedBytes = peak.end()
+		return res
+	}
+	t := &tally{r: res}
+	// A few short lines first, untimed, to warm the host's kernels up.
+	var wg sync.WaitGroup
+	for i := range min(p.MaxSlots, 8) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := line{ID: int64(-1 - i), Seconds: 2, Character: i % len(r.speakers.refs), Text: "A short line to warm the host up."}
+			if _, err := r.slotLine(ctx, slots, l); err != nil {
+				t.warmUpFailed(i, err)
+			}
+		}()
+	}
+	wg.Wait()
+
+	queue := make(chan line, len(r.lines))
+	for _, l := range r.lines {
+		queue <- l
+	}
+	close(queue)
+	start := time.Now()
+	for range slots.Capacity() { // what River hands the worker at once
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for l := range queue {
+				r.executorLine(ctx, slots, l, t)
+			}
+		}()
+	}
+	wg.Wait()
+	t.finish(time.Since(start))
+	res.PeakUsedBytes = peak.end()
+	return res
+}
+
+// setBatch makes the hosts the rig launches from now on batching hosts of p (the
+// zero profile: process hosts again).
+func (r *rig) setBatch(p gpu.Profile) {
+	r.batchMu.Lock()
+	defer r.batchMu.Unlock()
+	r.batch = p
+}
+
+// batchOf is the profile setBatch set.
+func (r *rig) batchOf() gpu.Profile {
+	r.batchMu.Lock()
+	defer r.batchMu.Unlock()
+	return r.batch
+}
