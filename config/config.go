@@ -53,6 +53,12 @@ type Config struct {
 	// SourceMaxUploadBytes bounds a project's source upload (a video of the whole
 	// programme is much larger than a voice reference).
 	SourceMaxUploadBytes int64
+
+	// MaxLineMs is the longest a line may last (MAX_LINE_SECONDS), on import, edit
+	// and render; MaxExportMs the longest programme an export accepts
+	// (MAX_EXPORT_SECONDS).
+	MaxLineMs   int
+	MaxExportMs int
 }
 
 type option struct {
@@ -208,6 +214,24 @@ var options = []option{
 				return errors.New("must be a whole number of MiB between 1 and 65536")
 			}
 			c.SourceMaxUploadBytes = int64(n) << 20
+			return nil
+		}},
+	{name: "MAX_LINE_SECONDS", def: "120", help: "longest a line may last (end - start), refused on import and edit; at most 600",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 600 {
+				return errors.New("must be a whole number of seconds between 1 and 600")
+			}
+			c.MaxLineMs = n * 1000
+			return nil
+		}},
+	{name: "MAX_EXPORT_SECONDS", def: "14400", help: "longest programme (the last line's end) an export accepts",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 60 || n > 86400 {
+				return errors.New("must be a whole number of seconds between 60 and 86400")
+			}
+			c.MaxExportMs = n * 1000
 			return nil
 		}},
 	{name: "LOG_LEVEL", def: "info", help: "debug, info, warn or error",

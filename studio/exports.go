@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"time"
 
+	"dubstudio/i18n"
+
 	"gorm.io/gorm"
 )
 
@@ -38,10 +40,18 @@ type Export struct {
 type QueueExportFunc func(ctx context.Context, tx *sql.Tx, e *Export) error
 
 // CreateExport records a requested export and, in the same transaction, runs queue
-// (which inserts its job).
+// (which inserts its job). A project whose programme (its last line's end) is longer
+// than Limits.ExportMs is refused with an error that unwraps to ErrInvalid.
 func (s *Store) CreateExport(ctx context.Context, projectID, userID int64, approvedOnly bool, queue QueueExportFunc) (*Export, error) {
 	e := &Export{ProjectID: projectID, ApprovedOnly: approvedOnly, State: ExportQueued, CreatedBy: &userID}
 	err := s.inTx(ctx, func(tx *gorm.DB) error {
+		var programmeMs int
+		if err := tx.Raw("SELECT coalesce(max(end_ms), 0) FROM lines WHERE project_id = ?", projectID).Scan(&programmeMs).Error; err != nil {
+			return err
+		}
+		if most := s.Limits.ExportMs(); programmeMs > most {
+			return i18n.Errorf(ErrInvalid, "export.too_long", seconds(programmeMs), seconds(most))
+		}
 		if err := tx.Omit("CreatedAt", "FinishedAt").Create(e).Error; err != nil {
 			return err
 		}

@@ -120,6 +120,7 @@ func open(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*studio
 		pool.Close()
 		return nil, err
 	}
+	store.Limits = studio.Limits{MaxLineMs: cfg.MaxLineMs, MaxExportMs: cfg.MaxExportMs}
 	return store, nil
 }
 
