@@ -59,6 +59,9 @@ type Config struct {
 	// (MAX_EXPORT_SECONDS).
 	MaxLineMs   int
 	MaxExportMs int
+
+	// MaxFormBytes bounds the body of every request that uploads no file (MAX_FORM_KB).
+	MaxFormBytes int64
 }
 
 type option struct {
@@ -214,6 +217,15 @@ var options = []option{
 				return errors.New("must be a whole number of MiB between 1 and 65536")
 			}
 			c.SourceMaxUploadBytes = int64(n) << 20
+			return nil
+		}},
+	{name: "MAX_FORM_KB", def: "1024", help: "largest accepted body of a request that uploads no file, in KiB (uploads have MAX_UPLOAD_MB and SOURCE_MAX_UPLOAD_MB)",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 16 || n > 65536 {
+				return errors.New("must be a whole number of KiB between 16 and 65536")
+			}
+			c.MaxFormBytes = int64(n) << 10
 			return nil
 		}},
 	{name: "MAX_LINE_SECONDS", def: "120", help: "longest a line may last (end - start), refused on import and edit; at most 600",

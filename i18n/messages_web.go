@@ -150,6 +150,7 @@ func init() {
 		"line.bad_text":           {EN: "Text must be valid and at most %d characters.", ZH: "台词必须有效且不超过 %d 个字符。"},
 		"line.control_chars":      {EN: "Text contains control characters.", ZH: "台词包含控制字符。"},
 		"line.bad_timing":         {EN: "The end must not be before the start.", ZH: "结束时间不能早于开始时间。"},
+		"error.form_too_large":    {EN: "The request is too large: the limit is %d KiB (setting MAX_FORM_KB).", ZH: "请求过大：上限为 %d KiB（设置 MAX_FORM_KB）。"},
 		"line.too_long":           {EN: "This line lasts %v s; a line may last at most %v s (setting MAX_LINE_SECONDS). Split it into shorter lines.", ZH: "这句台词长 %v 秒，一句台词最长 %v 秒（设置 MAX_LINE_SECONDS）。请拆分为较短的几句。"},
 		"export.too_long":         {EN: "The programme lasts %v s; an export may last at most %v s (setting MAX_EXPORT_SECONDS).", ZH: "节目长 %v 秒，导出最长 %v 秒（设置 MAX_EXPORT_SECONDS）。"},
 		"line.bad_timecode":       {EN: "Use a time like 00:01:02.345.", ZH: "请使用 00:01:02.345 这样的时间格式。"},

@@ -8,11 +8,13 @@ import (
 	"io/fs"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"net/textproto"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
@@ -436,4 +438,111 @@ func TestHostileTextIsStoredVerbatimAndShownEscaped(t *testing.T) {
 func requireEscapedOrAbsent(t *testing.T, body []byte, payload string) {
 	t.Helper()
 	require.NotContains(t, string(body), payload)
+}
+
+// countingBody is a request body of n zero bytes that counts what the server reads.
+type countingBody struct {
+	left int64
+	read atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), b.left))
+	clear(p[:n])
+	b.left -= int64(n)
+	b.read.Add(int64(n))
+	return n, nil
+}
+
+// TestBodiesAreBoundedBeforeAnythingReadsThem: an anonymous 200 MB POST to /login
+// used to be read whole (and a multipart one spooled to disk) before the CSRF check.
+// A body announced past its route's limit is refused with 413 unread; one without a
+// length stops at the limit; a multipart upload without the header has only its
+// first 64 KiB read for the token, and a right token still lets the file through.
+func TestBodiesAreBoundedBeforeAnythingReadsThem(t *testing.T) {
+	t.Parallel()
+	h := setupHostile(t)
+	handler := h.server.Config.Handler
+	serve := func(path string, body *countingBody, length int64, ct string, hdr map[string]string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", path, body)
+		req.ContentLength = length
+		req.Header.Set("Content-Type", ct)
+		req.Header.Set("Cookie", h.c.cookie)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		return rec
+	}
+	const huge = 200 << 20
+
+	body := &countingBody{left: huge}
+	req := httptest.NewRequest("POST", "/login", body)
+	req.ContentLength = huge
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := httptest.NewRecorder()
+	handler.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code)
+	require.Zero(t, body.read.Load(), "refused on its announced length, unread")
+	require.Contains(t, rec.Body.String(), "1024 KiB")
+
+	body = &countingBody{left: huge}
+	rec = serve(h.project+"/glossary", body, -1, "application/x-www-form-urlencoded", h.htmxHeaders())
+	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, "a body without a length stops at the limit")
+	require.LessOrEqual(t, body.read.Load(), h.cfg.MaxFormBytes+64<<10)
+
+	ref := fmt.Sprintf("%s/characters/%d/reference", h.project, h.char.ID)
+	body = &countingBody{left: huge}
+	rec = serve(ref, body, huge, "multipart/form-data; boundary=x", h.htmxHeaders())
+	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, "an upload past MAX_UPLOAD_MB is refused unread")
+	require.Zero(t, body.read.Load())
+
+	// A multipart body without the header: the token is looked for in its first 64
+	// KiB only, and a wrong one refuses the upload before the file is read.
+	wav := sourceFile(t, "voice.wav", "-f", "lavfi", "-i", "sine=frequency=220:sample_rate=24000:duration=4")
+	padding := strings.Repeat("x", 100<<10)
+	mp, ct := fileUpload(t, "file", "voice.wav", wav, url.Values{"_csrf": {"wrong"}, "pad": {padding}})
+	raw, err := io.ReadAll(mp)
+	require.NoError(t, err)
+	peek := &peekBody{data: raw}
+	req = httptest.NewRequest("POST", ref, peek)
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set("Cookie", h.c.cookie)
+	rec = httptest.NewRecorder()
+	handler.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	require.LessOrEqual(t, peek.read, int64(64<<10), "only the token's prefix was read")
+
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	require.NoError(t, w.WriteField("_csrf", h.c.csrf))
+	fw, err := w.CreateFormFile("file", "voice.wav")
+	require.NoError(t, err)
+	_, err = fw.Write(wav)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	resp := h.c.do("POST", ref, &buf, w.FormDataContentType(), map[string]string{"HX-Request": "true"})
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the token field in front of the file lets it through, body intact")
+	ch, err := h.store.Character(context.Background(), h.testBundle.project.ID, h.char.ID)
+	require.NoError(t, err)
+	require.NotNil(t, ch.RefAudioSHA256, "the file arrived whole")
+}
+
+// peekBody is a request body that counts what the server reads of it.
+type peekBody struct {
+	data []byte
+	read int64
+}
+
+func (b *peekBody) Read(p []byte) (int, error) {
+	if b.read >= int64(len(b.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.data[b.read:])
+	b.read += int64(n)
+	return n, nil
 }

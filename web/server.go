@@ -9,8 +9,10 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/a-h/templ"
@@ -97,7 +99,7 @@ func New(d Deps) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.recoverPanic, s.securityHeaders, s.loadSession, s.checkCSRF)
+	e.Use(s.recoverPanic, s.securityHeaders, s.limitBody, s.loadSession, s.checkCSRF)
 	s.echo = e
 
 	staticFS, _ := fs.Sub(static.FS, ".")
@@ -199,6 +201,54 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	admin.POST("/admin/users/:uid/password", s.resetUserPassword)
 	admin.POST("/admin/users/:uid/disabled", s.setUserDisabled)
 	s.gpuRoutes(admin)
+}
+
+// uploadLimit is the size of the body a route accepts: its upload limit plus room for
+// the form's other fields for the routes that take a file, MAX_FORM_KB for every other.
+// upload says whether the route takes a file.
+func (s *Server) uploadLimit(path string) (limit int64, upload bool) {
+	const slack = 1 << 20
+	if strings.HasPrefix(path, "/projects/") {
+		switch {
+		case strings.HasSuffix(path, "/source"):
+			return s.cfg.SourceMaxUploadBytes + slack, true
+		case strings.HasSuffix(path, "/reference"), strings.HasSuffix(path, "/emotion-audio"), strings.HasSuffix(path, "/import"):
+			return s.cfg.MaxUploadBytes + slack, true
+		}
+	}
+	return s.cfg.MaxFormBytes, false
+}
+
+// limitBody bounds every request body before anything reads it: a body announced
+// larger than its route's limit is refused with 413 unread, and any other is read
+// through http.MaxBytesReader, so that a body without a length stops at the limit
+// too. A URL-encoded form is parsed here, where the overflow can still be told
+// apart from an empty form (c.FormValue drops the error).
+func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if safeMethod(r.Method) || r.Body == nil || r.Body == http.NoBody {
+			return next(c)
+		}
+		limit, upload := s.uploadLimit(r.URL.Path)
+		tooLarge := echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.form_too_large", s.cfg.MaxFormBytes>>10))
+		if upload {
+			tooLarge = echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", (limit>>20)-1))
+		}
+		if r.ContentLength > limit {
+			// Close rather than drain what the client still sends.
+			c.Response().Header().Set("Connection", "close")
+			return tooLarge
+		}
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
+		if ct, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); ct == echo.MIMEApplicationForm {
+			var mbe *http.MaxBytesError
+			if err := r.ParseForm(); errors.As(err, &mbe) {
+				return tooLarge
+			}
+		}
+		return next(c)
+	}
 }
 
 // Handler returns the HTTP handler.
