@@ -60,6 +60,10 @@ type Config struct {
 	MaxLineMs   int
 	MaxExportMs int
 
+	// TrustedProxies are the proxies whose X-Forwarded-For names the client
+	// (TRUSTED_PROXIES); without them the client is the connection's address.
+	TrustedProxies []*net.IPNet
+
 	// MaxFormBytes bounds the body of every request that uploads no file (MAX_FORM_KB).
 	MaxFormBytes int64
 }
@@ -217,6 +221,28 @@ var options = []option{
 				return errors.New("must be a whole number of MiB between 1 and 65536")
 			}
 			c.SourceMaxUploadBytes = int64(n) << 20
+			return nil
+		}},
+	{name: "TRUSTED_PROXIES", def: "", defHelp: "none (the client is the connection's address; X-Forwarded-For is ignored)", help: "addresses or CIDR ranges of reverse proxies whose X-Forwarded-For is believed, separated by commas",
+		setFunc: func(c *Config, v string) error {
+			c.TrustedProxies = nil
+			for _, f := range strings.Split(v, ",") {
+				if f = strings.TrimSpace(f); f == "" {
+					continue
+				}
+				if !strings.Contains(f, "/") {
+					if ip := net.ParseIP(f); ip != nil && ip.To4() != nil {
+						f += "/32"
+					} else {
+						f += "/128"
+					}
+				}
+				_, n, err := net.ParseCIDR(f)
+				if err != nil {
+					return fmt.Errorf("%q is not an address or CIDR range", f)
+				}
+				c.TrustedProxies = append(c.TrustedProxies, n)
+			}
 			return nil
 		}},
 	{name: "MAX_FORM_KB", def: "1024", help: "largest accepted body of a request that uploads no file, in KiB (uploads have MAX_UPLOAD_MB and SOURCE_MAX_UPLOAD_MB)",

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/textproto"
@@ -22,6 +24,7 @@ import (
 
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
+	"dubstudio/web"
 )
 
 // hostileDir is the corpus of hostile inputs, at the repository's root (see its
@@ -545,4 +548,71 @@ func (b *peekBody) Read(p []byte) (int, error) {
 	n := copy(p, b.data[b.read:])
 	b.read += int64(n)
 	return n, nil
+}
+
+// loginVia logs in through srv with extra request headers (an X-Forwarded-For).
+func loginVia(t *testing.T, srv *httptest.Server, username, password string, hdr map[string]string) *http.Response {
+	t.Helper()
+	c := &client{t: t, base: srv.URL}
+	resp := c.do("GET", "/login", nil, "", hdr)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, x := range resp.Cookies() {
+		if x.Name == "dubstudio_login_csrf" {
+			c.cookie = x.Name + "=" + x.Value
+		}
+	}
+	c.csrf, _ = doc(t, resp).Find(`input[name=_csrf]`).Attr("value")
+	form := url.Values{"username": {username}, "password": {password}, "_csrf": {c.csrf}}
+	return c.do("POST", "/login", strings.NewReader(form.Encode()), "application/x-www-form-urlencoded", hdr)
+}
+
+// TestLoginThrottleCannotBeDodgedOrTurnedIntoALockout: a rotating X-Forwarded-For
+// used to escape the throttle, and failures from one address locked the user out
+// everywhere with no way to lift it. The address is the connection's unless
+// TRUSTED_PROXIES names the proxy; failures from one address pause only that address;
+// an admin sees the pause and lifts it, and a password reset lifts it too.
+func TestLoginThrottleCannotBeDodgedOrTurnedIntoALockout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ed := b.users[studio.RoleEditor]
+	xff := func(ip string) map[string]string { return map[string]string{"X-Forwarded-For": ip} }
+
+	// No trusted proxy: the header is ignored, rotating it does not reset the count.
+	for i := range 3 {
+		resp := loginVia(t, b.server, ed.Username, "wrong-password", xff(fmt.Sprintf("198.51.100.%d", i)))
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	}
+	resp := loginVia(t, b.server, ed.Username, studiotest.Password, xff("198.51.100.99"))
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "a forged X-Forwarded-For does not dodge the throttle")
+
+	// The admin sees the pause on the users page and lifts it.
+	admin := b.as(t, studio.RoleAdmin)
+	d := doc(t, admin.get("/admin/users"))
+	require.Equal(t, 1, d.Find(`[data-testid=throttled]`).Length())
+	resp = admin.post(fmt.Sprintf("/admin/users/%d/unlock", ed.ID), nil, true)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Zero(t, doc(t, resp).Find(`[data-testid=throttled]`).Length())
+	require.Equal(t, http.StatusSeeOther, loginVia(t, b.server, ed.Username, studiotest.Password, nil).StatusCode, "unlocked at once")
+
+	// Behind a trusted proxy: an attacker's address is paused, the user's is not.
+	cfg := *b.cfg
+	cfg.TrustedProxies = []*net.IPNet{{IP: net.IPv4(127, 0, 0, 1), Mask: net.CIDRMask(32, 32)}}
+	proxied := httptest.NewServer(web.New(web.Deps{Config: &cfg, Store: b.store, Logger: slog.New(slog.DiscardHandler)}).Handler())
+	t.Cleanup(proxied.Close)
+	for range 3 {
+		require.Equal(t, http.StatusUnauthorized, loginVia(t, proxied, ed.Username, "wrong-password", xff("203.0.113.9")).StatusCode)
+	}
+	require.Equal(t, http.StatusTooManyRequests, loginVia(t, proxied, ed.Username, studiotest.Password, xff("203.0.113.9")).StatusCode)
+	require.Equal(t, http.StatusSeeOther, loginVia(t, proxied, ed.Username, studiotest.Password, xff("192.0.2.44")).StatusCode,
+		"the user logs in from their own address")
+
+	// A password reset by an admin lifts the pause.
+	resp = admin.post(fmt.Sprintf("/admin/users/%d/password", ed.ID), nil, true)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	notice := doc(t, resp).Find(`[data-testid=notice]`).Text()
+	fields := strings.Fields(notice)
+	require.NotEmpty(t, fields)
+	password := fields[len(fields)-1] // "New password for NAME (shown once): PASSWORD"
+	require.Equal(t, http.StatusSeeOther, loginVia(t, proxied, ed.Username, password, xff("203.0.113.9")).StatusCode,
+		"the new password works at once from the paused address")
 }

@@ -99,6 +99,7 @@ func New(d Deps) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
+	e.IPExtractor = clientIP(d.Config.TrustedProxies)
 	e.Use(s.recoverPanic, s.securityHeaders, s.limitBody, s.loadSession, s.checkCSRF)
 	s.echo = e
 
@@ -200,7 +201,23 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	admin.POST("/admin/users/:uid/role", s.setUserRole)
 	admin.POST("/admin/users/:uid/password", s.resetUserPassword)
 	admin.POST("/admin/users/:uid/disabled", s.setUserDisabled)
+	admin.POST("/admin/users/:uid/unlock", s.unlockUser)
 	s.gpuRoutes(admin)
+}
+
+// clientIP is how the server tells the client's address (for the login throttle and
+// the logs): the connection's, unless it comes from one of the trusted proxies, whose
+// X-Forwarded-For is then read. Echo would trust loopback and private addresses by
+// default; here nothing is trusted unless TRUSTED_PROXIES says so.
+func clientIP(trusted []*net.IPNet) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, n := range trusted {
+		opts = append(opts, echo.TrustIPRange(n))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
 // uploadLimit is the size of the body a route accepts: its upload limit plus room for
