@@ -64,6 +64,12 @@ type Config struct {
 	// (TRUSTED_PROXIES); without them the client is the connection's address.
 	TrustedProxies []*net.IPNet
 
+	// Upload checks: a reference voice's length (REFERENCE_MIN_SECONDS,
+	// REFERENCE_MAX_SECONDS), a source's (SOURCE_MAX_SECONDS) and the free space an
+	// extraction must leave (MIN_FREE_MB).
+	ReferenceMinMs, ReferenceMaxMs, SourceMaxMs int
+	MinFreeBytes                                int64
+
 	// MaxFormBytes bounds the body of every request that uploads no file (MAX_FORM_KB).
 	MaxFormBytes int64
 }
@@ -245,6 +251,42 @@ var options = []option{
 			}
 			return nil
 		}},
+	{name: "REFERENCE_MIN_SECONDS", def: "3", help: "shortest accepted reference voice or emotion reference, in seconds",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 60 {
+				return errors.New("must be a whole number between 1 and 60")
+			}
+			c.ReferenceMinMs = n * 1000
+			return nil
+		}},
+	{name: "REFERENCE_MAX_SECONDS", def: "30", help: "longest accepted reference voice or emotion reference, in seconds (IndexTTS uses the first 15 s)",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 600 {
+				return errors.New("must be a whole number between 1 and 600")
+			}
+			c.ReferenceMaxMs = n * 1000
+			return nil
+		}},
+	{name: "SOURCE_MAX_SECONDS", def: "14400", help: "longest accepted project source (audio or video), in seconds: its sound track is stored as a 48 kHz WAV",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 60 || n > 86400 {
+				return errors.New("must be a whole number between 60 and 86400")
+			}
+			c.SourceMaxMs = n * 1000
+			return nil
+		}},
+	{name: "MIN_FREE_MB", def: "1024", help: "free space in MiB the data directory must keep after a source's extraction; one that would leave less is refused",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 1048576 {
+				return errors.New("must be a whole number between 1 and 1048576")
+			}
+			c.MinFreeBytes = int64(n) << 20
+			return nil
+		}},
 	{name: "MAX_FORM_KB", def: "1024", help: "largest accepted body of a request that uploads no file, in KiB (uploads have MAX_UPLOAD_MB and SOURCE_MAX_UPLOAD_MB)",
 		setFunc: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
@@ -347,6 +389,9 @@ func LoadFrom(lookup func(string) (string, bool)) (*Config, error) {
 	}
 	if c.IndexTTSModelVersion == "" {
 		c.IndexTTSModelVersion = "IndexTTS-" + c.IndexTTSVariant
+	}
+	if c.ReferenceMinMs > c.ReferenceMaxMs {
+		return nil, errors.New("invalid configuration:\n  REFERENCE_MIN_SECONDS must not be above REFERENCE_MAX_SECONDS")
 	}
 	if c.BaseURL == "" {
 		c.BaseURL = "http://" + c.HTTPAddr

@@ -422,10 +422,8 @@ func TestHostileTextIsStoredVerbatimAndShownEscaped(t *testing.T) {
 	require.Equal(t, `"><img src=x onerror=alert(3)>`, notes)
 
 	// A reference voice uploaded under a path-like name keeps only a display name.
-	wav := corpus(t, "audio/truncated.wav")[:44+3200] // header + the 0.1 s that is there
-	fixed := append([]byte{}, wav...)
-	copy(fixed[40:44], []byte{0x80, 0x0c, 0, 0}) // data size 3200
-	copy(fixed[4:8], []byte{0xa4, 0x0c, 0, 0})   // RIFF size 36 + 3200
+	// (Four seconds of tone: a reference must last REFERENCE_MIN_SECONDS.)
+	fixed := sourceFile(t, "voice.wav", "-f", "lavfi", "-i", "sine=frequency=220:sample_rate=16000:duration=4")
 	for _, name := range []string{"../../etc/passwd", `C:\Users\x\..\voice.wav`, "<script>x</script>.wav"} {
 		resp := h.upload(t, "file", name, fixed)
 		require.Equal(t, http.StatusOK, resp.StatusCode, "%q", name)

@@ -89,7 +89,10 @@ func New(d Deps) *Server {
 	s := &Server{renderer: d.Renderer, exporter: d.Exporter, cfg: d.Config, store: d.Store, logger: d.Logger, blobs: studio.BlobStore{Dir: d.Config.DataDir + "/blobs"}}
 	s.media = d.Media
 	if s.media == nil {
-		s.media = media.NewLibrary(d.Store, s.blobs)
+		lib := media.NewLibrary(d.Store, s.blobs)
+		lib.Limits = media.Limits{ReferenceMinMs: d.Config.ReferenceMinMs, ReferenceMaxMs: d.Config.ReferenceMaxMs,
+			SourceMaxMs: d.Config.SourceMaxMs, MinFreeBytes: d.Config.MinFreeBytes}
+		s.media = lib
 	}
 	s.live = d.Live
 	if s.live == nil {
