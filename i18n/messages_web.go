@@ -158,6 +158,7 @@ func init() {
 		"upload.reference_silent": {EN: "This recording has only %v s of sound above silence; a reference voice needs at least %v s of speech.", ZH: "该录音中高于静音的声音只有 %v 秒；参考音色至少需要 %v 秒的语音。"},
 		"upload.source_too_long":  {EN: "This file lasts %v s; a source may last at most %v s (setting SOURCE_MAX_SECONDS).", ZH: "该文件长 %v 秒；原声最长 %v 秒（设置 SOURCE_MAX_SECONDS）。"},
 		"upload.no_space":         {EN: "Not enough free disk space: extracting the sound track needs %v MB, %v MB are free and %v MB must stay free (setting MIN_FREE_MB).", ZH: "磁盘空间不足：提取音轨需要 %v MB，剩余 %v MB，且须保留 %v MB（设置 MIN_FREE_MB）。"},
+		"error.bad_text":          {EN: "The request holds a NUL byte or text that is not valid UTF-8; remove it and try again.", ZH: "请求中含有 NUL 字节或无效的 UTF-8 文本，请删除后重试。"},
 		"line.too_long":           {EN: "This line lasts %v s; a line may last at most %v s (setting MAX_LINE_SECONDS). Split it into shorter lines.", ZH: "这句台词长 %v 秒，一句台词最长 %v 秒（设置 MAX_LINE_SECONDS）。请拆分为较短的几句。"},
 		"export.too_long":         {EN: "The programme lasts %v s; an export may last at most %v s (setting MAX_EXPORT_SECONDS).", ZH: "节目长 %v 秒，导出最长 %v 秒（设置 MAX_EXPORT_SECONDS）。"},
 		"line.bad_timecode":       {EN: "Use a time like 00:01:02.345.", ZH: "请使用 00:01:02.345 这样的时间格式。"},

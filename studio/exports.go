@@ -3,6 +3,7 @@ package studio
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"time"
 
 	"dubstudio/i18n"
@@ -151,4 +152,15 @@ func (s *Store) ExportLines(ctx context.Context, projectID int64, approvedOnly b
 		out = append(out, el)
 	}
 	return out, nil
+}
+
+// CSVCell neutralises a text cell of an exported CSV (OWASP's CSV injection): a cell
+// that begins with =, +, -, @, a tab or a carriage return would be read as a formula
+// by a spreadsheet, so it gets a leading apostrophe, which spreadsheets show as text.
+// Numbers the program writes itself are not passed through it.
+func CSVCell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }

@@ -280,3 +280,15 @@ func TestExportOfALongProgrammeIsRefused(t *testing.T) {
 	require.NoError(t, err, "a programme at the limit is exported")
 	require.Equal(t, 1, queued)
 }
+
+// TestCSVCellNeutralisesFormulas: manifest cells starting with a formula character
+// were written verbatim, for a spreadsheet to run.
+func TestCSVCellNeutralisesFormulas(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"=HYPERLINK(\"http://x\")": "'=HYPERLINK(\"http://x\")", "+1": "'+1", "-2+3": "'-2+3", "@SUM(A1)": "'@SUM(A1)",
+		"\tx": "'\tx", "\rx": "'\rx", "Hello": "Hello", "": "", "a=b": "a=b",
+	} {
+		require.Equal(t, want, studio.CSVCell(in), "%q", in)
+	}
+}

@@ -245,8 +245,16 @@ func (s *Server) renderLogin(c echo.Context, status int, username, msg string) e
 }
 
 // safeNext keeps redirects after login on this site.
+// safeNext is where a login goes on: next when it is a path of this site, else the
+// projects. Browsers drop tabs and newlines from URLs and read a backslash as a
+// slash, so "/\t/host" or "/\\host" would leave the site: any control character or
+// backslash refuses next, as does anything that parses with a scheme or a host.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") ||
+		strings.IndexFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		return "/projects"
+	}
+	if u, err := url.Parse(next); err != nil || u.Scheme != "" || u.Host != "" || strings.HasPrefix(u.Path, "//") {
 		return "/projects"
 	}
 	return next

@@ -614,3 +614,49 @@ func TestLoginThrottleCannotBeDodgedOrTurnedIntoALockout(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, loginVia(t, proxied, ed.Username, password, xff("203.0.113.9")).StatusCode,
 		"the new password works at once from the paused address")
 }
+
+// TestNULAndInvalidUTF8AreRefusedWith400: a NUL or invalid UTF-8 byte in search, the
+// glossary, a comment or the login name used to reach Postgres and give a 500. Every
+// query and form value is checked first; nothing changes.
+func TestNULAndInvalidUTF8AreRefusedWith400(t *testing.T) {
+	t.Parallel()
+	h := setupHostile(t)
+	before := dbChecksums(t, h.testBundle)
+	for _, bad := range []string{"a\x00b", "caf\xe9", "\xff\xfe"} {
+		resp := h.c.get(h.project + "/lines?q=" + url.QueryEscape(bad))
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "search %q", bad)
+		require.Contains(t, readAll(t, resp), "UTF-8")
+		resp = h.c.htmx("POST", h.project+"/glossary", url.Values{"term": {bad}, "replacement": {"x"}})
+		require.Contains(t, []int{http.StatusBadRequest, http.StatusUnprocessableEntity}, resp.StatusCode, "glossary %q: refused, not a 500", bad)
+		resp = h.editLine(url.Values{"text": {bad}, "base_revision": {fmt.Sprint(h.line.Revision)}})
+		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, "line text %q: the form says what is wrong", bad)
+		resp = loginVia(t, h.server, bad, "whatever-password", nil)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "login name %q", bad)
+	}
+	require.Equal(t, before, dbChecksums(t, h.testBundle), "nothing changed")
+}
+
+// TestLoginRedirectStaysOnTheSite: browsers drop a tab and read a backslash as a
+// slash, so "/\t/evil.example" left the site after login.
+func TestLoginRedirectStaysOnTheSite(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ed := b.users[studio.RoleEditor]
+	for next, want := range map[string]string{
+		"/\t/evil.example": "/projects", "//evil.example": "/projects", "/\\evil.example": "/projects",
+		"/%09/evil.example": "/%09/evil.example", "https://evil.example": "/projects", "/\n/evil.example": "/projects",
+		"/projects/7?x=1": "/projects/7?x=1",
+	} {
+		c := &client{t: t, base: b.server.URL}
+		resp := c.get("/login")
+		for _, x := range resp.Cookies() {
+			if x.Name == "dubstudio_login_csrf" {
+				c.cookie = x.Name + "=" + x.Value
+			}
+		}
+		c.csrf, _ = doc(t, resp).Find(`input[name=_csrf]`).Attr("value")
+		resp = c.post("/login?next="+url.QueryEscape(next), url.Values{"username": {ed.Username}, "password": {studiotest.Password}}, true)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "%q", next)
+		require.Equal(t, want, resp.Header.Get("Location"), "%q", next)
+	}
+}

@@ -12,8 +12,10 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
@@ -247,6 +249,10 @@ func (s *Server) uploadLimit(path string) (limit int64, upload bool) {
 func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
+		badText := echo.NewHTTPError(http.StatusBadRequest, s.t(c, "error.bad_text"))
+		if !validText(r.URL.Query()) {
+			return badText
+		}
 		if safeMethod(r.Method) || r.Body == nil || r.Body == http.NoBody {
 			return next(c)
 		}
@@ -266,9 +272,23 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 			if err := r.ParseForm(); errors.As(err, &mbe) {
 				return tooLarge
 			}
+
 		}
 		return next(c)
 	}
+}
+
+// validText says whether every value is valid UTF-8 without NUL bytes, which no text
+// field accepts (Postgres refuses both: they used to give a 500).
+func validText(vs url.Values) bool {
+	for k, list := range vs {
+		for _, v := range append(list, k) {
+			if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Handler returns the HTTP handler.
