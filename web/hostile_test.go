@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
 	"github.com/stretchr/testify/require"
@@ -659,4 +660,38 @@ func TestLoginRedirectStaysOnTheSite(t *testing.T) {
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "%q", next)
 		require.Equal(t, want, resp.Header.Get("Location"), "%q", next)
 	}
+}
+
+// requireStreamEnds waits for the server to end s (its events channel closes).
+func requireStreamEnds(t *testing.T, s *sseStream, why string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case _, open := <-s.events:
+			if !open {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the stream was still open 20 s after %s", why)
+		}
+	}
+}
+
+// TestLiveStreamsEndWithTheirSession: an open stream used to keep delivering line
+// text after its user logged out or was disabled.
+func TestLiveStreamsEndWithTheirSession(t *testing.T) {
+	t.Parallel()
+	b := setupLive(t)
+	path := fmt.Sprintf("/projects/%d/events", b.project.ID)
+
+	c := b.as(t, studio.RoleEditor)
+	s := c.stream(path, nil)
+	require.Equal(t, http.StatusSeeOther, c.post("/logout", nil, true).StatusCode)
+	requireStreamEnds(t, s, "logout")
+
+	c = b.as(t, studio.RoleEditor)
+	s = c.stream(path, nil)
+	require.NoError(t, b.store.SetUserDisabled(context.Background(), b.users[studio.RoleEditor].ID, true))
+	requireStreamEnds(t, s, "the user was disabled")
 }
