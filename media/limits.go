@@ -76,7 +76,7 @@ func freeBytes(dir string) (int64, error) {
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return 0, fmt.Errorf("error reading the free space of %s: %w", dir, err)
 	}
-	return int64(st.Bavail) * int64(st.Bsize), nil //nolint:gosec // block counts fit int64
+	return int64(st.Bavail) * st.Bsize, nil //nolint:gosec // block counts fit int64
 }
 
 // soundDuration is how much of the recording at path is louder than silenceLevel,

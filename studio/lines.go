@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -867,4 +868,11 @@ func (s *Store) AllLines(ctx context.Context, projectID int64) ([]Line, error) {
 	var ls []Line
 	err := s.db.WithContext(ctx).Where("project_id = ?", projectID).Order("idx").Find(&ls).Error
 	return ls, err
+}
+
+// IsBadText says whether Postgres refused a text for a NUL byte or invalid UTF-8 (in
+// a field that has no validation of its own): the request's fault, not the server's.
+func IsBadText(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "22021" || pe.Code == "22P05")
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"runtime/debug"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
 
 	"dubstudio/audio"
@@ -26,7 +25,7 @@ func statusOf(err error) int {
 		return he.Code
 	case errors.Is(err, audio.ErrNoSpace):
 		return http.StatusInsufficientStorage
-	case badTextError(err):
+	case studio.IsBadText(err):
 		return http.StatusBadRequest
 	case errors.Is(err, studio.ErrNotFound):
 		return http.StatusNotFound
@@ -69,7 +68,7 @@ func (s *Server) messageOf(c echo.Context, status int, err error) string {
 	case http.StatusRequestEntityTooLarge:
 		return s.t(c, "error.too_large", s.cfg.MaxUploadBytes>>20)
 	case http.StatusUnprocessableEntity, http.StatusBadRequest:
-		if badTextError(err) {
+		if studio.IsBadText(err) {
 			return s.t(c, "error.bad_text")
 		}
 		return s.t(c, "error.bad_request")
@@ -137,11 +136,4 @@ func (s *Server) securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; connect-src 'self'")
 		return next(c)
 	}
-}
-
-// badTextError says whether Postgres refused a text for a NUL byte or invalid UTF-8
-// (a field no handler checks itself): the request's fault, a 400, not a 500.
-func badTextError(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "22021" || pe.Code == "22P05")
 }

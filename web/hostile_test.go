@@ -469,7 +469,7 @@ func TestBodiesAreBoundedBeforeAnythingReadsThem(t *testing.T) {
 	h := setupHostile(t)
 	handler := h.server.Config.Handler
 	serve := func(path string, body *countingBody, length int64, ct string, hdr map[string]string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest("POST", path, body)
+		req := httptest.NewRequest(http.MethodPost, path, body)
 		req.ContentLength = length
 		req.Header.Set("Content-Type", ct)
 		req.Header.Set("Cookie", h.c.cookie)
@@ -483,7 +483,7 @@ func TestBodiesAreBoundedBeforeAnythingReadsThem(t *testing.T) {
 	const huge = 200 << 20
 
 	body := &countingBody{left: huge}
-	req := httptest.NewRequest("POST", "/login", body)
+	req := httptest.NewRequest(http.MethodPost, "/login", body)
 	req.ContentLength = huge
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	rec := httptest.NewRecorder()
@@ -511,7 +511,7 @@ func TestBodiesAreBoundedBeforeAnythingReadsThem(t *testing.T) {
 	raw, err := io.ReadAll(mp)
 	require.NoError(t, err)
 	peek := &peekBody{data: raw}
-	req = httptest.NewRequest("POST", ref, peek)
+	req = httptest.NewRequest(http.MethodPost, ref, peek)
 	req.Header.Set("Content-Type", ct)
 	req.Header.Set("Cookie", h.c.cookie)
 	rec = httptest.NewRecorder()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,9 +25,9 @@ func TestUnknownFlagsAndCommandsAreUsageErrors(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none?sslmode=disable")
 	var ue usageError
 	err := run(context.Background(), []string{"migrate", "--bogus"})
-	require.True(t, errors.As(err, &ue), "%v", err)
+	require.ErrorAs(t, err, &ue)
 	require.Contains(t, err.Error(), "dubstudio migrate")
 	err = run(context.Background(), []string{"frobnicate"})
-	require.True(t, errors.As(err, &ue), "%v", err)
+	require.ErrorAs(t, err, &ue)
 	require.Contains(t, err.Error(), "unknown command")
 }
