@@ -28,6 +28,11 @@ const (
 	DefaultSilenceThreshold = -50.0 // dBFS
 	DefaultLoudness         = -23.0 // LUFS, EBU R128
 	DefaultSampleRate       = 48000
+	// DefaultMaxSlotMs is the longest slot Fit accepts when FitParams.MaxSlotMs is
+	// zero: the highest MAX_LINE_SECONDS allows (10 minutes, 115 MB of float32
+	// samples at 48 kHz), so that the padded take's memory is bounded whatever a
+	// line's timecodes say.
+	DefaultMaxSlotMs = 600_000
 )
 
 const (
@@ -57,8 +62,13 @@ type FitParams struct {
 	// SHA-256, for a store that files takes by content (studio.BlobStore.Dest): the
 	// take is then written once, straight into its place.
 	OutputFor func(sha256 string) (string, error)
-	// SlotMs is the line's length (end - start); it must be positive.
+	// SlotMs is the line's length (end - start); it must be positive and at most
+	// MaxSlotMs.
 	SlotMs int
+	// MaxSlotMs is the longest slot accepted (default DefaultMaxSlotMs): Fit holds
+	// the whole slot in memory, so a longer one is refused with ErrInvalid rather
+	// than padded.
+	MaxSlotMs int
 	// GapMs is the silence between this line's end and the next line's start (0 or
 	// less: none, the lines touch or overlap).
 	GapMs int
@@ -261,6 +271,9 @@ func (p FitParams) withDefaults() (FitParams, error) {
 	if p.SampleRate == 0 {
 		p.SampleRate = DefaultSampleRate
 	}
+	if p.MaxSlotMs == 0 {
+		p.MaxSlotMs = DefaultMaxSlotMs
+	}
 	var bad []string
 	if _, err := mediaArg(p.InputPath); err != nil {
 		bad = append(bad, "input: "+err.Error())
@@ -272,8 +285,11 @@ func (p FitParams) withDefaults() (FitParams, error) {
 	} else if p.OutputPath != "" {
 		bad = append(bad, "both an output path and a way to name the output")
 	}
-	if p.SlotMs <= 0 {
-		bad = append(bad, fmt.Sprintf("slot of %d ms", p.SlotMs))
+	if p.SlotMs <= 0 || p.SlotMs > p.MaxSlotMs {
+		bad = append(bad, fmt.Sprintf("slot of %d ms (at most %d ms)", p.SlotMs, p.MaxSlotMs))
+	}
+	if p.GapBorrowMs > p.MaxSlotMs {
+		bad = append(bad, fmt.Sprintf("gap borrow of %d ms (at most %d ms)", p.GapBorrowMs, p.MaxSlotMs))
 	}
 	if !(p.StretchMin > 0 && p.StretchMin <= 1 && p.StretchMax >= 1 && p.StretchMax <= 4) {
 		bad = append(bad, fmt.Sprintf("stretch limits %g-%g", p.StretchMin, p.StretchMax))

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
@@ -486,4 +487,28 @@ func TestQuantiseRoundsAsMathRound(t *testing.T) {
 		check(math.Float32frombits(b))
 		check(-math.Float32frombits(b))
 	}
+}
+
+// TestFitRefusesASlotPastTheCap: a three-hour slot (a valid SRT cue) used to be padded
+// in memory, 2 GB of samples; it is refused before the take is even decoded, so the
+// fit allocates next to nothing. The test is not parallel so that nothing else
+// allocates while it measures.
+func TestFitRefusesASlotPastTheCap(t *testing.T) {
+	dir := t.TempDir()
+	take := tone(t, dir, "t.wav", "1", "24000")
+	out := filepath.Join(dir, "out.wav")
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Fit(ctxT(t), FitParams{InputPath: take, OutputPath: out, SlotMs: 3 * 3600_000})
+	runtime.ReadMemStats(&after)
+	require.ErrorIs(t, err, ErrInvalid)
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(16<<20), "refused without padding the slot")
+	require.NoFileExists(t, out)
+
+	_, err = Fit(ctxT(t), FitParams{InputPath: take, OutputPath: out, SlotMs: 2001, MaxSlotMs: 2000})
+	require.ErrorIs(t, err, ErrInvalid, "one millisecond past a set cap")
+	res, err := Fit(ctxT(t), FitParams{InputPath: take, OutputPath: out, SlotMs: 2000, MaxSlotMs: 2000})
+	require.NoError(t, err, "a slot at the cap fits")
+	require.Equal(t, SamplesFor(2000, DefaultSampleRate), res.Samples)
 }

@@ -53,6 +53,25 @@ type Config struct {
 	// SourceMaxUploadBytes bounds a project's source upload (a video of the whole
 	// programme is much larger than a voice reference).
 	SourceMaxUploadBytes int64
+
+	// MaxLineMs is the longest a line may last (MAX_LINE_SECONDS), on import, edit
+	// and render; MaxExportMs the longest programme an export accepts
+	// (MAX_EXPORT_SECONDS).
+	MaxLineMs   int
+	MaxExportMs int
+
+	// TrustedProxies are the proxies whose X-Forwarded-For names the client
+	// (TRUSTED_PROXIES); without them the client is the connection's address.
+	TrustedProxies []*net.IPNet
+
+	// Upload checks: a reference voice's length (REFERENCE_MIN_SECONDS,
+	// REFERENCE_MAX_SECONDS), a source's (SOURCE_MAX_SECONDS) and the free space an
+	// extraction must leave (MIN_FREE_MB).
+	ReferenceMinMs, ReferenceMaxMs, SourceMaxMs int
+	MinFreeBytes                                int64
+
+	// MaxFormBytes bounds the body of every request that uploads no file (MAX_FORM_KB).
+	MaxFormBytes int64
 }
 
 type option struct {
@@ -210,6 +229,91 @@ var options = []option{
 			c.SourceMaxUploadBytes = int64(n) << 20
 			return nil
 		}},
+	{name: "TRUSTED_PROXIES", def: "", defHelp: "none (the client is the connection's address; X-Forwarded-For is ignored)", help: "addresses or CIDR ranges of reverse proxies whose X-Forwarded-For is believed, separated by commas",
+		setFunc: func(c *Config, v string) error {
+			c.TrustedProxies = nil
+			for _, f := range strings.Split(v, ",") {
+				if f = strings.TrimSpace(f); f == "" {
+					continue
+				}
+				if !strings.Contains(f, "/") {
+					if ip := net.ParseIP(f); ip != nil && ip.To4() != nil {
+						f += "/32"
+					} else {
+						f += "/128"
+					}
+				}
+				_, n, err := net.ParseCIDR(f)
+				if err != nil {
+					return fmt.Errorf("%q is not an address or CIDR range", f)
+				}
+				c.TrustedProxies = append(c.TrustedProxies, n)
+			}
+			return nil
+		}},
+	{name: "REFERENCE_MIN_SECONDS", def: "3", help: "shortest accepted reference voice or emotion reference, in seconds",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 60 {
+				return errors.New("must be a whole number between 1 and 60")
+			}
+			c.ReferenceMinMs = n * 1000
+			return nil
+		}},
+	{name: "REFERENCE_MAX_SECONDS", def: "30", help: "longest accepted reference voice or emotion reference, in seconds (IndexTTS uses the first 15 s)",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 600 {
+				return errors.New("must be a whole number between 1 and 600")
+			}
+			c.ReferenceMaxMs = n * 1000
+			return nil
+		}},
+	{name: "SOURCE_MAX_SECONDS", def: "14400", help: "longest accepted project source (audio or video), in seconds: its sound track is stored as a 48 kHz WAV",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 60 || n > 86400 {
+				return errors.New("must be a whole number between 60 and 86400")
+			}
+			c.SourceMaxMs = n * 1000
+			return nil
+		}},
+	{name: "MIN_FREE_MB", def: "1024", help: "free space in MiB the data directory must keep after a source's extraction; one that would leave less is refused",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 1048576 {
+				return errors.New("must be a whole number between 1 and 1048576")
+			}
+			c.MinFreeBytes = int64(n) << 20
+			return nil
+		}},
+	{name: "MAX_FORM_KB", def: "1024", help: "largest accepted body of a request that uploads no file, in KiB (uploads have MAX_UPLOAD_MB and SOURCE_MAX_UPLOAD_MB)",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 16 || n > 65536 {
+				return errors.New("must be a whole number of KiB between 16 and 65536")
+			}
+			c.MaxFormBytes = int64(n) << 10
+			return nil
+		}},
+	{name: "MAX_LINE_SECONDS", def: "120", help: "longest a line may last (end - start), refused on import and edit; at most 600",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 600 {
+				return errors.New("must be a whole number of seconds between 1 and 600")
+			}
+			c.MaxLineMs = n * 1000
+			return nil
+		}},
+	{name: "MAX_EXPORT_SECONDS", def: "14400", help: "longest programme (the last line's end) an export accepts",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 60 || n > 86400 {
+				return errors.New("must be a whole number of seconds between 60 and 86400")
+			}
+			c.MaxExportMs = n * 1000
+			return nil
+		}},
 	{name: "LOG_LEVEL", def: "info", help: "debug, info, warn or error",
 		setFunc: func(c *Config, v string) error {
 			switch v {
@@ -285,6 +389,9 @@ func LoadFrom(lookup func(string) (string, bool)) (*Config, error) {
 	}
 	if c.IndexTTSModelVersion == "" {
 		c.IndexTTSModelVersion = "IndexTTS-" + c.IndexTTSVariant
+	}
+	if c.ReferenceMinMs > c.ReferenceMaxMs {
+		return nil, errors.New("invalid configuration:\n  REFERENCE_MIN_SECONDS must not be above REFERENCE_MAX_SECONDS")
 	}
 	if c.BaseURL == "" {
 		c.BaseURL = "http://" + c.HTTPAddr

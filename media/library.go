@@ -22,6 +22,9 @@ import (
 type Library struct {
 	store *studio.Store
 	blobs studio.BlobStore
+	// Limits bound the length of references and sources and the space extraction
+	// leaves free (zero fields: the defaults).
+	Limits Limits
 }
 
 // NewLibrary returns the library of the audio in blobs, recorded in store.

@@ -100,7 +100,7 @@ func TestCharacterAudioIsProbedAndStored(t *testing.T) {
 	require.NoError(t, err)
 	ch := chars[0]
 	voice := filepath.Join(b.dir, "voice.wav")
-	out, err := exec.Command("espeak-ng", "-w", voice, "This is my voice.").CombinedOutput()
+	out, err := exec.Command("espeak-ng", "-w", voice, "This is my voice. I read a few sentences so that the clone has enough to learn from, and then I stop.").CombinedOutput()
 	require.NoError(t, err, string(out))
 
 	// Refused by content, whatever the name says; nothing is recorded.
@@ -323,4 +323,46 @@ func TestDerivedKeysSeparateTheirParts(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "segment:ab:1000:1500", media.SourceSegmentKey("ab", 1000, 1500))
 	require.NotEqual(t, media.DerivedKey("range", "a", "bc"), media.DerivedKey("range", "ab", "c"))
+}
+
+// TestUploadsAreBoundedByLengthAndSpace: a two-hour file was accepted as a reference
+// voice, a 0.4 s tone and a silent recording as voices, a source of any length was
+// extracted without looking at the disk. Each is refused with a message saying the
+// limit, before anything is stored.
+func TestUploadsAreBoundedByLengthAndSpace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	chars, err := b.store.Characters(ctx, b.project.ID)
+	require.NoError(t, err)
+	ch := chars[0]
+	sine := func(name, seconds string) string {
+		return b.ffmpeg(t, name, "-f", "lavfi", "-i", "sine=frequency=220:sample_rate=16000:duration="+seconds)
+	}
+
+	short := sine("short.wav", "0.4")
+	err = b.lib.SetCharacterReference(ctx, b.project.ID, ch.ID, b.upload(t, short, "short.wav"))
+	requireRefused(t, err, studio.ErrInvalid, "upload.reference_length")
+	require.Contains(t, err.Error(), "0.4 s")
+	long := sine("long.wav", "31")
+	err = b.lib.SetCharacterEmotionAudio(ctx, b.project.ID, ch.ID, b.upload(t, long, "long.wav"), 0.5)
+	requireRefused(t, err, studio.ErrInvalid, "upload.reference_length")
+	require.Contains(t, err.Error(), "first 15 s")
+	silent := b.ffmpeg(t, "silent.wav", "-f", "lavfi", "-i", "anullsrc=r=16000:cl=mono", "-t", "5")
+	err = b.lib.SetCharacterReference(ctx, b.project.ID, ch.ID, b.upload(t, silent, "silent.wav"))
+	requireRefused(t, err, studio.ErrInvalid, "upload.reference_silent")
+	got, err := b.store.Character(ctx, b.project.ID, ch.ID)
+	require.NoError(t, err)
+	require.Nil(t, got.RefAudioSHA256, "nothing recorded")
+	require.NoError(t, b.lib.SetCharacterReference(ctx, b.project.ID, ch.ID, b.upload(t, sine("ok.wav", "4"), "ok.wav")), "four seconds of sound pass")
+
+	b.lib.Limits.SourceMaxMs = 2000
+	_, err = b.lib.SetProjectSource(ctx, b.project.ID, b.user.ID, b.upload(t, sine("source.wav", "3"), "source.wav"))
+	requireRefused(t, err, studio.ErrInvalid, "upload.source_too_long")
+	b.lib.Limits.SourceMaxMs = 0
+	b.lib.Limits.MinFreeBytes = 1 << 60 // more than any disk has
+	_, err = b.lib.SetProjectSource(ctx, b.project.ID, b.user.ID, b.upload(t, sine("source.wav", "3"), "source.wav"))
+	requireRefused(t, err, audio.ErrNoSpace, "upload.no_space")
+	_, err = b.store.ProjectSource(ctx, b.project.ID)
+	require.ErrorIs(t, err, studio.ErrNotFound, "no source recorded")
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"time"
 
 	"dubstudio/audio"
+	"dubstudio/i18n"
 	"dubstudio/studio"
 )
 
@@ -37,6 +40,16 @@ func (l *Library) putReference(ctx context.Context, up Upload) (*studio.Blob, er
 	if err != nil {
 		return nil, refused(err)
 	}
+	if err := l.Limits.checkReferenceLength(info.Duration); err != nil {
+		return nil, err
+	}
+	sound, err := soundDuration(ctx, up.Path, info.Duration)
+	if err != nil {
+		return nil, err
+	}
+	if sound < referenceMinSoundMs*time.Millisecond {
+		return nil, i18n.Errorf(studio.ErrInvalid, "upload.reference_silent", seconds(sound), seconds(referenceMinSoundMs*time.Millisecond))
+	}
 	return l.store.PutBlob(ctx, l.blobs, up.Path, studio.Blob{Format: info.Format,
 		DurationMs: int(info.Duration.Milliseconds()), SampleRate: info.SampleRate, Channels: info.Channels})
 }
@@ -48,6 +61,24 @@ func (l *Library) putReference(ctx context.Context, up Upload) (*studio.Blob, er
 func (l *Library) SetProjectSource(ctx context.Context, projectID, userID int64, up Upload) (*studio.ProjectSource, error) {
 	wav := up.Path + ".wav"
 	defer os.Remove(wav) // gone already once stored
+	// The length and the free space are checked before anything is extracted: the
+	// WAV grows with the length (48 kHz, 16 bits a sample), not with the upload.
+	probed, err := audio.Probe(ctx, up.Path)
+	if err != nil {
+		return nil, refused(fmt.Errorf("error reading %q: %w", up.Name, err))
+	}
+	lim := l.Limits.withDefaults()
+	if most := time.Duration(lim.SourceMaxMs) * time.Millisecond; probed.Duration > most {
+		return nil, i18n.Errorf(studio.ErrInvalid, "upload.source_too_long", seconds(probed.Duration), seconds(most))
+	}
+	free, err := freeBytes(filepath.Dir(up.Path))
+	if err != nil {
+		return nil, err
+	}
+	need := int64(probed.Duration.Seconds()*48000) * 2 * int64(max(1, probed.Channels))
+	if free-need < lim.MinFreeBytes {
+		return nil, i18n.Errorf(audio.ErrNoSpace, "upload.no_space", need>>20, free>>20, lim.MinFreeBytes>>20)
+	}
 	// ExtractAudio probes the upload first: a file that is not audio, or a video
 	// without a sound track, is refused before anything is written.
 	if err := audio.ExtractAudio(ctx, up.Path, wav); err != nil {

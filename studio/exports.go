@@ -3,7 +3,10 @@ package studio
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"time"
+
+	"dubstudio/i18n"
 
 	"gorm.io/gorm"
 )
@@ -38,10 +41,18 @@ type Export struct {
 type QueueExportFunc func(ctx context.Context, tx *sql.Tx, e *Export) error
 
 // CreateExport records a requested export and, in the same transaction, runs queue
-// (which inserts its job).
+// (which inserts its job). A project whose programme (its last line's end) is longer
+// than Limits.ExportMs is refused with an error that unwraps to ErrInvalid.
 func (s *Store) CreateExport(ctx context.Context, projectID, userID int64, approvedOnly bool, queue QueueExportFunc) (*Export, error) {
 	e := &Export{ProjectID: projectID, ApprovedOnly: approvedOnly, State: ExportQueued, CreatedBy: &userID}
 	err := s.inTx(ctx, func(tx *gorm.DB) error {
+		var programmeMs int
+		if err := tx.Raw("SELECT coalesce(max(end_ms), 0) FROM lines WHERE project_id = ?", projectID).Scan(&programmeMs).Error; err != nil {
+			return err
+		}
+		if most := s.Limits.ExportMs(); programmeMs > most {
+			return i18n.Errorf(ErrInvalid, "export.too_long", seconds(programmeMs), seconds(most))
+		}
 		if err := tx.Omit("CreatedAt", "FinishedAt").Create(e).Error; err != nil {
 			return err
 		}
@@ -141,4 +152,15 @@ func (s *Store) ExportLines(ctx context.Context, projectID int64, approvedOnly b
 		out = append(out, el)
 	}
 	return out, nil
+}
+
+// CSVCell neutralises a text cell of an exported CSV (OWASP's CSV injection): a cell
+// that begins with =, +, -, @, a tab or a carriage return would be read as a formula
+// by a spreadsheet, so it gets a leading apostrophe, which spreadsheets show as text.
+// Numbers the program writes itself are not passed through it.
+func CSVCell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
 }

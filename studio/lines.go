@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
@@ -243,6 +244,52 @@ func (e *ConflictError) Error() string {
 }
 func (e *ConflictError) Unwrap() error { return ErrConflict }
 
+// Defaults of Limits, matching the settings MAX_LINE_SECONDS and MAX_EXPORT_SECONDS.
+const (
+	DefaultMaxLineMs   = 120_000
+	DefaultMaxExportMs = 4 * 3600_000
+)
+
+// Limits bound what a project may hold, so that rendering and exporting it take
+// bounded memory and disk. Zero fields take the defaults above.
+type Limits struct {
+	// MaxLineMs is the longest a line's slot (end - start) may be, on import, edit,
+	// merge and render.
+	MaxLineMs int
+	// MaxExportMs is the longest programme (the last line's end) an export accepts.
+	MaxExportMs int
+}
+
+// LineMs returns the maximum line length in effect.
+func (l Limits) LineMs() int {
+	if l.MaxLineMs > 0 {
+		return l.MaxLineMs
+	}
+	return DefaultMaxLineMs
+}
+
+// ExportMs returns the maximum programme length of an export in effect.
+func (l Limits) ExportMs() int {
+	if l.MaxExportMs > 0 {
+		return l.MaxExportMs
+	}
+	return DefaultMaxExportMs
+}
+
+// checkTiming says what is wrong with a line's start and end, or nil.
+func (s *Store) checkTiming(startMs, endMs int) *i18n.Error {
+	if startMs < 0 || endMs < startMs {
+		return i18n.Errorf(ErrInvalid, "line.bad_timing")
+	}
+	if most := s.Limits.LineMs(); endMs-startMs > most {
+		return i18n.Errorf(ErrInvalid, "line.too_long", seconds(endMs-startMs), seconds(most))
+	}
+	return nil
+}
+
+// seconds formats a length in milliseconds as seconds for a message ("7200.5").
+func seconds(ms int) string { return strconv.FormatFloat(float64(ms)/1000, 'f', -1, 64) }
+
 // LineEdit is a change to one line, based on the revision the editor saw. Nil fields
 // stay as they are.
 type LineEdit struct {
@@ -318,8 +365,8 @@ func (s *Store) UpdateLine(ctx context.Context, userID int64, projectID, lineID 
 		if e.DurationLock != nil {
 			l.DurationLock = *e.DurationLock
 		}
-		if l.StartMs < 0 || l.EndMs < l.StartMs {
-			return FieldsError{"end": i18n.Errorf(ErrInvalid, "line.bad_timing")}
+		if err := s.checkTiming(l.StartMs, l.EndMs); err != nil {
+			return FieldsError{"end": err}
 		}
 		if snapshotEqual(before.snapshot(), l.snapshot()) {
 			out = &l
@@ -633,6 +680,9 @@ func (s *Store) MergeLines(ctx context.Context, userID, projectID, lineID int64,
 		before := l
 		l.Text = joined
 		l.EndMs = max(l.EndMs, next.EndMs)
+		if err := s.checkTiming(l.StartMs, l.EndMs); err != nil {
+			return FieldsError{"merge": err}
+		}
 		return s.saveLine(ctx, tx, userID, "merge", &before, &l, func() { out = &l })
 	})
 	return out, err
@@ -711,8 +761,8 @@ func (s *Store) ImportLines(ctx context.Context, userID, projectID int64, lines 
 		if err := ValidateLineText(nl.Text); err != nil {
 			problems = append(problems, ImportProblem{nl.SourceLine, asI18n(err)})
 		}
-		if nl.StartMs < 0 || nl.EndMs < nl.StartMs {
-			problems = append(problems, ImportProblem{nl.SourceLine, i18n.Errorf(ErrInvalid, "line.bad_timing")})
+		if err := s.checkTiming(nl.StartMs, nl.EndMs); err != nil {
+			problems = append(problems, ImportProblem{nl.SourceLine, err})
 		}
 		if n := strings.TrimSpace(nl.CharacterName); len([]rune(n)) > 100 {
 			problems = append(problems, ImportProblem{nl.SourceLine, i18n.Errorf(ErrInvalid, "character.bad_name")})
@@ -818,4 +868,11 @@ func (s *Store) AllLines(ctx context.Context, projectID int64) ([]Line, error) {
 	var ls []Line
 	err := s.db.WithContext(ctx).Where("project_id = ?", projectID).Order("idx").Find(&ls).Error
 	return ls, err
+}
+
+// IsBadText says whether Postgres refused a text for a NUL byte or invalid UTF-8 (in
+// a field that has no validation of its own): the request's fault, not the server's.
+func IsBadText(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "22021" || pe.Code == "22P05")
 }

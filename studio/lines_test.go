@@ -2,11 +2,13 @@ package studio_test
 
 import (
 	"context"
+	"database/sql"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"dubstudio/i18n"
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
 )
@@ -201,4 +203,92 @@ func TestFilterAndSearch(t *testing.T) {
 	otherChars, _ := b.store.Characters(ctx, other.ID)
 	_, err = b.store.AssignCharacter(ctx, b.editor.ID, b.project.ID, ids, &otherChars[0].ID)
 	require.ErrorIs(t, err, studio.ErrInvalid, "a character of another project is refused")
+}
+
+// TestLineLengthIsCapped: a three-hour cue is a valid SRT cue, but rendering it held
+// gigabytes; import, edit and merge refuse a line longer than Limits.MaxLineMs with
+// the line's number and both lengths, and change nothing.
+func TestLineLengthIsCapped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	ctx := context.Background()
+	_, err := b.store.ImportLines(ctx, b.editor.ID, b.project.ID, []studio.NewLine{
+		{SourceLine: 3, StartMs: 0, EndMs: 1000, Text: "fine"},
+		{SourceLine: 9, StartMs: 1000, EndMs: 1000 + 3*3600_000, Text: "three hours"},
+	})
+	var ie *studio.ImportError
+	require.ErrorAs(t, err, &ie)
+	require.Len(t, ie.Problems, 1)
+	require.Equal(t, 9, ie.Problems[0].Line)
+	require.Equal(t, "line.too_long", ie.Problems[0].Err.Key)
+	require.Contains(t, ie.Problems[0].Err.Error(), "10800 s")
+	require.Contains(t, ie.Problems[0].Err.Error(), "MAX_LINE_SECONDS")
+	page, err := b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, page.Total, "nothing imported")
+
+	// At the cap is accepted; one millisecond past it is not.
+	b.store.Limits.MaxLineMs = 5000
+	_, err = b.store.ImportLines(ctx, b.editor.ID, b.project.ID, []studio.NewLine{{SourceLine: 1, StartMs: 10_000, EndMs: 15_000, Text: "at the cap"}})
+	require.NoError(t, err)
+	l := page.Lines[0]
+	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: l.Revision, EndMs: ptr(l.StartMs + 5001)})
+	var fe studio.FieldsError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "line.too_long", fe["end"].Key)
+	got, err := b.store.Line(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, l.EndMs, got.EndMs, "the edit changed nothing")
+
+	// Merging two lines that together pass the cap is refused and keeps both.
+	next := page.Lines[1]
+	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, next.ID, studio.LineEdit{BaseRevision: next.Revision, EndMs: ptr(l.StartMs + 5001)})
+	require.NoError(t, err, "the second line alone is under the cap")
+	_, err = b.store.MergeLines(ctx, b.editor.ID, b.project.ID, l.ID, l.Revision)
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "line.too_long", fe["merge"].Key)
+	page, err = b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
+	require.NoError(t, err)
+	require.EqualValues(t, 3, page.Total, "nothing merged")
+}
+
+// TestExportOfALongProgrammeIsRefused: a project whose last line ends past
+// Limits.MaxExportMs gets no export (and no job), with both lengths in the message.
+func TestExportOfALongProgrammeIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	ctx := context.Background()
+	page, err := b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
+	require.NoError(t, err)
+	last := page.Lines[len(page.Lines)-1]
+	b.store.Limits.MaxExportMs = last.EndMs - 1
+	queued := 0
+	queue := func(context.Context, *sql.Tx, *studio.Export) error { queued++; return nil }
+	_, err = b.store.CreateExport(ctx, b.project.ID, b.editor.ID, false, queue)
+	require.ErrorIs(t, err, studio.ErrInvalid)
+	var ie *i18n.Error
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, "export.too_long", ie.Key)
+	require.Contains(t, ie.Error(), "MAX_EXPORT_SECONDS")
+	require.Zero(t, queued)
+	exports, err := b.store.Exports(ctx, b.project.ID)
+	require.NoError(t, err)
+	require.Empty(t, exports)
+
+	b.store.Limits.MaxExportMs = last.EndMs
+	_, err = b.store.CreateExport(ctx, b.project.ID, b.editor.ID, false, queue)
+	require.NoError(t, err, "a programme at the limit is exported")
+	require.Equal(t, 1, queued)
+}
+
+// TestCSVCellNeutralisesFormulas: manifest cells starting with a formula character
+// were written verbatim, for a spreadsheet to run.
+func TestCSVCellNeutralisesFormulas(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"=HYPERLINK(\"http://x\")": "'=HYPERLINK(\"http://x\")", "+1": "'+1", "-2+3": "'-2+3", "@SUM(A1)": "'@SUM(A1)",
+		"\tx": "'\tx", "\rx": "'\rx", "Hello": "Hello", "": "", "a=b": "a=b",
+	} {
+		require.Equal(t, want, studio.CSVCell(in), "%q", in)
+	}
 }

@@ -58,6 +58,8 @@ type Store struct {
 	// LineChanged, when set, runs inside the transaction of every change to a line
 	// (the workflow engine uses it to queue or cancel renders atomically).
 	LineChanged LineChangedFunc
+	// Limits bound a line's length and an export's programme (zero fields: the defaults).
+	Limits Limits
 }
 
 // LineChangedFunc is called with the transaction, the line before (nil for a new line)

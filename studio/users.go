@@ -234,8 +234,36 @@ func (s *Store) SetUserPassword(ctx context.Context, id int64, password string) 
 		if res.RowsAffected == 0 {
 			return fmt.Errorf("user %d: %w", id, ErrNotFound)
 		}
+		if err := tx.Exec("DELETE FROM login_failures WHERE lower(username) = (SELECT lower(username) FROM users WHERE id = ?)", id).Error; err != nil {
+			return err
+		}
 		return tx.Exec("DELETE FROM sessions WHERE user_id = ?", id).Error
 	})
+}
+
+// UnlockLogin forgets a user's failed logins from every address, so that a login
+// throttle an attacker ran up ends at once (an admin's unlock; a new password does
+// the same).
+func (s *Store) UnlockLogin(ctx context.Context, id int64) error {
+	return s.db.WithContext(ctx).Exec("DELETE FROM login_failures WHERE lower(username) = (SELECT lower(username) FROM users WHERE id = ?)", id).Error
+}
+
+// ThrottledLogins counts, per user ID, the addresses whose failed logins since a time
+// reach maxFails: the users an admin may want to unlock.
+func (s *Store) ThrottledLogins(ctx context.Context, since time.Time, maxFails int) (map[int64]int, error) {
+	var rows []struct {
+		ID        int64
+		Addresses int
+	}
+	err := s.db.WithContext(ctx).Raw(`SELECT u.id, count(*) AS addresses FROM (
+			SELECT lower(username) AS name, remote_ip FROM login_failures WHERE created_at > ?
+			GROUP BY 1, 2 HAVING count(*) >= ?) f
+		JOIN users u ON lower(u.username) = f.name GROUP BY u.id`, since, maxFails).Scan(&rows).Error
+	out := make(map[int64]int, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r.Addresses
+	}
+	return out, err
 }
 
 // SetUserLang stores the interface language a user chose ("" follows the browser).

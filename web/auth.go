@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,6 +9,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strings"
@@ -110,7 +114,7 @@ func (s *Server) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		got := c.Request().Header.Get(csrfHeader)
 		if got == "" {
-			got = c.FormValue(csrfField)
+			got = formToken(c.Request())
 		}
 		if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
 			return echo.NewHTTPError(http.StatusForbidden, s.t(c, "error.csrf")).SetInternal(errCSRF)
@@ -120,6 +124,44 @@ func (s *Server) checkCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 var errCSRF = errors.New("csrf token missing or wrong")
+
+// csrfPeekBytes is how much of a multipart body formToken reads to find the token.
+const csrfPeekBytes = 64 << 10
+
+// formToken returns the CSRF field of a form that sent no header (a form posted
+// without JavaScript). A multipart body is not parsed for it, which would spool every
+// file to disk before the check: only its first csrfPeekBytes are read, the token must
+// be a field before any file, and what was read is put back in front of the body for
+// the handler.
+func formToken(r *http.Request) string {
+	ct, params, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType))
+	if ct != "multipart/form-data" {
+		return r.FormValue(csrfField)
+	}
+	if params["boundary"] == "" || r.Body == nil {
+		return ""
+	}
+	var read bytes.Buffer
+	body := r.Body
+	mr := multipart.NewReader(io.TeeReader(io.LimitReader(body, csrfPeekBytes), &read), params["boundary"])
+	token := ""
+	for {
+		part, err := mr.NextPart()
+		if err != nil || part.FileName() != "" {
+			break
+		}
+		if part.FormName() == csrfField {
+			b, _ := io.ReadAll(io.LimitReader(part, 256))
+			token = string(b)
+			break
+		}
+	}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(&read, body), body}
+	return token
+}
 
 // requireRole sends anonymous visitors to the login page and refuses users whose role
 // does not include least.
@@ -203,8 +245,16 @@ func (s *Server) renderLogin(c echo.Context, status int, username, msg string) e
 }
 
 // safeNext keeps redirects after login on this site.
+// safeNext is where a login goes on: next when it is a path of this site, else the
+// projects. Browsers drop tabs and newlines from URLs and read a backslash as a
+// slash, so "/\t/host" or "/\\host" would leave the site: any control character or
+// backslash refuses next, as does anything that parses with a scheme or a host.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") ||
+		strings.IndexFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		return "/projects"
+	}
+	if u, err := url.Parse(next); err != nil || u.Scheme != "" || u.Host != "" || strings.HasPrefix(u.Path, "//") {
 		return "/projects"
 	}
 	return next

@@ -25,6 +25,8 @@ func statusOf(err error) int {
 		return he.Code
 	case errors.Is(err, audio.ErrNoSpace):
 		return http.StatusInsufficientStorage
+	case studio.IsBadText(err):
+		return http.StatusBadRequest
 	case errors.Is(err, studio.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, studio.ErrInvalid):
@@ -66,6 +68,9 @@ func (s *Server) messageOf(c echo.Context, status int, err error) string {
 	case http.StatusRequestEntityTooLarge:
 		return s.t(c, "error.too_large", s.cfg.MaxUploadBytes>>20)
 	case http.StatusUnprocessableEntity, http.StatusBadRequest:
+		if studio.IsBadText(err) {
+			return s.t(c, "error.bad_text")
+		}
 		return s.t(c, "error.bad_request")
 	}
 	return s.t(c, "error.internal")

@@ -27,7 +27,10 @@ import (
 // Every event has an increasing id; a browser that reconnects by itself sends the last
 // one as Last-Event-ID and is answered with a resync first.
 const (
-	ssePingEvery     = 30 * time.Second
+	ssePingEvery = 30 * time.Second
+	// sseSessionEvery is how often an open stream checks that its session still
+	// stands: logout, a disabled user, a password reset end it within this time.
+	sseSessionEvery  = 2 * time.Second
 	sseProgressEvery = 250 * time.Millisecond
 	sseResyncEvery   = time.Second
 	sseRetry         = 2 * time.Second
@@ -114,11 +117,22 @@ func (s *Server) streamEvents(c echo.Context) error {
 
 	ping := time.NewTicker(ssePingEvery)
 	defer ping.Stop()
+	check := time.NewTicker(sseSessionEvery)
+	defer check.Stop()
+	token := ""
+	if ck, err := c.Cookie(sessionCookie); err == nil {
+		token = ck.Value
+	}
 	for {
 		var err error
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-check.C:
+			if _, err := s.store.SessionByToken(ctx, token, s.cfg.SessionTTL); err != nil {
+				// Logged out, disabled, or the password was reset: no more line text.
+				return nil
+			}
 		case <-s.streams.Done():
 			return nil
 		case <-ping.C:

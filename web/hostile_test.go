@@ -6,20 +6,26 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"mime/multipart"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/textproto"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
 	"github.com/stretchr/testify/require"
 
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
+	"dubstudio/web"
 )
 
 // hostileDir is the corpus of hostile inputs, at the repository's root (see its
@@ -417,10 +423,8 @@ func TestHostileTextIsStoredVerbatimAndShownEscaped(t *testing.T) {
 	require.Equal(t, `"><img src=x onerror=alert(3)>`, notes)
 
 	// A reference voice uploaded under a path-like name keeps only a display name.
-	wav := corpus(t, "audio/truncated.wav")[:44+3200] // header + the 0.1 s that is there
-	fixed := append([]byte{}, wav...)
-	copy(fixed[40:44], []byte{0x80, 0x0c, 0, 0}) // data size 3200
-	copy(fixed[4:8], []byte{0xa4, 0x0c, 0, 0})   // RIFF size 36 + 3200
+	// (Four seconds of tone: a reference must last REFERENCE_MIN_SECONDS.)
+	fixed := sourceFile(t, "voice.wav", "-f", "lavfi", "-i", "sine=frequency=220:sample_rate=16000:duration=4")
 	for _, name := range []string{"../../etc/passwd", `C:\Users\x\..\voice.wav`, "<script>x</script>.wav"} {
 		resp := h.upload(t, "file", name, fixed)
 		require.Equal(t, http.StatusOK, resp.StatusCode, "%q", name)
@@ -436,4 +440,258 @@ func TestHostileTextIsStoredVerbatimAndShownEscaped(t *testing.T) {
 func requireEscapedOrAbsent(t *testing.T, body []byte, payload string) {
 	t.Helper()
 	require.NotContains(t, string(body), payload)
+}
+
+// countingBody is a request body of n zero bytes that counts what the server reads.
+type countingBody struct {
+	left int64
+	read atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), b.left))
+	clear(p[:n])
+	b.left -= int64(n)
+	b.read.Add(int64(n))
+	return n, nil
+}
+
+// TestBodiesAreBoundedBeforeAnythingReadsThem: an anonymous 200 MB POST to /login
+// used to be read whole (and a multipart one spooled to disk) before the CSRF check.
+// A body announced past its route's limit is refused with 413 unread; one without a
+// length stops at the limit; a multipart upload without the header has only its
+// first 64 KiB read for the token, and a right token still lets the file through.
+func TestBodiesAreBoundedBeforeAnythingReadsThem(t *testing.T) {
+	t.Parallel()
+	h := setupHostile(t)
+	handler := h.server.Config.Handler
+	serve := func(path string, body *countingBody, length int64, ct string, hdr map[string]string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, path, body)
+		req.ContentLength = length
+		req.Header.Set("Content-Type", ct)
+		req.Header.Set("Cookie", h.c.cookie)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		return rec
+	}
+	const huge = 200 << 20
+
+	body := &countingBody{left: huge}
+	req := httptest.NewRequest(http.MethodPost, "/login", body)
+	req.ContentLength = huge
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := httptest.NewRecorder()
+	handler.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code)
+	require.Zero(t, body.read.Load(), "refused on its announced length, unread")
+	require.Contains(t, rec.Body.String(), "1024 KiB")
+
+	body = &countingBody{left: huge}
+	rec = serve(h.project+"/glossary", body, -1, "application/x-www-form-urlencoded", h.htmxHeaders())
+	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, "a body without a length stops at the limit")
+	require.LessOrEqual(t, body.read.Load(), h.cfg.MaxFormBytes+64<<10)
+
+	ref := fmt.Sprintf("%s/characters/%d/reference", h.project, h.char.ID)
+	body = &countingBody{left: huge}
+	rec = serve(ref, body, huge, "multipart/form-data; boundary=x", h.htmxHeaders())
+	require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code, "an upload past MAX_UPLOAD_MB is refused unread")
+	require.Zero(t, body.read.Load())
+
+	// A multipart body without the header: the token is looked for in its first 64
+	// KiB only, and a wrong one refuses the upload before the file is read.
+	wav := sourceFile(t, "voice.wav", "-f", "lavfi", "-i", "sine=frequency=220:sample_rate=24000:duration=4")
+	padding := strings.Repeat("x", 100<<10)
+	mp, ct := fileUpload(t, "file", "voice.wav", wav, url.Values{"_csrf": {"wrong"}, "pad": {padding}})
+	raw, err := io.ReadAll(mp)
+	require.NoError(t, err)
+	peek := &peekBody{data: raw}
+	req = httptest.NewRequest(http.MethodPost, ref, peek)
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set("Cookie", h.c.cookie)
+	rec = httptest.NewRecorder()
+	handler.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	require.LessOrEqual(t, peek.read, int64(64<<10), "only the token's prefix was read")
+
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	require.NoError(t, w.WriteField("_csrf", h.c.csrf))
+	fw, err := w.CreateFormFile("file", "voice.wav")
+	require.NoError(t, err)
+	_, err = fw.Write(wav)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	resp := h.c.do("POST", ref, &buf, w.FormDataContentType(), map[string]string{"HX-Request": "true"})
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the token field in front of the file lets it through, body intact")
+	ch, err := h.store.Character(context.Background(), h.testBundle.project.ID, h.char.ID)
+	require.NoError(t, err)
+	require.NotNil(t, ch.RefAudioSHA256, "the file arrived whole")
+}
+
+// peekBody is a request body that counts what the server reads of it.
+type peekBody struct {
+	data []byte
+	read int64
+}
+
+func (b *peekBody) Read(p []byte) (int, error) {
+	if b.read >= int64(len(b.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.data[b.read:])
+	b.read += int64(n)
+	return n, nil
+}
+
+// loginVia logs in through srv with extra request headers (an X-Forwarded-For).
+func loginVia(t *testing.T, srv *httptest.Server, username, password string, hdr map[string]string) *http.Response {
+	t.Helper()
+	c := &client{t: t, base: srv.URL}
+	resp := c.do("GET", "/login", nil, "", hdr)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	for _, x := range resp.Cookies() {
+		if x.Name == "dubstudio_login_csrf" {
+			c.cookie = x.Name + "=" + x.Value
+		}
+	}
+	c.csrf, _ = doc(t, resp).Find(`input[name=_csrf]`).Attr("value")
+	form := url.Values{"username": {username}, "password": {password}, "_csrf": {c.csrf}}
+	return c.do("POST", "/login", strings.NewReader(form.Encode()), "application/x-www-form-urlencoded", hdr)
+}
+
+// TestLoginThrottleCannotBeDodgedOrTurnedIntoALockout: a rotating X-Forwarded-For
+// used to escape the throttle, and failures from one address locked the user out
+// everywhere with no way to lift it. The address is the connection's unless
+// TRUSTED_PROXIES names the proxy; failures from one address pause only that address;
+// an admin sees the pause and lifts it, and a password reset lifts it too.
+func TestLoginThrottleCannotBeDodgedOrTurnedIntoALockout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ed := b.users[studio.RoleEditor]
+	xff := func(ip string) map[string]string { return map[string]string{"X-Forwarded-For": ip} }
+
+	// No trusted proxy: the header is ignored, rotating it does not reset the count.
+	for i := range 3 {
+		resp := loginVia(t, b.server, ed.Username, "wrong-password", xff(fmt.Sprintf("198.51.100.%d", i)))
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	}
+	resp := loginVia(t, b.server, ed.Username, studiotest.Password, xff("198.51.100.99"))
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "a forged X-Forwarded-For does not dodge the throttle")
+
+	// The admin sees the pause on the users page and lifts it.
+	admin := b.as(t, studio.RoleAdmin)
+	d := doc(t, admin.get("/admin/users"))
+	require.Equal(t, 1, d.Find(`[data-testid=throttled]`).Length())
+	resp = admin.post(fmt.Sprintf("/admin/users/%d/unlock", ed.ID), nil, true)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Zero(t, doc(t, resp).Find(`[data-testid=throttled]`).Length())
+	require.Equal(t, http.StatusSeeOther, loginVia(t, b.server, ed.Username, studiotest.Password, nil).StatusCode, "unlocked at once")
+
+	// Behind a trusted proxy: an attacker's address is paused, the user's is not.
+	cfg := *b.cfg
+	cfg.TrustedProxies = []*net.IPNet{{IP: net.IPv4(127, 0, 0, 1), Mask: net.CIDRMask(32, 32)}}
+	proxied := httptest.NewServer(web.New(web.Deps{Config: &cfg, Store: b.store, Logger: slog.New(slog.DiscardHandler)}).Handler())
+	t.Cleanup(proxied.Close)
+	for range 3 {
+		require.Equal(t, http.StatusUnauthorized, loginVia(t, proxied, ed.Username, "wrong-password", xff("203.0.113.9")).StatusCode)
+	}
+	require.Equal(t, http.StatusTooManyRequests, loginVia(t, proxied, ed.Username, studiotest.Password, xff("203.0.113.9")).StatusCode)
+	require.Equal(t, http.StatusSeeOther, loginVia(t, proxied, ed.Username, studiotest.Password, xff("192.0.2.44")).StatusCode,
+		"the user logs in from their own address")
+
+	// A password reset by an admin lifts the pause.
+	resp = admin.post(fmt.Sprintf("/admin/users/%d/password", ed.ID), nil, true)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	notice := doc(t, resp).Find(`[data-testid=notice]`).Text()
+	fields := strings.Fields(notice)
+	require.NotEmpty(t, fields)
+	password := fields[len(fields)-1] // "New password for NAME (shown once): PASSWORD"
+	require.Equal(t, http.StatusSeeOther, loginVia(t, proxied, ed.Username, password, xff("203.0.113.9")).StatusCode,
+		"the new password works at once from the paused address")
+}
+
+// TestNULAndInvalidUTF8AreRefusedWith400: a NUL or invalid UTF-8 byte in search, the
+// glossary, a comment or the login name used to reach Postgres and give a 500. Every
+// query and form value is checked first; nothing changes.
+func TestNULAndInvalidUTF8AreRefusedWith400(t *testing.T) {
+	t.Parallel()
+	h := setupHostile(t)
+	before := dbChecksums(t, h.testBundle)
+	for _, bad := range []string{"a\x00b", "caf\xe9", "\xff\xfe"} {
+		resp := h.c.get(h.project + "/lines?q=" + url.QueryEscape(bad))
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "search %q", bad)
+		require.Contains(t, readAll(t, resp), "UTF-8")
+		resp = h.c.htmx("POST", h.project+"/glossary", url.Values{"term": {bad}, "replacement": {"x"}})
+		require.Contains(t, []int{http.StatusBadRequest, http.StatusUnprocessableEntity}, resp.StatusCode, "glossary %q: refused, not a 500", bad)
+		resp = h.editLine(url.Values{"text": {bad}, "base_revision": {fmt.Sprint(h.line.Revision)}})
+		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, "line text %q: the form says what is wrong", bad)
+		resp = loginVia(t, h.server, bad, "whatever-password", nil)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "login name %q", bad)
+	}
+	require.Equal(t, before, dbChecksums(t, h.testBundle), "nothing changed")
+}
+
+// TestLoginRedirectStaysOnTheSite: browsers drop a tab and read a backslash as a
+// slash, so "/\t/evil.example" left the site after login.
+func TestLoginRedirectStaysOnTheSite(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ed := b.users[studio.RoleEditor]
+	for next, want := range map[string]string{
+		"/\t/evil.example": "/projects", "//evil.example": "/projects", "/\\evil.example": "/projects",
+		"/%09/evil.example": "/%09/evil.example", "https://evil.example": "/projects", "/\n/evil.example": "/projects",
+		"/projects/7?x=1": "/projects/7?x=1",
+	} {
+		c := &client{t: t, base: b.server.URL}
+		resp := c.get("/login")
+		for _, x := range resp.Cookies() {
+			if x.Name == "dubstudio_login_csrf" {
+				c.cookie = x.Name + "=" + x.Value
+			}
+		}
+		c.csrf, _ = doc(t, resp).Find(`input[name=_csrf]`).Attr("value")
+		resp = c.post("/login?next="+url.QueryEscape(next), url.Values{"username": {ed.Username}, "password": {studiotest.Password}}, true)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "%q", next)
+		require.Equal(t, want, resp.Header.Get("Location"), "%q", next)
+	}
+}
+
+// requireStreamEnds waits for the server to end s (its events channel closes).
+func requireStreamEnds(t *testing.T, s *sseStream, why string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case _, open := <-s.events:
+			if !open {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the stream was still open 20 s after %s", why)
+		}
+	}
+}
+
+// TestLiveStreamsEndWithTheirSession: an open stream used to keep delivering line
+// text after its user logged out or was disabled.
+func TestLiveStreamsEndWithTheirSession(t *testing.T) {
+	t.Parallel()
+	b := setupLive(t)
+	path := fmt.Sprintf("/projects/%d/events", b.project.ID)
+
+	c := b.as(t, studio.RoleEditor)
+	s := c.stream(path, nil)
+	require.Equal(t, http.StatusSeeOther, c.post("/logout", nil, true).StatusCode)
+	requireStreamEnds(t, s, "logout")
+
+	c = b.as(t, studio.RoleEditor)
+	s = c.stream(path, nil)
+	require.NoError(t, b.store.SetUserDisabled(context.Background(), b.users[studio.RoleEditor].ID, true))
+	requireStreamEnds(t, s, "the user was disabled")
 }

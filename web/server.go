@@ -9,9 +9,13 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
@@ -87,7 +91,10 @@ func New(d Deps) *Server {
 	s := &Server{renderer: d.Renderer, exporter: d.Exporter, cfg: d.Config, store: d.Store, logger: d.Logger, blobs: studio.BlobStore{Dir: d.Config.DataDir + "/blobs"}}
 	s.media = d.Media
 	if s.media == nil {
-		s.media = media.NewLibrary(d.Store, s.blobs)
+		lib := media.NewLibrary(d.Store, s.blobs)
+		lib.Limits = media.Limits{ReferenceMinMs: d.Config.ReferenceMinMs, ReferenceMaxMs: d.Config.ReferenceMaxMs,
+			SourceMaxMs: d.Config.SourceMaxMs, MinFreeBytes: d.Config.MinFreeBytes}
+		s.media = lib
 	}
 	s.live = d.Live
 	if s.live == nil {
@@ -97,7 +104,8 @@ func New(d Deps) *Server {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.recoverPanic, s.securityHeaders, s.loadSession, s.checkCSRF)
+	e.IPExtractor = clientIP(d.Config.TrustedProxies)
+	e.Use(s.recoverPanic, s.securityHeaders, s.limitBody, s.loadSession, s.checkCSRF)
 	s.echo = e
 
 	staticFS, _ := fs.Sub(static.FS, ".")
@@ -198,7 +206,89 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	admin.POST("/admin/users/:uid/role", s.setUserRole)
 	admin.POST("/admin/users/:uid/password", s.resetUserPassword)
 	admin.POST("/admin/users/:uid/disabled", s.setUserDisabled)
+	admin.POST("/admin/users/:uid/unlock", s.unlockUser)
 	s.gpuRoutes(admin)
+}
+
+// clientIP is how the server tells the client's address (for the login throttle and
+// the logs): the connection's, unless it comes from one of the trusted proxies, whose
+// X-Forwarded-For is then read. Echo would trust loopback and private addresses by
+// default; here nothing is trusted unless TRUSTED_PROXIES says so.
+func clientIP(trusted []*net.IPNet) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, n := range trusted {
+		opts = append(opts, echo.TrustIPRange(n))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
+}
+
+// uploadLimit is the size of the body a route accepts: its upload limit plus room for
+// the form's other fields for the routes that take a file, MAX_FORM_KB for every other.
+// upload says whether the route takes a file.
+func (s *Server) uploadLimit(path string) (limit int64, upload bool) {
+	const slack = 1 << 20
+	if strings.HasPrefix(path, "/projects/") {
+		switch {
+		case strings.HasSuffix(path, "/source"):
+			return s.cfg.SourceMaxUploadBytes + slack, true
+		case strings.HasSuffix(path, "/reference"), strings.HasSuffix(path, "/emotion-audio"), strings.HasSuffix(path, "/import"):
+			return s.cfg.MaxUploadBytes + slack, true
+		}
+	}
+	return s.cfg.MaxFormBytes, false
+}
+
+// limitBody bounds every request body before anything reads it: a body announced
+// larger than its route's limit is refused with 413 unread, and any other is read
+// through http.MaxBytesReader, so that a body without a length stops at the limit
+// too. A URL-encoded form is parsed here, where the overflow can still be told
+// apart from an empty form (c.FormValue drops the error).
+func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		badText := echo.NewHTTPError(http.StatusBadRequest, s.t(c, "error.bad_text"))
+		if !validText(r.URL.Query()) {
+			return badText
+		}
+		if safeMethod(r.Method) || r.Body == nil || r.Body == http.NoBody {
+			return next(c)
+		}
+		limit, upload := s.uploadLimit(r.URL.Path)
+		tooLarge := echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.form_too_large", s.cfg.MaxFormBytes>>10))
+		if upload {
+			tooLarge = echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", (limit>>20)-1))
+		}
+		if r.ContentLength > limit {
+			// Close rather than drain what the client still sends.
+			c.Response().Header().Set("Connection", "close")
+			return tooLarge
+		}
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
+		if ct, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); ct == echo.MIMEApplicationForm {
+			var mbe *http.MaxBytesError
+			if err := r.ParseForm(); errors.As(err, &mbe) {
+				return tooLarge
+			}
+
+		}
+		return next(c)
+	}
+}
+
+// validText says whether every value is valid UTF-8 without NUL bytes, which no text
+// field accepts (Postgres refuses both: they used to give a 500).
+func validText(vs url.Values) bool {
+	for k, list := range vs {
+		for _, v := range append(list, k) {
+			if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Handler returns the HTTP handler.

@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,7 +19,23 @@ func (s *Server) renderUsers(c echo.Context, status int, form views.UserForm, no
 	if form.Role == "" {
 		form.Role = string(studio.RoleEditor)
 	}
-	return s.render(c, status, views.UsersPage(s.page(c, s.t(c, "users.title"), "users"), users, form, notice))
+	throttled, err := s.store.ThrottledLogins(c.Request().Context(), time.Now().Add(-s.cfg.LoginFailWindow), s.cfg.LoginMaxFails)
+	if err != nil {
+		return err
+	}
+	return s.render(c, status, views.UsersPage(s.page(c, s.t(c, "users.title"), "users"), users, throttled, form, notice))
+}
+
+// unlockUser lifts the login throttle of a user from every address.
+func (s *Server) unlockUser(c echo.Context) error {
+	u, err := s.userParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.store.UnlockLogin(c.Request().Context(), u.ID); err != nil {
+		return err
+	}
+	return s.renderUsers(c, http.StatusOK, views.UserForm{}, s.t(c, "users.unlocked", u.Username))
 }
 
 func (s *Server) listUsers(c echo.Context) error {

@@ -469,7 +469,7 @@ func TestReferenceAndEmotionAudioUpload(t *testing.T) {
 	ctx := context.Background()
 	chars, _ := b.store.Characters(ctx, b.project.ID)
 	wav := filepath.Join(t.TempDir(), "voice.wav")
-	if out, err := exec.Command("espeak-ng", "-w", wav, "This is my voice.").CombinedOutput(); err != nil {
+	if out, err := exec.Command("espeak-ng", "-w", wav, "This is my voice. I read a few sentences so that the clone has enough to learn from, and then I stop.").CombinedOutput(); err != nil {
 		t.Skipf("espeak-ng: %v %s", err, out)
 	}
 	data, err := os.ReadFile(wav)

@@ -216,7 +216,7 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 	cw := csv.NewWriter(&manifestCSV)
 	cw.Write([]string{"index", "start_ms", "end_ms", "character", "text", "take_id", "approved", "duration_ms", "samples", "stretch_ratio", "file", "sha256"})
 	for _, l := range man.Lines {
-		cw.Write([]string{strconv.Itoa(l.Index), strconv.Itoa(l.StartMs), strconv.Itoa(l.EndMs), l.Character, l.Text,
+		cw.Write([]string{strconv.Itoa(l.Index), strconv.Itoa(l.StartMs), strconv.Itoa(l.EndMs), studio.CSVCell(l.Character), studio.CSVCell(l.Text),
 			strconv.FormatInt(l.TakeID, 10), strconv.FormatBool(l.Approved), strconv.Itoa(l.DurationMs),
 			strconv.FormatInt(l.Samples, 10), strconv.FormatFloat(l.StretchRatio, 'f', 4, 64), l.File, l.SHA256})
 	}

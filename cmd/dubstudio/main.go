@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 
@@ -48,10 +49,55 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:])
 	stop()
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintln(os.Stderr, "dubstudio:", err)
+		os.Exit(2)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dubstudio:", err)
 		os.Exit(1)
 	}
+}
+
+// usageError is a command line that names no command or a flag no command takes:
+// the process exits 2 with the command's usage.
+type usageError string
+
+func (e usageError) Error() string { return string(e) }
+
+// commandUsage returns the lines of usage that describe cmd, or "" for an unknown one.
+func commandUsage(cmd string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(usage, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "dubstudio" && f[1] == cmd {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// flagless are the commands that take no flags: -h or --help prints their usage
+// and runs nothing, any other flag is a usage error. (calibrate and doctor parse
+// their own flags, help included.)
+var flagless = map[string]bool{"serve": true, "worker": true, "gpus": true, "createdb": true, "migrate": true, "user": true}
+
+// helpOrBadFlag handles the flags of a flagless command before anything runs: it
+// prints the command's usage for -h/--help (done true), and refuses any other flag.
+func helpOrBadFlag(cmd string, args []string) (done bool, err error) {
+	if !flagless[cmd] {
+		return false, nil
+	}
+	for _, a := range args {
+		switch {
+		case a == "-h" || a == "-help" || a == "--help":
+			fmt.Print("Usage:\n" + commandUsage(cmd) + "\nSettings: see `dubstudio help`.\n")
+			return true, nil
+		case strings.HasPrefix(a, "-"):
+			return false, usageError(fmt.Sprintf("%s takes no flag %s\nUsage:\n%s", cmd, a, commandUsage(cmd)))
+		}
+	}
+	return false, nil
 }
 
 func run(ctx context.Context, args []string) error {
@@ -59,6 +105,12 @@ func run(ctx context.Context, args []string) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Print(usage + config.Help())
 		return nil
+	}
+	if commandUsage(args[0]) == "" {
+		return usageError(fmt.Sprintf("unknown command %q\n%s", args[0], usage))
+	}
+	if done, err := helpOrBadFlag(args[0], args[1:]); done || err != nil {
+		return err
 	}
 	cfg, err := config.Load()
 	if err != nil {
@@ -120,6 +172,7 @@ func open(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*studio
 		pool.Close()
 		return nil, err
 	}
+	store.Limits = studio.Limits{MaxLineMs: cfg.MaxLineMs, MaxExportMs: cfg.MaxExportMs}
 	return store, nil
 }
 
