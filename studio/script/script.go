@@ -147,6 +147,34 @@ func Parse(filename string, data []byte) ([]Cue, error) {
 	return parseSource(f, src)
 }
 
+// Result is what Import read from a file.
+type Result struct {
+	// Cues are the cues of the file, nil when it cannot be imported.
+	Cues []Cue
+	// Format is the format recognised, "" if none.
+	Format Format
+	// Encoding is the encoding the file was read in (EncodingUTF8, EncodingGB18030, ...):
+	// the one asked for, or the one detected.
+	Encoding string
+}
+
+// Import reads a script as Parse does, in encoding enc (one of Encodings), or in the
+// encoding detected from the content when enc is "". It reports the format and the
+// encoding even when the file cannot be imported, so that a user can pick another.
+func Import(filename string, data []byte, enc string) (Result, error) {
+	if enc != "" && !KnownEncoding(enc) {
+		return Result{}, &ParseError{Problems: []Problem{{Line: 1, Key: "script.unknown_encoding", Args: []any{enc}}}}
+	}
+	src := decodeAs(data, enc)
+	res := Result{Format: detect(filename, src), Encoding: src.encoding}
+	if res.Format == "" && src.fatal() == nil {
+		src.add(1, "script.unknown_format")
+	}
+	cues, err := parseSource(res.Format, src)
+	res.Cues = cues
+	return res, err
+}
+
 // Detect returns the format of a script, recognised as Parse does, or "" if it is
 // none of the supported ones.
 func Detect(filename string, data []byte) Format {
