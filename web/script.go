@@ -45,7 +45,10 @@ func (s *Server) importScript(c echo.Context) error {
 	vm := views.ImportVM{FileName: name}
 	page := s.page(c, p.Name, "projects")
 
-	cues, err := script.Parse(name, data)
+	enc := c.FormValue("encoding")
+	res, err := script.Import(name, data, enc)
+	cues := res.Cues
+	vm.Encoding, vm.Format = res.Encoding, string(res.Format)
 	var pe *script.ParseError
 	if errors.As(err, &pe) {
 		for _, pr := range pe.Problems {
@@ -61,7 +64,7 @@ func (s *Server) importScript(c echo.Context) error {
 		lines[i] = studio.NewLine{SourceLine: cue.SourceLine, StartMs: int(cue.Start / time.Millisecond),
 			EndMs: int(cue.End / time.Millisecond), CharacterName: cue.Character, Text: cue.Text, Emotion: cue.Emotion}
 	}
-	res, err := s.store.ImportLines(c.Request().Context(), currentUser(c).ID, p.ID, lines)
+	done, err := s.store.ImportLines(c.Request().Context(), currentUser(c).ID, p.ID, lines)
 	var ie *studio.ImportError
 	if errors.As(err, &ie) {
 		for _, pr := range ie.Problems {
@@ -72,7 +75,7 @@ func (s *Server) importScript(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	vm.Result = res
+	vm.Result = done
 	if vm.Lines, err = s.projectVM(c, p); err != nil {
 		return err
 	}
