@@ -622,7 +622,7 @@ func ProjectPage(p Page, vm ProjectVM) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, "\" hx-encoding=\"multipart/form-data\" hx-target=\"#import-result\" class=\"row-form\" data-testid=\"import-form\"><input type=\"file\" name=\"file\" accept=\".srt,.vtt,.csv,text/plain,text/csv,text/vtt\" required> <label>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, "\" hx-encoding=\"multipart/form-data\" hx-target=\"#import-result\" class=\"row-form\" data-testid=\"import-form\"><input type=\"file\" name=\"file\" accept=\".srt,.vtt,.csv,.ass,.ssa,text/plain,text/csv,text/vtt\" required> <label>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

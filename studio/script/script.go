@@ -60,6 +60,8 @@ const (
 	FormatSRT Format = "srt"
 	FormatVTT Format = "vtt"
 	FormatCSV Format = "csv"
+	// FormatASS is SubStation Alpha (SSA) and Advanced SubStation Alpha (ASS); read only.
+	FormatASS Format = "ass"
 )
 
 // ContentType returns the MIME type to serve an exported file of format f with.
@@ -188,6 +190,9 @@ func ParseSRT(data []byte) ([]Cue, error) { return parseSource(FormatSRT, decode
 // ParseVTT reads a WebVTT file.
 func ParseVTT(data []byte) ([]Cue, error) { return parseSource(FormatVTT, decode(data)) }
 
+// ParseASS reads the Dialogue events of an SSA/ASS file.
+func ParseASS(data []byte) ([]Cue, error) { return parseSource(FormatASS, decode(data)) }
+
 // ParseCSV reads a CSV file whose first row names the columns: start, end, character,
 // text and, optionally, emotion (in any order and case; common aliases such as "speaker"
 // or "dialogue" are accepted, other columns are ignored). The separator is a comma, a
@@ -217,6 +222,8 @@ func parseSource(f Format, src *source) ([]Cue, error) {
 			cues = parseVTT(src)
 		case FormatCSV:
 			cues = parseCSV(src)
+		case FormatASS:
+			cues = parseASS(src)
 		}
 		if len(cues) == 0 && !src.failed() {
 			src.add(1, "script.no_cues")
@@ -244,6 +251,8 @@ func detect(filename string, src *source) Format {
 		switch {
 		case isVTTHeader(first):
 			return FormatVTT
+		case isASSHeader(first):
+			return FormatASS
 		case strings.Contains(first, "-->"):
 			if _, _, ok := parseTimingLine(first); ok {
 				return FormatSRT
@@ -264,6 +273,8 @@ func detect(filename string, src *source) Format {
 		return FormatVTT
 	case ".csv", ".tsv":
 		return FormatCSV
+	case ".ass", ".ssa":
+		return FormatASS
 	}
 	return ""
 }

@@ -17,7 +17,7 @@ import (
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
-func readTestdata(t *testing.T, name string) []byte {
+func readTestdata(t testing.TB, name string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", name))
 	require.NoError(t, err)
