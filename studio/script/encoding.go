@@ -3,7 +3,6 @@ package script
 import (
 	"bytes"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/text/encoding"
@@ -135,7 +134,7 @@ func detectLegacy(data []byte) string {
 
 // plausibleRune reports whether r is likely text when data is decoded as name.
 func plausibleRune(name string, r rune) bool {
-	punct := unicode.Is(unicode.Han, r) == false && (r >= 0x3000 && r <= 0x303F || r >= 0xFF01 && r <= 0xFF5E)
+	punct := r >= 0x3000 && r <= 0x303F || r >= 0xFF01 && r <= 0xFF5E
 	switch name {
 	case EncodingEUCKR:
 		return r >= 0xAC00 && r <= 0xD7A3 || punct
