@@ -4,10 +4,11 @@ package i18n
 // "script.problem_at_line", which carries its line number.
 func init() {
 	register(map[string]Message{
-		"import.encoding":       {EN: "Encoding", ZH: "编码"},
-		"import.encoding_auto":  {EN: "detect", ZH: "自动识别"},
-		"import.read_as":        {EN: "Read as %s, format %s.", ZH: "按 %s 编码读取，格式为 %s。"},
-		"import.format_unknown": {EN: "unknown", ZH: "未知"},
+		"import.encoding":           {EN: "Encoding", ZH: "编码"},
+		"import.encoding_auto":      {EN: "detect", ZH: "自动识别"},
+		"import.read_as":            {EN: "Read as %s, format %s.", ZH: "按 %s 编码读取，格式为 %s。"},
+		"import.duplicates_skipped": {EN: "Skipped %d exact duplicates (same times and text).", ZH: "已跳过 %d 条完全重复的台词（时间与文字相同）。"},
+		"import.format_unknown":     {EN: "unknown", ZH: "未知"},
 
 		"script.problem_at_line": {EN: "line %d: %s", ZH: "第 %d 行：%s"},
 		"script.more_problems":   {EN: "%d more problems are not listed.", ZH: "另有 %d 个问题未列出。"},

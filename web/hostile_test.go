@@ -373,6 +373,13 @@ func TestHostileTextIsStoredVerbatimAndShownEscaped(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	resp = h.importFile(t, "utf16le_bom.srt", corpus(t, "subtitles/utf16le_bom.srt"))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	dup := []byte("1\n00:00:01,000 --> 00:00:02,000\nTwice said\n\n2\n00:00:01,000 --> 00:00:02,000\nTwice said\n")
+	resp = h.importFile(t, "dup.srt", dup)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	require.Contains(t, string(b), "Imported 1 lines from dup.srt.")
+	require.Contains(t, string(b), "Skipped 1 exact duplicates")
 	for file, readAs := range map[string]string{"latin1.srt": "windows-1252", "gbk.srt": "gb18030", "utf16le_no_bom.srt": "utf-16le"} {
 		resp = h.importFile(t, file, corpus(t, "subtitles/"+file))
 		b, err := io.ReadAll(resp.Body)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,10 +60,15 @@ func (s *Server) importScript(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	lines := make([]studio.NewLine, len(cues))
-	for i, cue := range cues {
-		lines[i] = studio.NewLine{SourceLine: cue.SourceLine, StartMs: int(cue.Start / time.Millisecond),
-			EndMs: int(cue.End / time.Millisecond), CharacterName: cue.Character, Text: cue.Text, Emotion: cue.Emotion}
+	// Exact duplicates (same times and text as an earlier cue) are skipped.
+	lines := make([]studio.NewLine, 0, len(cues))
+	for _, cue := range cues {
+		if slices.Contains(cue.Flags, script.FlagDuplicate) {
+			vm.Duplicates++
+			continue
+		}
+		lines = append(lines, studio.NewLine{SourceLine: cue.SourceLine, StartMs: int(cue.Start / time.Millisecond),
+			EndMs: int(cue.End / time.Millisecond), CharacterName: cue.Character, Text: cue.Text, Emotion: cue.Emotion})
 	}
 	done, err := s.store.ImportLines(c.Request().Context(), currentUser(c).ID, p.ID, lines)
 	var ie *studio.ImportError

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -50,6 +51,9 @@ const (
 	FlagOverlap = "overlap"
 	// FlagZeroLength marks a cue whose end equals its start.
 	FlagZeroLength = "zero_length"
+	// FlagDuplicate marks a cue with the times and text of an earlier cue of the file;
+	// an import skips it.
+	FlagDuplicate = "duplicate"
 )
 
 // Format is a script file format.
@@ -279,12 +283,26 @@ func detect(filename string, src *source) Format {
 	return ""
 }
 
-// flag sets FlagOverlap and FlagZeroLength, keeping the order of the file.
+// flag sorts the cues by start time (stable: cues starting together keep the file's
+// order), then sets FlagDuplicate, FlagOverlap and FlagZeroLength. A duplicate is not
+// counted as an overlap of the cue it repeats.
 func flag(cues []Cue) {
+	sort.SliceStable(cues, func(i, j int) bool { return cues[i].Start < cues[j].Start })
+	type key struct {
+		start, end time.Duration
+		text       string
+	}
+	seen := map[key]bool{}
 	var maxEnd time.Duration
 	for i := range cues {
 		c := &cues[i]
 		c.Flags = nil
+		k := key{c.Start, c.End, c.Text}
+		if seen[k] {
+			c.Flags = append(c.Flags, FlagDuplicate)
+			continue
+		}
+		seen[k] = true
 		if i > 0 && c.Start < maxEnd {
 			c.Flags = append(c.Flags, FlagOverlap)
 		}

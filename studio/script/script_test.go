@@ -351,15 +351,19 @@ func TestFlags(t *testing.T) {
 		"3\n00:00:05,000 --> 00:00:05,000\nC\n\n" + // inside A and zero-length
 		"4\n00:00:10,000 --> 00:00:11,000\nD\n\n" + // starts as A ends: fine
 		"5\n00:00:11,000 --> 00:00:11,000\nE\n\n" + // zero-length at D's end
-		"6\n00:00:01,000 --> 00:00:02,000\nF\n" // out of order
+		"6\n00:00:01,000 --> 00:00:02,000\nF\n\n" + // out of order: sorted after A
+		"7\n00:00:02,000 --> 00:00:03,000\nB\n" // B again
 	cues, err := ParseSRT([]byte(in))
 	require.NoError(t, err)
 	var flags [][]string
+	var texts []string
 	for _, c := range cues {
 		flags = append(flags, c.Flags)
+		texts = append(texts, c.Text)
 	}
+	require.Equal(t, []string{"A", "F", "B", "B", "C", "D", "E"}, texts, "sorted by start time")
 	require.Equal(t, [][]string{
-		nil, {FlagOverlap}, {FlagOverlap, FlagZeroLength}, nil, {FlagZeroLength}, {FlagOverlap},
+		nil, {FlagOverlap}, {FlagOverlap}, {FlagDuplicate}, {FlagOverlap, FlagZeroLength}, nil, {FlagZeroLength},
 	}, flags)
 }
 
