@@ -4,16 +4,25 @@ package i18n
 // "script.problem_at_line", which carries its line number.
 func init() {
 	register(map[string]Message{
+		"import.encoding":           {EN: "Encoding", ZH: "编码"},
+		"import.encoding_auto":      {EN: "detect", ZH: "自动识别"},
+		"import.read_as":            {EN: "Read as %s, format %s.", ZH: "按 %s 编码读取，格式为 %s。"},
+		"import.duplicates_skipped": {EN: "Skipped %d exact duplicates (same times and text).", ZH: "已跳过 %d 条完全重复的台词（时间与文字相同）。"},
+		"import.format_unknown":     {EN: "unknown", ZH: "未知"},
+
 		"script.problem_at_line": {EN: "line %d: %s", ZH: "第 %d 行：%s"},
 		"script.more_problems":   {EN: "%d more problems are not listed.", ZH: "另有 %d 个问题未列出。"},
 
-		"script.empty":          {EN: "The file is empty.", ZH: "文件为空。"},
-		"script.no_cues":        {EN: "The file contains no lines to import.", ZH: "文件中没有可导入的台词。"},
-		"script.unknown_format": {EN: "Unknown format: the file is not SRT, WebVTT or CSV.", ZH: "无法识别的格式：文件不是 SRT、WebVTT 或 CSV。"},
-		"script.not_text":       {EN: "This is not a text file (it contains NUL bytes). A UTF-16 file needs a byte-order mark.", ZH: "这不是文本文件（含有 NUL 字节）。UTF-16 文件需要带字节顺序标记（BOM）。"},
-		"script.invalid_utf8":   {EN: "Invalid UTF-8: save the file as UTF-8, or as UTF-16 with a byte-order mark.", ZH: "UTF-8 编码无效：请将文件另存为 UTF-8，或带字节顺序标记（BOM）的 UTF-16。"},
-		"script.invalid_utf16":  {EN: "Invalid UTF-16: a broken surrogate pair or a missing last byte.", ZH: "UTF-16 编码无效：代理对不完整或缺少最后一个字节。"},
-		"script.control_char":   {EN: "Control character %s is not allowed in a script.", ZH: "脚本中不允许出现控制字符 %s。"},
+		"script.empty":            {EN: "The file is empty.", ZH: "文件为空。"},
+		"script.no_cues":          {EN: "The file contains no lines to import.", ZH: "文件中没有可导入的台词。"},
+		"script.unknown_format":   {EN: "Unknown format: the file is not SRT, WebVTT CSV or SSA/ASS.", ZH: "无法识别的格式：文件不是 SRT、WebVTT 、CSV 或 SSA/ASS。"},
+		"script.not_text":         {EN: "This is not a text file (it contains NUL bytes). If it is UTF-16 or UTF-32, choose that encoding in the import form.", ZH: "这不是文本文件（含有 NUL 字节）。如果是 UTF-16 或 UTF-32 编码，请在导入表单中选择该编码。"},
+		"script.invalid_utf8":     {EN: "Invalid UTF-8: choose the file's encoding in the import form, or save it as UTF-8.", ZH: "UTF-8 编码无效：请在导入表单中选择文件的编码，或将文件另存为 UTF-8。"},
+		"script.invalid_utf16":    {EN: "Invalid UTF-16: a broken surrogate pair or a missing last byte.", ZH: "UTF-16 编码无效：代理对不完整或缺少最后一个字节。"},
+		"script.invalid_utf32":    {EN: "Invalid UTF-32: a code unit that is no character, or a missing last byte.", ZH: "UTF-32 编码无效：存在不是字符的码元，或缺少最后的字节。"},
+		"script.invalid_encoding": {EN: "Bytes that are not valid %s: choose the file's encoding in the import form.", ZH: "存在不符合 %s 的字节：请在导入表单中选择文件的编码。"},
+		"script.unknown_encoding": {EN: "Unknown encoding %q.", ZH: "未知编码 %q。"},
+		"script.control_char":     {EN: "Control character %s is not allowed in a script.", ZH: "脚本中不允许出现控制字符 %s。"},
 
 		"script.vtt_header":       {EN: "A WebVTT file must start with the line WEBVTT.", ZH: "WebVTT 文件必须以 WEBVTT 这一行开头。"},
 		"script.missing_timecode": {EN: "Missing timecode: every line needs a start and an end time.", ZH: "缺少时间码：每条台词都需要开始和结束时间。"},
@@ -25,6 +34,8 @@ func init() {
 		"script.emotion_too_long": {EN: "The emotion is %d characters long; the limit is %d.", ZH: "情绪长度为 %d 个字符，上限为 %d。"},
 		"script.too_many_cues":    {EN: "Too many lines: a script may have at most %d.", ZH: "台词过多：一个脚本最多 %d 条。"},
 
+		"script.ass_format":             {EN: "The Format line of [Events] must name Start and End and end with Text.", ZH: "[Events] 的 Format 行必须包含 Start 和 End，并以 Text 结尾。"},
+		"script.ass_fields":             {EN: "This Dialogue event has %d fields; the Format line names %d.", ZH: "此 Dialogue 事件有 %d 个字段，而 Format 行规定 %d 个。"},
 		"script.csv_missing_columns":    {EN: "The header row lacks the column(s) %s. Required: start, end, character, text; emotion is optional.", ZH: "表头缺少列：%s。必需的列：start、end、character、text；emotion 可选。"},
 		"script.csv_duplicate_column":   {EN: "The column %q appears twice in the header row.", ZH: "表头中的列 %q 出现了两次。"},
 		"script.csv_column_count":       {EN: "This row has %d columns; the header row has %d.", ZH: "此行有 %d 列，而表头有 %d 列。"},

@@ -213,9 +213,16 @@ func TestHostileInputIsRefusedAndChangesNothing(t *testing.T) {
 		importCase("whitespace_only.srt", 422, empty),
 		importCase("bom_only.srt", 422, empty),
 		importCase("binary.srt", 422, notText),
-		importCase("latin1.srt", 422, "UTF-8"),
-		importCase("gbk.srt", 422, "UTF-8"),
-		importCase("utf16le_no_bom.srt", 422, notText),
+		// Legacy encodings are detected and imported (below); a wrong choice of the
+		// user's is refused with the line of each bad byte.
+		{"import GBK read as UTF-8 by choice", func(t *testing.T) *http.Response {
+			body, ct := fileUpload(t, "file", "gbk.srt", corpus(t, "subtitles/gbk.srt"), url.Values{"encoding": {"utf-8"}})
+			return h.c.do("POST", h.project+"/import", body, ct, h.htmxHeaders())
+		}, 422, "line 3: Invalid UTF-8"},
+		{"import with an unknown encoding", func(t *testing.T) *http.Response {
+			body, ct := fileUpload(t, "file", "gbk.srt", corpus(t, "subtitles/gbk.srt"), url.Values{"encoding": {"ebcdic"}})
+			return h.c.do("POST", h.project+"/import", body, ct, h.htmxHeaders())
+		}, 422, `Unknown encoding "ebcdic"`},
 		importCase("control_chars.srt", 422, "Control character U+001B is not allowed"),
 		importCase("nul_in_text.srt", 422, notText),
 		importCase("huge_cue.srt", 422, "the limit is 2000"),
@@ -372,6 +379,20 @@ func TestHostileTextIsStoredVerbatimAndShownEscaped(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	resp = h.importFile(t, "utf16le_bom.srt", corpus(t, "subtitles/utf16le_bom.srt"))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	dup := []byte("1\n00:00:01,000 --> 00:00:02,000\nTwice said\n\n2\n00:00:01,000 --> 00:00:02,000\nTwice said\n")
+	resp = h.importFile(t, "dup.srt", dup)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	require.Contains(t, string(b), "Imported 1 lines from dup.srt.")
+	require.Contains(t, string(b), "Skipped 1 exact duplicates")
+	for file, readAs := range map[string]string{"latin1.srt": "windows-1252", "gbk.srt": "gb18030", "utf16le_no_bom.srt": "utf-16le"} {
+		resp = h.importFile(t, file, corpus(t, "subtitles/"+file))
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+		require.Contains(t, string(b), "Read as "+readAs+", format SRT.")
+	}
 
 	lines, err := h.store.AllLines(ctx, h.testBundle.project.ID)
 	require.NoError(t, err)
@@ -381,7 +402,8 @@ func TestHostileTextIsStoredVerbatimAndShownEscaped(t *testing.T) {
 	}
 	for _, want := range []string{`<script>alert("xss")</script>`, `<img src=x onerror=alert(1)> & "quotes" 'single'`,
 		`</td></tr><tr><td>broken out of the table`, `Robert'); DROP TABLE lines;--`,
-		`' OR '1'='1' UNION SELECT password_hash FROM users --`, "Hello from UTF-16"} {
+		`' OR '1'='1' UNION SELECT password_hash FROM users --`, "Hello from UTF-16",
+		"Café crème brûlée", "你好，世界。这是一个测试。", "Hello"} {
 		require.True(t, texts[want], "stored verbatim: %q", want)
 	}
 	var users int

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,7 +46,10 @@ func (s *Server) importScript(c echo.Context) error {
 	vm := views.ImportVM{FileName: name}
 	page := s.page(c, p.Name, "projects")
 
-	cues, err := script.Parse(name, data)
+	enc := c.FormValue("encoding")
+	res, err := script.Import(name, data, enc)
+	cues := res.Cues
+	vm.Encoding, vm.Format = res.Encoding, string(res.Format)
 	var pe *script.ParseError
 	if errors.As(err, &pe) {
 		for _, pr := range pe.Problems {
@@ -56,12 +60,17 @@ func (s *Server) importScript(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	lines := make([]studio.NewLine, len(cues))
-	for i, cue := range cues {
-		lines[i] = studio.NewLine{SourceLine: cue.SourceLine, StartMs: int(cue.Start / time.Millisecond),
-			EndMs: int(cue.End / time.Millisecond), CharacterName: cue.Character, Text: cue.Text, Emotion: cue.Emotion}
+	// Exact duplicates (same times and text as an earlier cue) are skipped.
+	lines := make([]studio.NewLine, 0, len(cues))
+	for _, cue := range cues {
+		if slices.Contains(cue.Flags, script.FlagDuplicate) {
+			vm.Duplicates++
+			continue
+		}
+		lines = append(lines, studio.NewLine{SourceLine: cue.SourceLine, StartMs: int(cue.Start / time.Millisecond),
+			EndMs: int(cue.End / time.Millisecond), CharacterName: cue.Character, Text: cue.Text, Emotion: cue.Emotion})
 	}
-	res, err := s.store.ImportLines(c.Request().Context(), currentUser(c).ID, p.ID, lines)
+	done, err := s.store.ImportLines(c.Request().Context(), currentUser(c).ID, p.ID, lines)
 	var ie *studio.ImportError
 	if errors.As(err, &ie) {
 		for _, pr := range ie.Problems {
@@ -72,7 +81,7 @@ func (s *Server) importScript(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	vm.Result = res
+	vm.Result = done
 	if vm.Lines, err = s.projectVM(c, p); err != nil {
 		return err
 	}

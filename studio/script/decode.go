@@ -20,7 +20,18 @@ var (
 	bomUTF8    = []byte{0xEF, 0xBB, 0xBF}
 	bomUTF16LE = []byte{0xFF, 0xFE}
 	bomUTF16BE = []byte{0xFE, 0xFF}
+	bomUTF32LE = []byte{0xFF, 0xFE, 0x00, 0x00}
+	bomUTF32BE = []byte{0x00, 0x00, 0xFE, 0xFF}
 )
+
+// boms lists the byte-order marks, UTF-32's before UTF-16's: FF FE 00 00 starts both.
+var boms = []struct {
+	mark     []byte
+	encoding string
+}{
+	{bomUTF32LE, EncodingUTF32LE}, {bomUTF32BE, EncodingUTF32BE},
+	{bomUTF8, EncodingUTF8}, {bomUTF16LE, EncodingUTF16LE}, {bomUTF16BE, EncodingUTF16BE},
+}
 
 // source is a decoded file: its lines, without terminators, and the problems found so
 // far. lines[i] is line i+1 of the file.
@@ -35,6 +46,11 @@ type source struct {
 	firstDropped int
 	// stop is set when the content cannot be parsed at all (empty, not text).
 	stop bool
+	// encoding is the encoding the file was read in (EncodingUTF8, ...).
+	encoding string
+	// legacy is set when a code page decoder read the file: its U+FFFD are bytes it
+	// could not decode.
+	legacy bool
 }
 
 // numbered is a problem and the order in which it was found, which breaks ties
@@ -108,17 +124,57 @@ func (s *source) err() error {
 	return &ParseError{Problems: ps}
 }
 
-// decode turns the bytes of a file into lines: UTF-8 with or without a byte-order
-// mark, or UTF-16 with one; lines end with CRLF, LF or a lone CR. Invalid encoding and
-// control characters are problems of the line they are on; a NUL byte means the file
-// is not text at all.
-func decode(data []byte) *source {
+// decode reads data in the encoding it is detected to be in; see decodeAs.
+func decode(data []byte) *source { return decodeAs(data, "") }
+
+// decodeAs turns the bytes of a file into lines, read in encoding enc, or, when enc is
+// "", in the encoding detected: a byte-order mark (UTF-8, UTF-16, UTF-32), then UTF-16
+// without a mark by its NUL pattern (sniffUTF16), then UTF-8 if the bytes are valid,
+// else a legacy code page (detectLegacy). A byte-order mark of enc is skipped. Lines
+// end with CRLF, LF or a lone CR. Invalid encoding and control characters are problems
+// of the line they are on; a NUL byte means the file is not text at all.
+func decodeAs(data []byte, enc string) *source {
 	s := &source{}
-	switch {
-	case bytes.HasPrefix(data, bomUTF16LE), bytes.HasPrefix(data, bomUTF16BE):
-		data = s.decodeUTF16(data)
-	case bytes.HasPrefix(data, bomUTF8):
-		data = data[len(bomUTF8):]
+	for _, b := range boms {
+		if bytes.HasPrefix(data, b.mark) {
+			if enc == "" {
+				enc = b.encoding
+			}
+			if enc == b.encoding {
+				data = data[len(b.mark):]
+			}
+			break
+		}
+	}
+	if enc == "" {
+		enc = sniffUTF16(data)
+	}
+	if enc == "" {
+		enc = EncodingUTF8
+		if !utf8.Valid(data) {
+			enc = detectLegacy(data)
+		}
+	}
+	s.encoding = enc
+	switch enc {
+	case EncodingUTF16LE, EncodingUTF16BE:
+		data = s.decodeUTF16(data, enc == EncodingUTF16BE)
+	case EncodingUTF32LE, EncodingUTF32BE:
+		data = s.decodeUTF32(data, enc == EncodingUTF32BE)
+	case EncodingUTF8:
+	default:
+		out, err := legacy[enc].NewDecoder().Bytes(data)
+		if err != nil {
+			// The x/text code page decoders replace what they cannot read; kept
+			// so that a change in the library cannot pass a file through undecoded.
+			s.add(1, "script.invalid_encoding", enc)
+			s.stop = true
+			return s
+		}
+		data, s.legacy = out, true
+	}
+	if s.stop {
+		return s
 	}
 	if len(bytes.TrimSpace(data)) == 0 && !s.failed() {
 		s.add(1, "script.empty")
@@ -146,6 +202,42 @@ func decode(data []byte) *source {
 	return s
 }
 
+// decodeUTF32 returns data, UTF-32 without its byte-order mark, as UTF-8. A unit
+// that is no Unicode scalar value (a surrogate, beyond U+10FFFF) or a last unit cut
+// short is a problem of its line and becomes U+FFFD.
+func (s *source) decodeUTF32(data []byte, big bool) []byte {
+	out := make([]byte, 0, len(data)/2)
+	line, reported := 1, 0
+	var prev rune
+	for i := 0; i < len(data); i += 4 {
+		if i+4 > len(data) {
+			if reported != line {
+				s.add(line, "script.invalid_utf32")
+			}
+			break
+		}
+		var r rune
+		if big {
+			r = rune(uint32(data[i])<<24 | uint32(data[i+1])<<16 | uint32(data[i+2])<<8 | uint32(data[i+3]))
+		} else {
+			r = rune(uint32(data[i+3])<<24 | uint32(data[i+2])<<16 | uint32(data[i+1])<<8 | uint32(data[i]))
+		}
+		if !utf8.ValidRune(r) {
+			if reported != line {
+				s.add(line, "script.invalid_utf32")
+				reported = line
+			}
+			r = utf8.RuneError
+		}
+		if r == '\r' || r == '\n' && prev != '\r' {
+			line++
+		}
+		prev = r
+		out = utf8.AppendRune(out, r)
+	}
+	return out
+}
+
 // addLine checks and appends the next line.
 func (s *source) addLine(line string) {
 	n := len(s.lines) + 1
@@ -154,6 +246,9 @@ func (s *source) addLine(line string) {
 		s.add(n, "script.not_text")
 		s.stop = true
 		return
+	}
+	if s.legacy && strings.ContainsRune(line, utf8.RuneError) {
+		s.add(n, "script.invalid_encoding", s.encoding)
 	}
 	if !utf8.ValidString(line) {
 		s.add(n, "script.invalid_utf8")
@@ -165,11 +260,10 @@ func (s *source) addLine(line string) {
 	s.lines = append(s.lines, line)
 }
 
-// decodeUTF16 returns data, which starts with a UTF-16 byte-order mark, as UTF-8.
+// decodeUTF16 returns data, UTF-16 without its byte-order mark, as UTF-8.
 // golang.org/x/text replaces broken surrogates with U+FFFD silently, so they are found
 // first, with the line they are on.
-func (s *source) decodeUTF16(data []byte) []byte {
-	big := bytes.HasPrefix(data, bomUTF16BE)
+func (s *source) decodeUTF16(data []byte, big bool) []byte {
 	unit := func(i int) uint16 {
 		if big {
 			return uint16(data[i])<<8 | uint16(data[i+1])
@@ -184,7 +278,7 @@ func (s *source) decodeUTF16(data []byte) []byte {
 		}
 	}
 	var prev uint16
-	for i := 2; i+1 < len(data); i += 2 {
+	for i := 0; i+1 < len(data); i += 2 {
 		u := unit(i)
 		switch {
 		case u == '\n' && prev != '\r', u == '\r':
@@ -211,10 +305,10 @@ func (s *source) decodeUTF16(data []byte) []byte {
 	if big {
 		end = xunicode.BigEndian
 	}
-	out, err := xunicode.UTF16(end, xunicode.ExpectBOM).NewDecoder().Bytes(data)
+	out, err := xunicode.UTF16(end, xunicode.IgnoreBOM).NewDecoder().Bytes(data)
 	if err != nil {
-		// Not reached with a byte-order mark present; kept so that a change in the
-		// library cannot pass a file through undecoded.
+		// Not reached: the decoder replaces what it cannot read; kept so that a
+		// change in the library cannot pass a file through undecoded.
 		s.add(1, "script.invalid_utf16")
 		s.stop = true
 		return nil

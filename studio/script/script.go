@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -50,6 +51,9 @@ const (
 	FlagOverlap = "overlap"
 	// FlagZeroLength marks a cue whose end equals its start.
 	FlagZeroLength = "zero_length"
+	// FlagDuplicate marks a cue with the times and text of an earlier cue of the file;
+	// an import skips it.
+	FlagDuplicate = "duplicate"
 )
 
 // Format is a script file format.
@@ -60,6 +64,8 @@ const (
 	FormatSRT Format = "srt"
 	FormatVTT Format = "vtt"
 	FormatCSV Format = "csv"
+	// FormatASS is SubStation Alpha (SSA) and Advanced SubStation Alpha (ASS); read only.
+	FormatASS Format = "ass"
 )
 
 // ContentType returns the MIME type to serve an exported file of format f with.
@@ -147,6 +153,34 @@ func Parse(filename string, data []byte) ([]Cue, error) {
 	return parseSource(f, src)
 }
 
+// Result is what Import read from a file.
+type Result struct {
+	// Cues are the cues of the file, nil when it cannot be imported.
+	Cues []Cue
+	// Format is the format recognised, "" if none.
+	Format Format
+	// Encoding is the encoding the file was read in (EncodingUTF8, EncodingGB18030, ...):
+	// the one asked for, or the one detected.
+	Encoding string
+}
+
+// Import reads a script as Parse does, in encoding enc (one of Encodings), or in the
+// encoding detected from the content when enc is "". It reports the format and the
+// encoding even when the file cannot be imported, so that a user can pick another.
+func Import(filename string, data []byte, enc string) (Result, error) {
+	if enc != "" && !KnownEncoding(enc) {
+		return Result{}, &ParseError{Problems: []Problem{{Line: 1, Key: "script.unknown_encoding", Args: []any{enc}}}}
+	}
+	src := decodeAs(data, enc)
+	res := Result{Format: detect(filename, src), Encoding: src.encoding}
+	if res.Format == "" && src.fatal() == nil {
+		src.add(1, "script.unknown_format")
+	}
+	cues, err := parseSource(res.Format, src)
+	res.Cues = cues
+	return res, err
+}
+
 // Detect returns the format of a script, recognised as Parse does, or "" if it is
 // none of the supported ones.
 func Detect(filename string, data []byte) Format {
@@ -159,6 +193,9 @@ func ParseSRT(data []byte) ([]Cue, error) { return parseSource(FormatSRT, decode
 
 // ParseVTT reads a WebVTT file.
 func ParseVTT(data []byte) ([]Cue, error) { return parseSource(FormatVTT, decode(data)) }
+
+// ParseASS reads the Dialogue events of an SSA/ASS file.
+func ParseASS(data []byte) ([]Cue, error) { return parseSource(FormatASS, decode(data)) }
 
 // ParseCSV reads a CSV file whose first row names the columns: start, end, character,
 // text and, optionally, emotion (in any order and case; common aliases such as "speaker"
@@ -189,6 +226,8 @@ func parseSource(f Format, src *source) ([]Cue, error) {
 			cues = parseVTT(src)
 		case FormatCSV:
 			cues = parseCSV(src)
+		case FormatASS:
+			cues = parseASS(src)
 		}
 		if len(cues) == 0 && !src.failed() {
 			src.add(1, "script.no_cues")
@@ -216,6 +255,8 @@ func detect(filename string, src *source) Format {
 		switch {
 		case isVTTHeader(first):
 			return FormatVTT
+		case isASSHeader(first):
+			return FormatASS
 		case strings.Contains(first, "-->"):
 			if _, _, ok := parseTimingLine(first); ok {
 				return FormatSRT
@@ -236,16 +277,32 @@ func detect(filename string, src *source) Format {
 		return FormatVTT
 	case ".csv", ".tsv":
 		return FormatCSV
+	case ".ass", ".ssa":
+		return FormatASS
 	}
 	return ""
 }
 
-// flag sets FlagOverlap and FlagZeroLength, keeping the order of the file.
+// flag sorts the cues by start time (stable: cues starting together keep the file's
+// order), then sets FlagDuplicate, FlagOverlap and FlagZeroLength. A duplicate is not
+// counted as an overlap of the cue it repeats.
 func flag(cues []Cue) {
+	sort.SliceStable(cues, func(i, j int) bool { return cues[i].Start < cues[j].Start })
+	type key struct {
+		start, end time.Duration
+		text       string
+	}
+	seen := map[key]bool{}
 	var maxEnd time.Duration
 	for i := range cues {
 		c := &cues[i]
 		c.Flags = nil
+		k := key{c.Start, c.End, c.Text}
+		if seen[k] {
+			c.Flags = append(c.Flags, FlagDuplicate)
+			continue
+		}
+		seen[k] = true
 		if i > 0 && c.Start < maxEnd {
 			c.Flags = append(c.Flags, FlagOverlap)
 		}

@@ -17,7 +17,7 @@ import (
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
-func readTestdata(t *testing.T, name string) []byte {
+func readTestdata(t testing.TB, name string) []byte {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("testdata", name))
 	require.NoError(t, err)
@@ -31,6 +31,10 @@ func problems(t *testing.T, err error) []Problem {
 	require.ErrorAs(t, err, &pe)
 	return pe.Problems
 }
+
+// utf8Cue is a last cue of valid UTF-8 text, which makes a file with a few bad bytes
+// read as UTF-8 rather than as a legacy code page.
+const utf8Cue = "\n\n99\n00:01:00,000 --> 00:01:01,000\nééééééééééééééééééééé\n"
 
 func p(line int, key string, args ...any) Problem { return Problem{Line: line, Key: key, Args: args} }
 
@@ -116,7 +120,6 @@ func TestParseBrokenTestdata(t *testing.T) {
 			p(18, "script.end_before_start", "00:00:08.500", "00:00:09.000"),
 		}},
 		{"truncated.srt", []Problem{p(11, "script.bad_timecode", "00:00:0")}},
-		{"latin1.srt", []Problem{p(3, "script.invalid_utf8"), p(7, "script.invalid_utf8")}},
 		{"garbage.bin", []Problem{p(3, "script.not_text")}},
 	}
 	for _, tt := range tests {
@@ -154,9 +157,11 @@ func TestParseProblems(t *testing.T) {
 		{"srt C1 control", ParseSRT, "1\n00:00:01,000 --> 00:00:02,000\nnext\u0085line\n", []Problem{p(3, "script.control_char", "U+0085")}},
 		{"srt text too long", ParseSRT, "1\n00:00:01,000 --> 00:00:02,000\n" + long + "\n", []Problem{p(3, "script.text_too_long", MaxTextLen+1, MaxTextLen)}},
 		{"srt name too long", ParseSRT, "1\n00:00:01,000 --> 00:00:02,000\n<v " + long[:MaxNameLen+1] + ">Hi\n", []Problem{p(3, "script.name_too_long", MaxNameLen+1, MaxNameLen)}},
-		{"srt invalid utf-8", ParseSRT, "1\n00:00:01,000 --> 00:00:02,000\n\xff\xfeHi\n", []Problem{p(3, "script.invalid_utf8")}},
+		// A few bad bytes in a file that is otherwise UTF-8 (the last cue) are
+		// problems, not the sign of a legacy code page.
+		{"srt invalid utf-8", ParseSRT, "1\n00:00:01,000 --> 00:00:02,000\n\xff\xfeHi\n" + utf8Cue, []Problem{p(3, "script.invalid_utf8")}},
 		{"srt every problem, in line order", ParseSRT,
-			"1\r\n00:00:01,000 --> 00:00:0X,000\r\nOne\r\n\r\n2\r\nTwo\r\n\r\n3\r\n00:00:05,000 --> 00:00:06,000\r\nbad \xc3\x28 byte\r\n\r\n4\r\n00:00:09,000 --> 00:00:07,000\r\nFour\r\n",
+			"1\r\n00:00:01,000 --> 00:00:0X,000\r\nOne\r\n\r\n2\r\nTwo\r\n\r\n3\r\n00:00:05,000 --> 00:00:06,000\r\nbad \xc3\x28 byte\r\n\r\n4\r\n00:00:09,000 --> 00:00:07,000\r\nFour\r\n" + utf8Cue,
 			[]Problem{
 				p(2, "script.bad_timecode", "00:00:0X,000"),
 				p(6, "script.bad_timing_line", "Two"),
@@ -169,7 +174,6 @@ func TestParseProblems(t *testing.T) {
 		{"utf-16 odd length", ParseSRT,
 			string(utf16LE("1\n00:00:01,000 --> 00:00:02,000\nHi\n")) + "\x41",
 			[]Problem{p(4, "script.invalid_utf16")}},
-		{"utf-16 without BOM", ParseSRT, string(utf16LE("1\n00:00:01,000 --> 00:00:02,000\nHi\n")[2:]), []Problem{p(1, "script.not_text")}},
 
 		{"vtt without header", ParseVTT, "00:01.000 --> 00:02.000\nHi\n", []Problem{p(1, "script.vtt_header")}},
 		{"vtt header only", ParseVTT, "WEBVTT\n\nNOTE nothing yet\n", []Problem{p(1, "script.no_cues")}},
@@ -223,6 +227,7 @@ func TestParseAccepts(t *testing.T) {
 		{"srt one-digit hours and fraction", ParseSRT, "1\n0:00:01,0 --> 0:00:02,5\nHi", hi},
 		{"srt sub-millisecond rounded", ParseSRT, "1\n00:00:00,9996 --> 00:00:02,5004\nHi", hi},
 		{"utf-16 LE", ParseSRT, string(utf16LE("1\r\n00:00:01,000 --> 00:00:02,500\r\nHi\r\n")), hi},
+		{"utf-16 LE without BOM", ParseSRT, string(utf16LE("1\n00:00:01,000 --> 00:00:02,500\nHi\n")[2:]), hi},
 		{"utf-16 BE", ParseSRT, string(utf16BE("1\n00:00:01,000 --> 00:00:02,500\nHi")), hi},
 		{"srt tab kept inside text", ParseSRT, "1\n00:00:01,000 --> 00:00:02,500\n\tA\tB \n", []Cue{{SourceLine: 1, Start: ms(1000), End: ms(2500), Text: "A\tB"}}},
 		{"srt text of exactly the limit", ParseSRT, "1\n00:00:01,000 --> 00:00:02,500\n" + strings.Repeat("語", MaxTextLen),
@@ -346,15 +351,19 @@ func TestFlags(t *testing.T) {
 		"3\n00:00:05,000 --> 00:00:05,000\nC\n\n" + // inside A and zero-length
 		"4\n00:00:10,000 --> 00:00:11,000\nD\n\n" + // starts as A ends: fine
 		"5\n00:00:11,000 --> 00:00:11,000\nE\n\n" + // zero-length at D's end
-		"6\n00:00:01,000 --> 00:00:02,000\nF\n" // out of order
+		"6\n00:00:01,000 --> 00:00:02,000\nF\n\n" + // out of order: sorted after A
+		"7\n00:00:02,000 --> 00:00:03,000\nB\n" // B again
 	cues, err := ParseSRT([]byte(in))
 	require.NoError(t, err)
 	var flags [][]string
+	var texts []string
 	for _, c := range cues {
 		flags = append(flags, c.Flags)
+		texts = append(texts, c.Text)
 	}
+	require.Equal(t, []string{"A", "F", "B", "B", "C", "D", "E"}, texts, "sorted by start time")
 	require.Equal(t, [][]string{
-		nil, {FlagOverlap}, {FlagOverlap, FlagZeroLength}, nil, {FlagZeroLength}, {FlagOverlap},
+		nil, {FlagOverlap}, {FlagOverlap}, {FlagDuplicate}, {FlagOverlap, FlagZeroLength}, nil, {FlagZeroLength},
 	}, flags)
 }
 

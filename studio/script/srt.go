@@ -119,7 +119,8 @@ func namedLines(c Cue, f Format) (lines []string, voiceName string) {
 	switch {
 	case name == "":
 		return lines, ""
-	case !isPrefixName(name) && (f == FormatVTT || !strings.ContainsAny(name, "<>")):
+	case (len(lines) == 0 || !isPrefixName(name)) && (f == FormatVTT || !strings.ContainsAny(name, "<>")):
+		// A prefix alone ("ALICE:") is read as text: a name needs text after it.
 		return lines, name
 	case len(lines) == 0:
 		return []string{name + ":"}, ""

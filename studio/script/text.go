@@ -209,7 +209,8 @@ func cueText(lines []plainLine) (character, text string) {
 		}
 	}
 	if character == "" && len(kept) > 0 {
-		if name, rest, ok := splitNamePrefix(kept[0]); ok {
+		// A prefix is a name only when text is left after it.
+		if name, rest, ok := splitNamePrefix(kept[0]); ok && (rest != "" || len(kept) > 1) {
 			character = name
 			if rest == "" {
 				kept = kept[1:]
@@ -246,15 +247,16 @@ func canonName(s string) string { return strings.Join(strings.Fields(s), " ") }
 // maxPrefixName bounds a name prefix, so that a sentence with a colon is not taken
 // for a character.
 const (
-	maxPrefixName  = 40
-	maxPrefixWords = 4
+	maxPrefixName  = 32
+	maxPrefixWords = 3
 )
 
 // splitNamePrefix splits "NAME: text" (also "NAME：text" with a full-width colon). The
-// name must look like one: at most four words and 40 characters, a letter among them,
-// letters, digits and . ' ’ - _ # ( ) & / only, starting with a letter or digit. After
-// an ASCII colon a blank or the end of the line must follow, which keeps "10:30" and
-// "https://" out.
+// name must look like one (isPrefixName): at most three words and 32 characters, each
+// word starting with a capital, a digit or a letter without case (CJK), so that a
+// sentence such as "Règle numéro un: ..." or "J'ai dit: ..." keeps its words; no
+// terminal punctuation (. ! ? …) before the colon. After an ASCII colon a blank or the
+// end of the line must follow, which keeps "10:30" and "https://" out.
 func splitNamePrefix(line string) (name, rest string, ok bool) {
 	i := strings.IndexAny(line, ":：")
 	if i <= 0 {
@@ -281,6 +283,14 @@ func isPrefixName(name string) bool {
 	if name == "" || utf8.RuneCountInString(name) > maxPrefixName || name != canonName(name) ||
 		strings.Count(name, " ") >= maxPrefixWords {
 		return false
+	}
+	if last, _ := utf8.DecodeLastRuneInString(name); strings.ContainsRune(".!?…", last) {
+		return false
+	}
+	for word := range strings.SplitSeq(name, " ") {
+		if first, _ := utf8.DecodeRuneInString(word); unicode.IsLower(first) {
+			return false
+		}
 	}
 	letter := false
 	for i, r := range name {
