@@ -21,6 +21,9 @@ import (
 // drain (lines go to other GPUs or wait) and stop, the calibration starts its own,
 // and the pool comes back afterwards.
 func (s *GPUs) Calibrate(ctx context.Context, id int64, uuid string, p gpu.Profile, progress func(key string, args ...any)) (*gpu.CalibrationResult, error) {
+	if p.Batching {
+		return nil, ErrCalibrateBatching
+	}
 	s.mu.Lock()
 	e := s.gpus[uuid]
 	if e == nil {
@@ -279,6 +282,9 @@ func RequestCalibration(ctx context.Context, store *studio.Store, userID int64, 
 			return nil, err
 		}
 		sp = *p
+	}
+	if sp.Batching {
+		return nil, ErrCalibrateBatching
 	}
 	return store.RequestGPUCalibration(ctx, userID, uuid, card.GPU.Name, sp)
 }

@@ -33,6 +33,17 @@ func TestGPUsCalibrateTakesTheGPUAndGivesItBack(t *testing.T) {
 	b.serving(t, 2)
 }
 
+func TestGPUsRefuseToCalibrateABatchingProfile(t *testing.T) {
+	t.Parallel()
+	b := setupSimGPUs(t, simGPUsOpts{batching: true})
+	b.serving(t, 2)
+	p := gpu.DefaultProfile()
+	p.Name, p.Batching, p.MaxSlots = "batch", true, 64
+	_, err := b.gpus.Calibrate(context.Background(), 43, simGPU, p, nil)
+	require.ErrorIs(t, err, fleet.ErrCalibrateBatching)
+	b.serving(t, 2) // the GPU was not taken from the pool
+}
+
 func TestGPUsCalibrationLoadTestRunsThroughTheExecutor(t *testing.T) {
 	t.Parallel()
 	// 13.6 GB with a 1% reserve: three 4.3 GB models and one 30 s line fit; three
