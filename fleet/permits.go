@@ -146,7 +146,15 @@ func (g *gpuPermit) Done(o workflow.Outcome) {
 		case errors.Is(err, tts.ErrUnavailable) && hostExited(g.host, g.lease):
 			out.HostDied = true
 		}
-		if resident := g.host.ResidentBytes(); resident > 0 && res.PeakAllocatedBytes > 0 {
+		switch resident := g.host.ResidentBytes(); {
+		case res.Sequence != nil:
+			// A batching host: the KV is in its resident memory; what the line added
+			// on top, and what the executor predicts for it, is its activations.
+			out.PeakBytes = res.Sequence.ActivationBytes
+			if resident > 0 {
+				out.CachedAfter = max(res.PeakReservedBytes-resident, 0)
+			}
+		case resident > 0 && res.PeakAllocatedBytes > 0:
 			out.PeakBytes = max(res.PeakAllocatedBytes-resident, 0)
 			out.CachedAfter = max(res.PeakReservedBytes-resident, 0)
 		}

@@ -192,6 +192,17 @@ type Result struct {
 	Sequence *SequenceInfo `json:"sequence,omitempty"`
 }
 
+// LineVRAMBytes is the accelerator memory this line itself used: on a batching host
+// its own share (its KV blocks and its part of its s2mel group's activations), on a
+// one-request host the process's peak reserve (it served this line alone). A take
+// records it; the batching host's process figures belong to every line at once.
+func (r Result) LineVRAMBytes() int64 {
+	if r.Sequence != nil {
+		return r.PeakAllocatedBytes
+	}
+	return r.PeakReservedBytes
+}
+
 // SequenceInfo is one line's resources on a batching host (protocol 2).
 type SequenceInfo struct {
 	// KVBytes is the line's KV blocks at their most; ActivationBytes its share of the

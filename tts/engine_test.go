@@ -145,3 +145,14 @@ func TestGuessLanguage(t *testing.T) {
 	require.Equal(t, "zh", baseLanguage("cmn"))
 	require.Equal(t, "en", baseLanguage("en-US"))
 }
+
+func TestLineVRAMBytes(t *testing.T) {
+	// A one-request host served this line alone: its peak reserve is the line's.
+	one := Result{PeakAllocatedBytes: 5 << 30, PeakReservedBytes: 6 << 30}
+	require.EqualValues(t, 6<<30, one.LineVRAMBytes())
+	// A batching host's process figures hold every line's KV at once: the line's own
+	// share is its peak_allocated_bytes.
+	batched := Result{PeakAllocatedBytes: 250 << 20, PeakReservedBytes: 60 << 30,
+		Sequence: &SequenceInfo{KVBytes: 50 << 20, ActivationBytes: 200 << 20}}
+	require.EqualValues(t, 250<<20, batched.LineVRAMBytes())
+}

@@ -183,7 +183,7 @@ func (w *Worker) synthesize(ctx context.Context, job *river.Job[SynthesizeArgs],
 		// permit whose owner killed or replaced it.
 		err = &tts.Error{Code: tts.CodeUnavailable, Message: fmt.Sprintf("no answer within the synthesis deadline of %s", limit), Err: err}
 	}
-	release(Outcome{PeakBytes: res.PeakReservedBytes, OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil, Hung: hung})
+	release(Outcome{PeakBytes: res.LineVRAMBytes(), OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil, Hung: hung})
 	if !hasSpace(tmpDir, minFreeBytes) {
 		// The disk filled up meanwhile: the output may be cut short, whatever the
 		// engine says.
@@ -237,7 +237,7 @@ func (w *Worker) handToFit(ctx context.Context, job *river.Job[SynthesizeArgs], 
 	a := job.Args
 	fit := FitArgs{LineID: a.LineID, RenderSeq: a.RenderSeq, ProjectID: a.ProjectID, Revision: in.Line.Revision,
 		RawSHA256: out.blob.SHA256, SpokenText: out.spokenText, Engine: out.res.Engine, ModelVersion: out.res.ModelVersion,
-		Device: out.device, Worker: w.cfg.Name, Seed: out.seed, PeakBytes: out.res.PeakReservedBytes,
+		Device: out.device, Worker: w.cfg.Name, Seed: out.seed, PeakBytes: out.res.LineVRAMBytes(),
 		SynthMs: out.synthMs, AudioSeconds: out.info.Duration.Seconds()}
 	inline := w.fitHere()
 	var handOff studio.HandOffFunc
