@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"dubstudio/internal/perm"
 )
 
 // writeFileAtomic writes path through a temporary file in its directory: write fills
@@ -71,7 +73,7 @@ func commitTemp(f *os.File, path string) error {
 	if err := f.Sync(); err != nil {
 		return writeError(path, err, "")
 	}
-	if err := f.Chmod(0o644); err != nil {
+	if err := f.Chmod(perm.File); err != nil {
 		return writeError(path, err, "")
 	}
 	if err := f.Close(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"dubstudio/blobhash"
+	"dubstudio/internal/perm"
 )
 
 // Blob is a stored audio file, addressed by the SHA-256 of its bytes.
@@ -68,7 +69,7 @@ func (b BlobStore) Dest(sum string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dst), perm.Dir); err != nil {
 		return "", err
 	}
 	return dst, nil
@@ -88,6 +89,10 @@ func (b BlobStore) Put(tmpPath, sum string) error {
 		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
+	}
+	// The writer may be ffmpeg, which creates its output world-readable.
+	if err := os.Chmod(tmpPath, perm.File); err != nil {
+		return fmt.Errorf("error storing blob: %w", err)
 	}
 	if err := os.Rename(tmpPath, dst); err != nil {
 		return fmt.Errorf("error storing blob: %w", err)

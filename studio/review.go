@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"dubstudio/i18n"
+	"dubstudio/internal/perm"
 )
 
 // ReviewAction is something an editor did to a line's takes while reviewing.
@@ -188,7 +189,7 @@ func (s *Store) DerivedAudio(ctx context.Context, bs BlobStore, key string, buil
 			}
 		}
 	}
-	if err := os.MkdirAll(bs.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(bs.Dir, perm.Dir); err != nil {
 		return nil, err
 	}
 	f, err := os.CreateTemp(bs.Dir, ".derived-*.wav")

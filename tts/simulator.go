@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"dubstudio/blobhash"
+	"dubstudio/internal/perm"
 	"dubstudio/internal/simdev"
 )
 
@@ -553,7 +554,7 @@ func safeName(s string) string {
 }
 
 func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), perm.Dir); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".cond-*.tmp")

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"dubstudio/internal/perm"
 )
 
 // VLLMConfig configures an engine for an external index-tts-vllm server.
@@ -252,7 +254,7 @@ func (v *VLLM) Synthesize(ctx context.Context, req Request) (Result, error) {
 // saveAudio streams the body into place through a temporary file.
 func (v *VLLM) saveAudio(body io.Reader, path string) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, perm.Dir); err != nil {
 		return &Error{Code: CodeInternal, Message: "creating the output directory", Err: err}
 	}
 	tmp, err := os.CreateTemp(dir, ".vllm-*.wav")

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"dubstudio/internal/perm"
 )
 
 // WAVInfo describes a RIFF/WAVE file.
@@ -94,7 +96,7 @@ func parseWAVHeader(r io.Reader, size int64) (WAVInfo, error) {
 // WriteWAV writes mono 16-bit PCM samples to path, through a temporary file renamed into
 // place, so a reader never sees half a take.
 func WriteWAV(path string, sampleRate int, samples []int16) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), perm.Dir); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".take-*.wav")

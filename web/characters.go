@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"dubstudio/audio"
+	"dubstudio/internal/perm"
 	"dubstudio/media"
 	"dubstudio/studio"
 	"dubstudio/views"
@@ -231,7 +232,7 @@ func (s *Server) spoolUpload(c echo.Context, field string) (media.Upload, error)
 func (s *Server) spoolTo(c echo.Context, src io.Reader, filename, pattern string, limit int64) (media.Upload, error) {
 	tooLarge := echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
 	dir := filepath.Join(s.cfg.DataDir, "tmp")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, perm.Dir); err != nil {
 		return media.Upload{}, err
 	}
 	dst, err := os.CreateTemp(dir, pattern)

@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"dubstudio/audio"
+	"dubstudio/internal/perm"
 	"dubstudio/studio"
 	"dubstudio/studio/script"
 )
@@ -223,11 +224,11 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 	cw.Flush()
 
 	dst := ExportPath(w.cfg.DataDir, ex.ID)
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dst), perm.Dir); err != nil {
 		return 0, 0, err
 	}
 	tmp := dst + ".part"
-	f, err := os.Create(tmp)
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm.File)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"dubstudio/internal/perm"
 	"dubstudio/media"
 	"dubstudio/studio"
 )
@@ -213,7 +214,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 }
 
 func (w *Worker) ensureDirs() error {
-	return os.MkdirAll(filepath.Join(w.cfg.DataDir, "tmp"), 0o700)
+	return os.MkdirAll(filepath.Join(w.cfg.DataDir, "tmp"), perm.Dir)
 }
 
 func (w *Worker) register(ctx context.Context) error {

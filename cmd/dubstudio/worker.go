@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"dubstudio/config"
+	"dubstudio/internal/perm"
 	"dubstudio/studio"
 	"dubstudio/tts"
 	"dubstudio/workflow"
@@ -87,7 +88,7 @@ func workerCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 		return err
 	}
 	defer store.Pool().Close()
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.DataDir, perm.Dir); err != nil {
 		return err
 	}
 	p, err := workflow.NewPipeline(store, logger)
