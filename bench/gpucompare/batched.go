@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"dubstudio/fleet"
 	"dubstudio/gpu"
-	"dubstudio/workflow"
 )
 
 // batchOptions shape the batched method's one host.
@@ -59,57 +57,9 @@ func (r *rig) batched(ctx context.Context, o batchOptions) *result {
 		res.StartError = fmt.Sprintf("applying the batching profile: %v", err)
 		return res
 	}
-	peak := watchPeak(mon, r.dev.UUID)
 	slots.Start(ctx)
-	if err := slots.WaitServing(ctx, r.dev.UUID, 1); err != nil {
-		res.StartError = err.Error()
-		res.PeakUsedBytes = peak.end()
-		return res
-	}
-	sl, err := slots.Acquire(ctx, workflow.PermitRequest{AudioSeconds: 15})
-	if err == nil {
-		err = r.speakers.prepare(ctx, sl.Engine(), r.work)
-		sl.Done(workflow.Outcome{Failed: err != nil})
-	}
-	if err != nil {
-		res.StartError = err.Error()
-		res.PeakUsedBytes = peak.end()
-		return res
-	}
-	t := &tally{r: res}
-	// A few short lines first, untimed, to warm the host's kernels up.
-	var wg sync.WaitGroup
-	for i := range min(p.MaxSlots, 8) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l := line{ID: int64(-1 - i), Seconds: 2, Character: i % len(r.speakers.refs), Text: "A short line to warm the host up."}
-			if _, err := r.slotLine(ctx, slots, l); err != nil {
-				t.warmUpFailed(i, err)
-			}
-		}()
-	}
-	wg.Wait()
-
-	queue := make(chan line, len(r.lines))
-	for _, l := range r.lines {
-		queue <- l
-	}
-	close(queue)
-	start := time.Now()
-	for range slots.Capacity() { // what River hands the worker at once
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for l := range queue {
-				r.executorLine(ctx, slots, l, t)
-			}
-		}()
-	}
-	wg.Wait()
-	t.finish(time.Since(start))
-	res.PeakUsedBytes = peak.end()
-	return res
+	// One host serves every sequence: a few warm-up lines suffice.
+	return r.renderThroughPermits(ctx, slots, mon, res, 1, min(p.MaxSlots, 8))
 }
 
 // setBatch makes the hosts the rig launches from now on batching hosts of p (the

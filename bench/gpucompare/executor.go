@@ -68,13 +68,20 @@ func (r *rig) executor(ctx context.Context, memory func(string) calibrate.Device
 		res.StartError = fmt.Sprintf("applying the calibration: %v", err)
 		return res
 	}
+	return r.renderThroughPermits(ctx, slots, mon, res, p.MaxSlots, p.MaxSlots)
+}
+
+// renderThroughPermits renders the workload through the worker's permits once
+// serving hosts are up: the worker's prepare job (each character once), warmUps short
+// untimed lines in parallel to warm the hosts' kernels, then every line with as many
+// at once as River hands the worker. It fills in res and returns it.
+func (r *rig) renderThroughPermits(ctx context.Context, slots *fleet.GPUs, mon *gpu.Monitor, res *result, serving, warmUps int) *result {
 	peak := watchPeak(mon, r.dev.UUID)
-	if err := slots.WaitServing(ctx, r.dev.UUID, p.MaxSlots); err != nil {
+	if err := slots.WaitServing(ctx, r.dev.UUID, serving); err != nil {
 		res.StartError = err.Error()
 		res.PeakUsedBytes = peak.end()
 		return res
 	}
-	// The worker's prepare job: each character once, through a slot.
 	sl, err := slots.Acquire(ctx, workflow.PermitRequest{AudioSeconds: 15})
 	if err == nil {
 		err = r.speakers.prepare(ctx, sl.Engine(), r.work)
@@ -86,9 +93,8 @@ func (r *rig) executor(ctx context.Context, memory func(string) calibrate.Device
 		return res
 	}
 	t := &tally{r: res}
-	// One short line per host first, untimed, as for the fixed method.
 	var wg sync.WaitGroup
-	for i := range p.MaxSlots {
+	for i := range warmUps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
