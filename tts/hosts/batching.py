@@ -30,11 +30,10 @@ import queue
 import sys
 import threading
 import time
-import traceback
 import wave
 
 import protocol
-from protocol import INTERNAL, OUT_OF_MEMORY, UNAVAILABLE, HostError, invalid
+from protocol import OUT_OF_MEMORY, UNAVAILABLE, HostError, invalid
 
 try:
     import torch
@@ -202,9 +201,10 @@ class Line:
 class Batcher:
     """The GPT loop (one thread) and the s2mel stage (another), over one adapter."""
 
-    def __init__(self, adapter, max_sequences, beams, kv_cache_bytes, decode_stride=1, s2mel_batch=16,
+    def __init__(self, adapter, meter, max_sequences, beams, kv_cache_bytes, decode_stride=1, s2mel_batch=16,
                  repetition_penalty=10.0, temperature=0.8):
         self.a = adapter
+        self.meter = meter
         self.max_sequences = max_sequences
         self.beams = beams
         self.kv_cache_bytes = kv_cache_bytes
@@ -558,13 +558,11 @@ class Batcher:
         line.kv_bytes = self.pool.settle(line) * self.pool.block_bytes()
 
     def _error(self, e):
-        if isinstance(e, HostError):
-            return e
-        if protocol.Meter().is_oom(e):
+        err = protocol.host_error(e, self.meter)
+        if err.code == OUT_OF_MEMORY:
             with self.lock:
                 self.stats["ooms"] += 1
-            return HostError(OUT_OF_MEMORY, str(e) or "CUDA out of memory", traceback.format_exc())
-        return HostError(INTERNAL, f"{type(e).__name__}: {e}", traceback.format_exc())
+        return err
 
     def _fail_batch(self, e):
         """A step failed (an OOM most likely): the lines decoding now fail with it and
@@ -698,34 +696,25 @@ def _by_length(lines, waste=1.0):
 # The host
 
 
-class BatchingHost:
+class BatchingHost(protocol.Host):
     """Protocol logic for a batching host, independent of HTTP (protocol.make_server
     serves it as it serves protocol.ModelHost)."""
 
     def __init__(self, adapter, batcher_args, meter=None):
+        super().__init__(meter)
         self.adapter = adapter
         self.batcher_args = batcher_args
-        self.meter = meter or protocol.Meter()
-        self.loaded = False
-        self.resident = 0
-        self.state_lock = threading.Lock()
-        self.busy = 0
-        self.counters = {"requests": 0, "ooms": 0, "errors": 0, "conditioning_computed": 0, "conditioning_loaded": 0}
 
     def load(self):
         self.adapter.load()
         args = dict(self.batcher_args)
         if not args.get("kv_cache_bytes"):
             args["kv_cache_bytes"] = self.adapter.default_kv_cache_bytes()
-        self.batcher = Batcher(self.adapter, **args)
+        self.batcher = Batcher(self.adapter, self.meter, **args)
         self.batcher.start()
         self.meter.synchronize()
         self.resident = self.meter.allocated()
         self.loaded = True
-
-    def count(self, name, n=1):
-        with self.state_lock:
-            self.counters[name] = self.counters.get(name, 0) + n
 
     def health(self):
         if not self.loaded:
@@ -738,44 +727,20 @@ class BatchingHost:
                         queued=batch["waiting"], counters=dict(self.counters), batch=batch)
         return info
 
-    def handle(self, method, path, body):
-        try:
-            if path == "/health":
-                if method != "GET":
-                    raise HostError(INTERNAL, "method not allowed")
-                return 200, self.health()
-            routes = {"/prepare": self._prepare, "/synthesize": self._synthesize, "/release_cache": self._release}
-            fn = routes.get(path)
-            if fn is None:
-                return 404, HostError(INTERNAL, f"unknown path {path}").body()
-            if method != "POST":
-                return 405, HostError(INTERNAL, "method not allowed").body()
-            if not self.loaded:
-                raise HostError(UNAVAILABLE, "loading model")
-            try:
-                return 200, fn(body)
-            except HostError as e:
-                self.count("errors")
-                if e.code == OUT_OF_MEMORY:
-                    self.count("ooms")
-                raise
-        except HostError as e:
-            return e.status, e.body()
+    def _run(self, fn, body):
+        return fn(body)  # on the HTTP thread: the model work is handed to the batcher
 
     def _on_gpt(self, fn):
         try:
             return self.batcher.call(fn)
-        except HostError:
-            raise
-        except Exception as e:  # noqa: BLE001
-            raise self.batcher._error(e) from None
+        except Exception as e:  # noqa: BLE001 (every failure becomes a protocol error)
+            err = protocol.host_error(e, self.meter)
+            if err is e:
+                raise
+            raise err from None
 
     def _prepare(self, body):
-        start = time.perf_counter()
-        res = self._on_gpt(lambda: self.adapter.prepare(body))
-        self.count("conditioning_computed" if res.get("computed") else "conditioning_loaded")
-        res.setdefault("seconds", time.perf_counter() - start)
-        return res
+        return self._counted_prepare(lambda b: self._on_gpt(lambda: self.adapter.prepare(b)), body)
 
     def _synthesize(self, body):
         req = protocol.parse_synthesis(body)
@@ -791,14 +756,7 @@ class BatchingHost:
         res = line.result
         res["peak_allocated_bytes"] = line.kv_bytes + line.activation_bytes
         res["peak_reserved_bytes"] = self.meter.reserved()
-        try:
-            rate, secs = protocol.wav_info(res["output_path"])
-        except (OSError, ValueError) as e:
-            raise HostError(INTERNAL, f"the model wrote no readable WAV: {e}") from None
-        res["sample_rate"] = rate
-        res["audio_seconds"] = secs
-        res["stages"]["total"] = time.perf_counter() - start
-        return res
+        return protocol.read_output(res, start)
 
     def _release(self, _body):
         return self._on_gpt(self.meter.release_cache)

@@ -545,19 +545,91 @@ class ModelThread:
         return box["result"]
 
 
-class ModelHost:
-    """Protocol logic, independent of HTTP: one request at a time, all on one thread."""
+def host_error(exc, meter):
+    """The protocol error for an exception raised by model code: out of memory (the
+    one retryable failure), a missing file (the request's fault), anything else
+    internal; with the traceback."""
+    if isinstance(exc, HostError):
+        return exc
+    tb = traceback.format_exc()
+    if meter.is_oom(exc):
+        return HostError(OUT_OF_MEMORY, str(exc) or "CUDA out of memory", tb)
+    if isinstance(exc, FileNotFoundError):
+        return HostError(INVALID_INPUT, str(exc), tb)
+    return HostError(INTERNAL, f"{type(exc).__name__}: {exc}", tb)
 
-    def __init__(self, backend, meter=None):
-        self.backend = backend
+
+def read_output(res, start):
+    """Completes a /synthesize response from the WAV the model wrote: its sample rate
+    and length, and the request's total time since start."""
+    try:
+        rate, secs = wav_info(res["output_path"])
+    except (OSError, ValueError) as e:
+        raise HostError(INTERNAL, f"the model wrote no readable WAV: {e}") from None
+    res["sample_rate"] = rate
+    res["audio_seconds"] = secs
+    res.setdefault("stages", {})["total"] = time.perf_counter() - start
+    return res
+
+
+class Host:
+    """What every model host shares, independent of HTTP: the routes, the loading
+    state, the counters. A subclass gives health(), _prepare, _synthesize, _release
+    and _run(fn, body), which runs a route's handler where the model runs."""
+
+    def __init__(self, meter=None):
         self.meter = meter or Meter()
-        self.model = ModelThread()
         self.state_lock = threading.Lock()
         self.loaded = False
         self.resident = 0
+        self.counters = {"requests": 0, "ooms": 0, "errors": 0, "conditioning_computed": 0, "conditioning_loaded": 0}
+
+    def count(self, name, n=1):
+        with self.state_lock:
+            self.counters[name] = self.counters.get(name, 0) + n
+
+    def handle(self, method, path, body):
+        """Returns (status, response dict) for one request."""
+        try:
+            if path == "/health":
+                if method != "GET":
+                    raise HostError(INTERNAL, "method not allowed")
+                return 200, self.health()
+            routes = {"/prepare": self._prepare, "/synthesize": self._synthesize, "/release_cache": self._release}
+            fn = routes.get(path)
+            if fn is None:
+                return 404, HostError(INTERNAL, f"unknown path {path}").body()
+            if method != "POST":
+                return 405, HostError(INTERNAL, "method not allowed").body()
+            if not self.loaded:
+                raise HostError(UNAVAILABLE, "loading model")
+            try:
+                return 200, self._run(fn, body)
+            except HostError as e:
+                self.count("errors")
+                if e.code == OUT_OF_MEMORY:
+                    self.count("ooms")
+                raise
+        except HostError as e:
+            return e.status, e.body()
+
+    def _counted_prepare(self, prepare, body):
+        start = time.perf_counter()
+        res = prepare(body)
+        self.count("conditioning_computed" if res.get("computed") else "conditioning_loaded")
+        res.setdefault("seconds", time.perf_counter() - start)
+        return res
+
+
+class ModelHost(Host):
+    """A version-1 host: one request at a time, all on one thread."""
+
+    def __init__(self, backend, meter=None):
+        super().__init__(meter)
+        self.backend = backend
+        self.model = ModelThread()
         self.busy = 0
         self.queued = 0
-        self.counters = {"requests": 0, "ooms": 0, "errors": 0, "conditioning_computed": 0, "conditioning_loaded": 0}
 
     def load(self):
         def load():
@@ -567,10 +639,6 @@ class ModelHost:
 
         self.resident = self.model.call(load)
         self.loaded = True
-
-    def count(self, name, n=1):
-        with self.state_lock:
-            self.counters[name] = self.counters.get(name, 0) + n
 
     def health(self):
         if not self.loaded:
@@ -588,24 +656,8 @@ class ModelHost:
             )
         return info
 
-    def handle(self, method, path, body):
-        """Returns (status, response dict) for one request."""
-        try:
-            if path == "/health":
-                if method != "GET":
-                    raise HostError(INTERNAL, "method not allowed")
-                return 200, self.health()
-            routes = {"/prepare": self._prepare, "/synthesize": self._synthesize, "/release_cache": self._release}
-            fn = routes.get(path)
-            if fn is None:
-                return 404, HostError(INTERNAL, f"unknown path {path}").body()
-            if method != "POST":
-                return 405, HostError(INTERNAL, "method not allowed").body()
-            if not self.loaded:
-                raise HostError(UNAVAILABLE, "loading model")
-            return 200, self._serialized(fn, body)
-        except HostError as e:
-            return e.status, e.body()
+    def _run(self, fn, body):
+        return self._serialized(fn, body)
 
     def _serialized(self, fn, body):
         with self.state_lock:
@@ -620,19 +672,12 @@ class ModelHost:
         oom = False
         try:
             return fn(body)
-        except HostError:
-            self.count("errors")
-            raise
         except Exception as e:  # noqa: BLE001 (every failure becomes a protocol error)
-            self.count("errors")
-            tb = traceback.format_exc()
-            if self.meter.is_oom(e):
-                oom = True
-                self.count("ooms")
-                raise HostError(OUT_OF_MEMORY, str(e) or "CUDA out of memory", tb) from None
-            if isinstance(e, FileNotFoundError):
-                raise HostError(INVALID_INPUT, str(e), tb) from None
-            raise HostError(INTERNAL, f"{type(e).__name__}: {e}", tb) from None
+            err = host_error(e, self.meter)
+            oom = err.code == OUT_OF_MEMORY
+            if err is e:
+                raise
+            raise err from None
         finally:
             if oom:
                 # The exception and its frames are gone: the memory they held can go.
@@ -644,11 +689,7 @@ class ModelHost:
                 self.busy -= 1
 
     def _prepare(self, body):
-        start = time.perf_counter()
-        res = self.backend.prepare(body)
-        self.count("conditioning_computed" if res.get("computed") else "conditioning_loaded")
-        res.setdefault("seconds", time.perf_counter() - start)
-        return res
+        return self._counted_prepare(self.backend.prepare, body)
 
     def _synthesize(self, body):
         req = parse_synthesis(body)
@@ -662,14 +703,7 @@ class ModelHost:
         res["peak_allocated_bytes"] = alloc
         res["peak_reserved_bytes"] = reserved
         res.setdefault("output_path", req.output_path)
-        try:
-            rate, secs = wav_info(res["output_path"])
-        except (OSError, ValueError) as e:
-            raise HostError(INTERNAL, f"the model wrote no readable WAV: {e}") from None
-        res["sample_rate"] = rate
-        res["audio_seconds"] = secs
-        res.setdefault("stages", {})["total"] = time.perf_counter() - start
-        return res
+        return read_output(res, start)
 
     def _release(self, _body):
         return self.meter.release_cache()
