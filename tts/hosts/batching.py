@@ -75,12 +75,11 @@ class KVPool:
     are reference-counted (beams share them) and never shared between lines, so each
     block has one owner and the pool knows what every line holds."""
 
-    def __init__(self, layers, heads, head_dim, n_blocks, dtype, device, block=BLOCK_TOKENS):
+    def __init__(self, layers, heads, head_dim, n_blocks, dtype, device):
         if n_blocks < 2:
             raise ValueError(f"the KV cache needs at least 2 blocks, got {n_blocks}")
-        self.block = block
         self.n_blocks = n_blocks
-        self.k = torch.zeros(layers, n_blocks, block, heads, head_dim, dtype=dtype, device=device)
+        self.k = torch.zeros(layers, n_blocks, BLOCK_TOKENS, heads, head_dim, dtype=dtype, device=device)
         self.v = torch.zeros_like(self.k)
         self.refs = [0] * n_blocks
         self.owner = [None] * n_blocks
@@ -180,7 +179,6 @@ class Line:
     error: HostError = None
     submitted: float = 0.0
     started: float = 0.0  # joined the batch
-    gpt_done: float = 0.0
     stages: dict = dataclasses.field(default_factory=dict)
     activation_bytes: int = 0
     s2mel_group: int = 0
@@ -217,9 +215,8 @@ class Batcher:
         self.active = []  # sequences decoding
         self.ready = queue.SimpleQueue()  # lines whose GPT is done
         self.lock = threading.Lock()
-        self.stats = {"steps": 0, "batch_rows_max": 0, "tokens": 0, "in_s2mel": 0, "ooms": 0}
+        self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "ooms": 0}
         self.rate = []  # (time, tokens) of recent steps
-        self.threads = []
 
     # -- setup ------------------------------------------------------------------------
 
@@ -241,9 +238,7 @@ class Batcher:
         self.gpt_stream = torch.cuda.Stream(a.device, priority=-1) if cuda else None
         self.s2mel_stream = torch.cuda.Stream(a.device, priority=0) if cuda else None
         for name, fn in (("gpt", self._gpt_loop), ("s2mel", self._s2mel_loop)):
-            t = threading.Thread(target=fn, name=name, daemon=True)
-            t.start()
-            self.threads.append(t)
+            threading.Thread(target=fn, name=name, daemon=True).start()
 
     def _stream(self, s):
         return torch.cuda.stream(s) if s is not None else contextlib.nullcontext()
@@ -269,7 +264,7 @@ class Batcher:
             now = time.perf_counter()
             recent = [(t, n) for t, n in self.rate if now - t <= 10]
             rate = sum(n for _, n in recent) / max(now - recent[0][0], 1e-3) if len(recent) > 1 else 0.0
-            decoding = len({id(s.line) for s in self.active})
+            decoding = self._lines_decoding()
             return {
                 "max_sequences": self.max_sequences, "beams": self.beams, "block_tokens": BLOCK_TOKENS,
                 "kv_bytes_per_token": self.kv_bytes_per_token, "kv_cache_bytes": self.pool.n_blocks *
@@ -503,7 +498,6 @@ class Batcher:
         with self.lock:
             self.stats["steps"] += 1
             self.stats["batch_rows_max"] = max(self.stats["batch_rows_max"], n)
-            self.stats["tokens"] += k * len(feed)
             self.rate.append((time.perf_counter(), k * len(feed)))
             if len(self.rate) > 512:
                 del self.rate[:256]
@@ -538,8 +532,7 @@ class Batcher:
         line = s.line
         if all(q.finished for q in line.sequences):
             self._release_line(line)
-            line.gpt_done = time.perf_counter()
-            line.stages["gpt"] = line.gpt_done - line.started
+            line.stages["gpt"] = time.perf_counter() - line.started
             if self.gpt_stream is not None:
                 line.event = torch.cuda.Event()
                 line.event.record(self.gpt_stream)
@@ -661,7 +654,6 @@ class Batcher:
         line.result = {
             "engine": a.engine, "model_version": a.version, "output_path": out,
             "tokens": sum(s.codes.shape[1] for s in seqs),
-            "codes": [s.codes[0].tolist() for s in seqs] if a.return_codes else None,
             "sequence": {
                 "kv_bytes": line.kv_bytes, "activation_bytes": line.activation_bytes,
                 "queue_seconds": line.stages.get("queue", 0.0), "gpt_seconds": line.stages.get("gpt", 0.0),
@@ -671,8 +663,8 @@ class Batcher:
             "stages": dict(line.stages),
             "duration_factor": line.req.duration_factor or 1.0,
         }
-        if line.result["codes"] is None:
-            del line.result["codes"]
+        if a.return_codes:
+            line.result["codes"] = [s.codes[0].tolist() for s in seqs]
         line.done.set()
 
 

@@ -902,12 +902,12 @@ class BenchAdapter:
                 loaded = self.backend.store.load(req.conditioning_path, self.device,
                                                  ("spk_cond", "style", "prompt_condition", "ref_mel"))
             c = loaded[0] if loaded else self.backend._compute(ref, protocol.sha256_file(ref))
+        if "gpt_cond" not in c:  # the GPT's conditioning latents, once per reference
+            with self.gpt_context():
+                dt = self.backend.gpt_dtype
+                c["gpt_cond"] = self.backend.gpt.conditioning(c["spk_cond"].to(dt), c["emo_cond"].to(dt))
         self._keep(ref, c)
-        gpt = self.backend.gpt
-        with self.gpt_context():
-            dt = self.backend.gpt_dtype
-            cond = gpt.conditioning(c["spk_cond"].to(dt), c["emo_cond"].to(dt))
-        return {**c, "gpt_cond": cond}
+        return c
 
     def segments(self, req):
         """The line's text as (text tokens [1, T], mel tokens to make, seconds) per
