@@ -204,7 +204,8 @@ func (p Profile) Hosts() int {
 }
 
 // AutoKVCacheShare is the share of the memory free after the weights that a batching
-// host takes for its KV cache when the profile leaves the size to it (KVCacheGiB 0).
+// host takes for its KV cache when the profile leaves the size to it (KVCacheGiB 0);
+// bench_host.py's AUTO_KV_CACHE_SHARE, which test_bench_host.py checks against it.
 const AutoKVCacheShare = 0.4
 
 // BatchResident is what a batching host of p is predicted to hold on a card of total

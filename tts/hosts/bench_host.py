@@ -86,6 +86,10 @@ HOP = 256  # vocoder samples per mel frame
 MEL_FRAMES_PER_TOKEN = 1.72  # as IndexTTS-2's s2mel: target_lengths = code_lens * 1.72
 SEMANTIC_FPS = 50  # w2v-BERT feature frames per second (16 kHz, 320-sample stride)
 MAX_PROMPT_SECONDS = 15  # IndexTTS cuts prompts to 15 s
+# With --batch and no --kv-cache-bytes, the KV cache takes this share of the memory
+# free after the weights load; the worker predicts the host's memory with the same
+# share before the host reports it (gpu.AutoKVCacheShare).
+AUTO_KV_CACHE_SHARE = 0.4
 
 
 @dataclasses.dataclass
@@ -869,7 +873,7 @@ class BenchAdapter:
     def default_kv_cache_bytes(self):
         if self.device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(self.device)
-            return int(free * 0.4)
+            return int(free * AUTO_KV_CACHE_SHARE)
         return 64 << 20
 
     def check(self, req):

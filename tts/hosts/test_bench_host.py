@@ -37,6 +37,18 @@ class BenchHostTest(unittest.TestCase):
         self.assertEqual((opts.beams, opts.diffusion_steps, opts.tokens_per_second), (3, 25, 50))
         self.assertEqual((opts.share_weights, opts.weights_role), ("", "auto"))
 
+    def test_kv_cache_share_matches_the_worker(self):
+        """The worker predicts a batching host's memory with gpu.AutoKVCacheShare
+        before the host reports it: the two shares must be one number."""
+        import re
+
+        import bench_host
+
+        with open(os.path.join(HERE, "..", "..", "gpu", "profile.go"), encoding="utf-8") as f:
+            m = re.search(r"const AutoKVCacheShare = ([0-9.]+)", f.read())
+        self.assertIsNotNone(m, "gpu/profile.go declares AutoKVCacheShare")
+        self.assertEqual(float(m.group(1)), bench_host.AUTO_KV_CACHE_SHARE)
+
     def test_a_borrower_without_a_lender_fails(self):
         import bench_host
 
