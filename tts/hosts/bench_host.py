@@ -537,6 +537,17 @@ def natural_seconds(text):
     return max(0.3, cjk / 4.2 + words / 2.7)
 
 
+def plan_segments(req, tokens_per_second):
+    """The line's segments as IndexTTS splits long text: (text tokens, mel tokens to
+    make, seconds) for each, the text spread evenly, the length target_seconds (else
+    a guess from the text) times duration_factor."""
+    seconds = (req.target_seconds or natural_seconds(req.text)) * (req.duration_factor or 1.0)
+    n_text = text_token_count(req.text)
+    n = max(1, math.ceil(n_text / req.max_text_tokens_per_segment))
+    return [(n_text // n + (1 if i < n_text % n else 0),
+             min(req.max_mel_tokens, max(2, round(seconds / n * tokens_per_second))), seconds / n) for i in range(n)]
+
+
 def text_token_count(text):
     """About as many BPE tokens as IndexTTS's tokenizer makes."""
     cjk = sum(1 for ch in text if ord(ch) >= 0x2E80)
@@ -761,18 +772,14 @@ class BenchBackend:
             return out
 
         factor = req.duration_factor or 1.0
-        seconds = (req.target_seconds or natural_seconds(req.text)) * factor
-        n_text = text_token_count(req.text)
-        n_segments = max(1, math.ceil(n_text / req.max_text_tokens_per_segment))
+        plan = plan_segments(req, self.opts.tokens_per_second)
         d = self.dims
         tokens_total = 0
         pieces = []
         t0 = time.perf_counter()
         with torch.inference_mode():
             c = timed("conditioning", self._conditioning, req)
-            for i in range(n_segments):
-                seg_text = n_text // n_segments + (1 if i < n_text % n_segments else 0)
-                n_tok = min(req.max_mel_tokens, max(2, round(seconds / n_segments * self.opts.tokens_per_second)))
+            for seg_text, n_tok, _ in plan:
                 text_tokens = torch.randint(0, d.text_vocab, (1, seg_text), device=self.device)
                 with self.gpt_context():
                     cond = self.gpt.conditioning(c["spk_cond"].to(self.gpt_dtype), c["emo_cond"].to(self.gpt_dtype))
@@ -918,17 +925,9 @@ class BenchAdapter:
         segment, as BenchBackend.synthesize splits it; the tokens come from a generator
         seeded by the request, so a line gets the same tokens alone or in a batch."""
         d = self.backend.dims
-        seconds = (req.target_seconds or natural_seconds(req.text)) * (req.duration_factor or 1.0)
-        n_text = text_token_count(req.text)
-        n = max(1, math.ceil(n_text / req.max_text_tokens_per_segment))
         g = torch.Generator(device="cpu").manual_seed(req.seed * 1000003 + int(protocol.sha256_text(req.text)[:8], 16))
-        out = []
-        for i in range(n):
-            seg_text = n_text // n + (1 if i < n_text % n else 0)
-            n_tok = min(req.max_mel_tokens, max(2, round(seconds / n * self.opts.tokens_per_second)))
-            tokens = torch.randint(0, d.text_vocab, (1, seg_text), generator=g).to(self.device)
-            out.append((tokens, n_tok, seconds / n))
-        return out
+        return [(torch.randint(0, d.text_vocab, (1, n_text), generator=g).to(self.device), n_tok, secs)
+                for n_text, n_tok, secs in plan_segments(req, self.opts.tokens_per_second)]
 
     # -- GPT pieces ------------------------------------------------------------------
 
