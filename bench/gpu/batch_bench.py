@@ -222,18 +222,44 @@ def divergence(host, refs, tmp, n_others=31):
     a, b = alone["codes"][0], batched["codes"][0]
     same = sum(1 for x, y in zip(a, b) if x == y)
     first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), len(a))
+    return {"tokens": len(a), "tokens_matching": same, "first_difference": first,
+            "audio_relative_difference": relative_difference(pcm(alone["output_path"]), pcm(batched["output_path"])), "batch_rows_mean": batched["sequence"]["batch_rows_mean"]}
+
+
+def pcm(path):
     import array
 
-    def pcm(p):
-        with wave.open(p) as w:
-            return array.array("h", w.readframes(w.getnframes()))
+    with wave.open(path) as w:
+        return array.array("h", w.readframes(w.getnframes()))
 
-    pa, pb = pcm(alone["output_path"]), pcm(batched["output_path"])
+
+def relative_difference(pa, pb):
     n = min(len(pa), len(pb))
     num = sum((pa[i] - pb[i]) ** 2 for i in range(n)) ** 0.5
     den = sum(pa[i] ** 2 for i in range(n)) ** 0.5 or 1
-    return {"tokens": len(a), "tokens_matching": same, "first_difference": first,
-            "audio_relative_difference": round(num / den, 4), "batch_rows_mean": batched["sequence"]["batch_rows_mean"]}
+    return round(num / den, 4)
+
+
+def precision(args, refs, tmp):
+    """The same 3 s line (same weights, seed and GPT codes) on two one-request hosts,
+    s2mel's DiT in fp32 and in bf16: the audio difference and each s2mel time."""
+    out = {}
+    for dtype in ("fp32", "bf16"):
+        opts = bench_host.parse_args([x for x in args if x != "--batch"] + ["--s2mel-dtype", dtype])
+        b = bench_host.BenchBackend(opts)
+        host = protocol.ModelHost(b)
+        host.load()
+        body = {"text": "line", "target_seconds": 3.0, "seed": 7, "speaker": {"reference_audio_path": refs[0]},
+                "output_path": os.path.join(tmp, f"precision-{dtype}.wav")}
+        host.handle("POST", "/synthesize", body)  # warm-up
+        status, res = host.handle("POST", "/synthesize", body)
+        if status != 200:
+            return {"error": res}
+        out[dtype] = {"s2mel_seconds": round(res["stages"]["s2mel"], 3), "path": body["output_path"]}
+        del host, b
+        torch.cuda.empty_cache()
+    out["audio_relative_difference"] = relative_difference(pcm(out["fp32"].pop("path")), pcm(out["bf16"].pop("path")))
+    return out
 
 
 def main():
@@ -248,18 +274,22 @@ def main():
     p.add_argument("--beams", type=int, default=3)
     p.add_argument("--out", default=".")
     p.add_argument("--tf32", action="store_true", help="the host's --tf32")
+    p.add_argument("--s2mel-dtype", default="fp32", choices=("fp32", "bf16"), help="the host's --s2mel-dtype")
+    p.add_argument("--precision", action="store_true",
+                   help="first: one 3 s line on one-request hosts with s2mel in fp32 and in bf16, compared")
     p.add_argument("--stage-costs", action="store_true", help="time s2mel and the vocoder alone first")
     p.add_argument("--name", default="", help="suffix of the result file")
     a = p.parse_args()
     conc = [int(c) for c in a.concurrency.split(",")]
     lengths = workload(os.path.join(ROOT, "bench", "gpucompare", "testdata", "film_cues.tsv"))[:a.lines]
     args = ["--port", "0", "--batch", "--gpt-dtype", "fp16", "--decode-stride", str(a.stride), "--beams", str(a.beams),
-            "--max-sequences", str(a.max_sequences or max(conc)), "--return-codes"] + (["--tf32"] if a.tf32 else [])
+            "--max-sequences", str(a.max_sequences or max(conc)), "--return-codes", "--s2mel-dtype", a.s2mel_dtype]
+    args += ["--tf32"] if a.tf32 else []
     if a.kv_cache_bytes:
         args += ["--kv-cache-bytes", str(a.kv_cache_bytes)]
     opts = bench_host.parse_args(args)
     report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "stride": a.stride, "beams": a.beams,
-              "tf32": a.tf32, "free_gib_at_start": round(torch.cuda.mem_get_info()[0] / 2**30, 1),
+              "tf32": a.tf32, "s2mel_dtype": a.s2mel_dtype, "free_gib_at_start": round(torch.cuda.mem_get_info()[0] / 2**30, 1),
               "workload_seconds": round(sum(lengths), 1), "lines": len(lengths)}
     with tempfile.TemporaryDirectory() as tmp:
         refs = []
@@ -271,6 +301,9 @@ def main():
                 w.setframerate(16000)
                 w.writeframes(bytes([i + 1, 0]) * 16000 * 8)
             refs.append(ref)
+        if a.precision:
+            report["precision"] = precision(args, refs, tmp)
+            print(json.dumps({"precision": report["precision"]}), flush=True)
         if a.baseline:
             report["baseline"] = baseline(opts, lengths[:a.baseline], refs, tmp)
             print(json.dumps({"baseline": report["baseline"]}), flush=True)
@@ -297,7 +330,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, f"batch-stride{a.stride}{a.name}.json"), "w") as f:
         json.dump(report, f, indent=1)
-    print(f"stride {a.stride} tf32 {a.tf32} {a.name}")
+    print(f"stride {a.stride} tf32 {a.tf32} s2mel {a.s2mel_dtype} {a.name}")
     print("| C | audio s/s | p50 s | p95 s | p95 ≤5 s | peak alloc GiB | NVML GiB | rows max | tok/s med | failed |")
     for r in report["runs"]:
         print(f"| {r['concurrency']} | {r['audio_per_wall']} | {r['p50']} | {r['p95']} | {r['p95_upto_5s']} | "

@@ -44,6 +44,8 @@ except ImportError:  # pragma: no cover - machines without torch
 
 PROTOCOL_VERSION = 2
 BLOCK_TOKENS = 32
+# Seconds a line may wait for s2mel before it goes first, whatever its length.
+S2MEL_MAX_WAIT = 5.0
 
 
 def attention(q, k, v, mask=None, causal=False):
@@ -185,6 +187,7 @@ class Line:
     seconds: float = 0.0
     kv_bytes: int = 0
     event: object = None
+    ready_at: float = 0.0  # its GPT finished
 
     def fail(self, err):
         if not self.done.is_set():
@@ -200,7 +203,7 @@ class Batcher:
     """The GPT loop (one thread) and the s2mel stage (another), over one adapter."""
 
     def __init__(self, adapter, meter, max_sequences, beams, kv_cache_bytes, decode_stride=1, s2mel_batch=16,
-                 repetition_penalty=10.0, temperature=0.8):
+                 s2mel_max_wait=S2MEL_MAX_WAIT, repetition_penalty=10.0, temperature=0.8):
         self.a = adapter
         self.meter = meter
         self.max_sequences = max_sequences
@@ -213,7 +216,9 @@ class Batcher:
         self.inbox = queue.SimpleQueue()  # ("line", Line) | ("call", fn, box, event)
         self.waiting = []  # lines not yet in the batch
         self.active = []  # sequences decoding
-        self.ready = queue.SimpleQueue()  # lines whose GPT is done
+        self.ready = []  # lines whose GPT is done, waiting for s2mel (under ready_cv)
+        self.ready_cv = threading.Condition()
+        self.s2mel_max_wait = s2mel_max_wait
         self.lock = threading.Lock()
         self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "ooms": 0}
         self.rate = []  # (time, tokens) of recent steps
@@ -538,7 +543,10 @@ class Batcher:
                 line.event.record(self.gpt_stream)
             with self.lock:
                 self.stats["in_s2mel"] += 1
-            self.ready.put(line)
+            line.ready_at = time.perf_counter()
+            with self.ready_cv:
+                self.ready.append(line)
+                self.ready_cv.notify()
 
     def _release_line(self, line):
         """Gives back every block the line's sequences hold and what is left of its
@@ -574,14 +582,11 @@ class Batcher:
     def _s2mel_loop(self):
         with self._stream(self.s2mel_stream), torch.inference_mode():
             while True:
-                group = [self.ready.get()]
-                while len(group) < self.s2mel_batch:
-                    try:
-                        group.append(self.ready.get_nowait())
-                    except queue.Empty:
-                        break
-                for g in _by_length(group):
-                    self._render(g)
+                with self.ready_cv:
+                    while not self.ready:
+                        self.ready_cv.wait()
+                    group = next_group(self.ready, time.perf_counter(), self.s2mel_batch, self.s2mel_max_wait)
+                self._render(group)
 
     def _render(self, lines):
         a = self.a
@@ -668,20 +673,31 @@ class Batcher:
         line.done.set()
 
 
-def _by_length(lines, waste=1.0):
-    """Splits lines into groups of similar length: the longest of a group at most
-    (1 + waste) times its shortest. Padding is cheap next to the launches a group
+def next_group(ready, now, size, max_wait, waste=1.0):
+    """Takes the next s2mel group out of ready (lines whose GPT is done) and returns it.
+
+    The group is led by the line that has waited longest once any has waited max_wait
+    seconds, otherwise by the shortest line: short lines are not held behind a queue
+    of long ones (the latency of a short line is what an editor waits for), and no line
+    waits much longer than max_wait behind a stream of short ones. The leader takes up
+    to size - 1 companions of similar length, nearest first: the longest of a group at
+    most (1 + waste) times its shortest. Padding is cheap next to the launches a group
     saves (every group runs the same 25 x 13 DiT layers, whatever its size)."""
-    lines = sorted(lines, key=lambda ln: ln.seconds)
-    groups, cur = [], []
-    for ln in lines:
-        if cur and ln.seconds > (1 + waste) * max(cur[0].seconds, 0.1):
-            groups.append(cur)
-            cur = []
-        cur.append(ln)
-    if cur:
-        groups.append(cur)
-    return groups
+    overdue = [ln for ln in ready if now - ln.ready_at >= max_wait]
+    lead = min(overdue, key=lambda ln: ln.ready_at) if overdue else min(ready, key=lambda ln: ln.seconds)
+    group, lo, hi = [lead], lead.seconds, lead.seconds
+    others = sorted((ln for ln in ready if ln is not lead),
+                    key=lambda ln: (abs(ln.seconds - lead.seconds), ln.ready_at))
+    for ln in others:
+        if len(group) == size:
+            break
+        a, b = min(lo, ln.seconds), max(hi, ln.seconds)
+        if b <= (1 + waste) * max(a, 0.1):
+            group.append(ln)
+            lo, hi = a, b
+    taken = {id(ln) for ln in group}
+    ready[:] = [ln for ln in ready if id(ln) not in taken]
+    return group
 
 
 # ---------------------------------------------------------------------------------------

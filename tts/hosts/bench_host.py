@@ -398,10 +398,18 @@ class S2Mel(_Module):
         s = self.codebook(codes.clamp(max=self.d.codebook - 1)) + self.gpt_layer(latent)
         return self.regulator(s, frames)
 
+    def dit(self):
+        """The flow-matching estimator's modules (what --s2mel-dtype bf16 casts)."""
+        return (self.inp, self.t_emb, self.style, self.blocks, self.wavenet, self.final)
+
     def estimator(self, x, prompt, cond, style, t, mask=None):
+        """The velocity of x at time t, in fp32 whatever the DiT's dtype (the Euler
+        updates that accumulate it stay fp32)."""
+        dt = self.inp.weight.dtype
+        x, prompt, cond, style = x.to(dt), prompt.to(dt), cond.to(dt), style.to(dt)
         half = 128
         freqs = torch.exp(-math.log(10000) * torch.arange(half, device=x.device) / half)
-        te = self.t_emb(torch.cat([torch.sin(t * 1000 * freqs), torch.cos(t * 1000 * freqs)]))[None]
+        te = self.t_emb(torch.cat([torch.sin(t * 1000 * freqs), torch.cos(t * 1000 * freqs)]).to(dt))[None]
         c = te + self.style(style)
         h = self.inp(torch.cat([x.transpose(1, 2), prompt.transpose(1, 2), cond], dim=-1))
         for blk in self.blocks:
@@ -413,7 +421,7 @@ class S2Mel(_Module):
                 w = w * keep  # padded frames read as zeros, as past the end of a lone line
             a, g = conv(w).chunk(2, dim=1)
             w = w + torch.tanh(a) * torch.sigmoid(g)
-        return self.final(w.transpose(1, 2)).transpose(1, 2)
+        return self.final(w.transpose(1, 2)).transpose(1, 2).float()
 
     def inference(self, cond, ref_mel, style, steps, cfg_rate=0.7):
         """Euler steps of flow matching with classifier-free guidance (batch of 2)."""
@@ -660,6 +668,7 @@ class BenchBackend:
         self.gpt_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[self.opts.gpt_dtype]
         if self.device.type == "cpu" and self.gpt_dtype == torch.float16:
             self.gpt_dtype = torch.float32
+        self.s2mel_dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[self.opts.s2mel_dtype]
         share = None
         if self.opts.share_weights:
             if self.device.type != "cuda":
@@ -676,6 +685,11 @@ class BenchBackend:
             for m in modules.values():
                 _init(m)
             self.gpt.to(self.gpt_dtype)  # fp16 applies to the GPT only, as in IndexTTS-2
+            # --s2mel-dtype bf16: the DiT, as vllm-omni runs IndexTTS-2 (the Euler updates stay
+            # fp32); the s2mel conditioning (codebook, regulator) too, so caches keep one
+            # dtype, and the vocoder (about 14% of s2mel's time here) stay fp32.
+            for m in self.s2mel.dit():
+                m.to(self.s2mel_dtype)
             if share:
                 share.lend(modules)
         self.store = protocol.ConditioningStore(self.version, torch)
@@ -1032,6 +1046,11 @@ def parse_args(argv=None):
                    help="with --batch: the paged KV cache's size (0: 40%% of the memory free after load)")
     p.add_argument("--s2mel-batch", type=int, default=int(env("BENCH_S2MEL_BATCH", "16")),
                    help="with --batch: the most lines in one s2mel and vocoder batch")
+    p.add_argument("--s2mel-max-wait", type=float, default=float(env("BENCH_S2MEL_MAX_WAIT", str(batching.S2MEL_MAX_WAIT))),
+                   help="with --batch: s2mel takes the shortest waiting line first; one that has waited this many "
+                        "seconds goes first whatever its length")
+    p.add_argument("--s2mel-dtype", default=env("BENCH_S2MEL_DTYPE", "fp32"), choices=("fp32", "bf16"),
+                   help="s2mel's DiT in bf16, its Euler updates in fp32 (fp32: as IndexTTS-2)")
     p.add_argument("--tf32", action="store_true", default=env_bool("BENCH_TF32", False),
                    help="fp32 matrix products on TF32 tensor cores (s2mel, the encoders); off as in IndexTTS-2")
     p.add_argument("--return-codes", action="store_true", help=argparse.SUPPRESS)  # tests: the mel codes
@@ -1096,12 +1115,13 @@ def main(argv=None):
 
 def batching_host(opts, dims=None):
     """The protocol-2 host for opts (--batch and its settings)."""
-    if opts.max_sequences < 1 or opts.beams < 1 or opts.kv_cache_bytes < 0 or opts.s2mel_batch < 1:
+    if (opts.max_sequences < 1 or opts.beams < 1 or opts.kv_cache_bytes < 0 or opts.s2mel_batch < 1
+            or not opts.s2mel_max_wait >= 0):
         raise SystemExit("bench_host: --max-sequences, --beams and --s2mel-batch must be at least 1, "
-                         "--kv-cache-bytes not negative")
+                         "--kv-cache-bytes and --s2mel-max-wait not negative")
     return batching.BatchingHost(BenchAdapter(opts, dims), {
         "max_sequences": opts.max_sequences, "beams": opts.beams, "kv_cache_bytes": opts.kv_cache_bytes,
-        "decode_stride": opts.decode_stride, "s2mel_batch": opts.s2mel_batch})
+        "decode_stride": opts.decode_stride, "s2mel_batch": opts.s2mel_batch, "s2mel_max_wait": opts.s2mel_max_wait})
 
 
 if __name__ == "__main__":

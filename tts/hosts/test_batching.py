@@ -220,12 +220,62 @@ class BatchingTest(unittest.TestCase):
         _, h = host.handle("GET", "/health", None)
         self.assertGreaterEqual(h["counters"]["ooms"], 1)
 
+    def test_s2mel_in_bf16(self):
+        """--s2mel-dtype bf16: the same line's audio as in fp32 up to bf16 rounding (the
+        DiT and vocoder really ran in bf16: the samples are not identical)."""
+        import array
+
+        pcm = {}
+        for dtype in ("fp32", "bf16"):
+            host = self.make_host("--s2mel-dtype", dtype)
+            body = self.body(dtype, 1.0)
+            self.synth(host, body)
+            with wave.open(body["output_path"]) as w:
+                pcm[dtype] = array.array("h", w.readframes(w.getnframes()))
+        a, b = pcm["fp32"], pcm["bf16"]
+        self.assertEqual(len(a), len(b))
+        self.assertNotEqual(a, b)
+        err = sum((x - y) ** 2 for x, y in zip(a, b)) / len(a)
+        power = sum(x * x for x in a) / len(a)
+        self.assertLess(err, 1e-3 * power, f"bf16 error {err:.1f} against signal power {power:.1f}")
+
     def test_bad_settings_are_refused(self):
         import bench_host
 
         opts = bench_host.parse_args(["--port", "0", "--batch", "--max-sequences", "0"])
         with self.assertRaises(SystemExit):
             bench_host.batching_host(opts, bench_host.Dims.tiny())
+
+
+class NextGroupTest(unittest.TestCase):
+    """The s2mel stage's choice of the next group (batching.next_group), on plain lines."""
+
+    @staticmethod
+    def lines(*spec):
+        import types
+
+        return [types.SimpleNamespace(name=n, seconds=s, ready_at=t) for n, s, t in spec]
+
+    def test_shortest_first_with_companions_of_similar_length(self):
+        import batching
+
+        ready = self.lines(("long", 20.0, 0.0), ("a", 3.0, 0.1), ("b", 2.0, 0.2), ("c", 4.5, 0.3), ("d", 2.2, 0.4),
+                           ("e", 12.0, 0.5))
+        group = batching.next_group(ready, now=1.0, size=3, max_wait=5.0)
+        self.assertEqual([ln.name for ln in group], ["b", "d", "a"])  # the shortest, then nearest in length
+        self.assertEqual(sorted(ln.name for ln in ready), ["c", "e", "long"])
+        group = batching.next_group(ready, now=1.0, size=3, max_wait=5.0)
+        self.assertEqual([ln.name for ln in group], ["c"])  # 12 s is more than twice 4.5 s
+        self.assertEqual([ln.name for ln in batching.next_group(ready, 1.0, 3, 5.0)], ["e", "long"])
+        self.assertEqual(ready, [])
+
+    def test_a_line_that_waited_long_goes_first(self):
+        import batching
+
+        ready = self.lines(("long", 20.0, 0.0), ("short", 1.0, 5.5), ("mid", 15.0, 5.6))
+        group = batching.next_group(ready, now=6.0, size=4, max_wait=5.0)
+        self.assertEqual([ln.name for ln in group], ["long", "mid"])
+        self.assertEqual([ln.name for ln in ready], ["short"])
 
 
 if __name__ == "__main__":
