@@ -137,28 +137,32 @@ func ProbeVideo(ctx context.Context, path string) (VideoInfo, error) {
 	return VideoInfo{}, notVideo("no video stream in " + p.Format.FormatName)
 }
 
-// KeepSourceVideo stores the picture of an uploaded source (already taken as the
-// project's source audio by SetProjectSource) as a blob, moving the upload into the
-// blob store, and returns the project's video to record and make a proxy of. An
-// upload without a picture gives nil and no error: the source is audio only. There
-// must be room on the data disk for the proxy besides MinFreeBytes.
-func (l *Library) KeepSourceVideo(ctx context.Context, projectID, userID int64, up Upload) (*studio.ProjectVideo, error) {
+// SetProjectSourceVideo takes an uploaded audio or video file as a project's source,
+// as SetProjectSource does, and keeps a video's picture too: the upload itself is
+// moved into the blob store, and the project's video to record (and make a proxy
+// of) is returned; nil for a file without a picture. A video is first probed and the
+// room for its proxy checked, so a refusal changes nothing.
+func (l *Library) SetProjectSourceVideo(ctx context.Context, projectID, userID int64, up Upload) (*studio.ProjectSource, *studio.ProjectVideo, error) {
 	info, err := ProbeVideo(ctx, up.Path)
-	if errors.Is(err, ErrNotVideo) {
-		return nil, nil
+	isVideo := err == nil
+	if err != nil && !errors.Is(err, ErrNotVideo) {
+		return nil, nil, err
 	}
-	if err != nil {
-		return nil, err
+	if isVideo {
+		if err := l.checkProxySpace(filepath.Dir(up.Path), info.Duration); err != nil {
+			return nil, nil, err
+		}
 	}
-	if err := l.checkProxySpace(filepath.Dir(up.Path), info.Duration); err != nil {
-		return nil, err
+	src, err := l.SetProjectSource(ctx, projectID, userID, up)
+	if err != nil || !isVideo {
+		return src, nil, err
 	}
 	blob, err := l.store.PutBlob(ctx, l.blobs, up.Path, studio.Blob{Format: videoFormat(info.Format),
 		DurationMs: int(info.Duration.Milliseconds())})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &studio.ProjectVideo{ProjectID: projectID, VideoSHA256: blob.SHA256, FileName: up.Name,
+	return src, &studio.ProjectVideo{ProjectID: projectID, VideoSHA256: blob.SHA256, FileName: up.Name,
 		DurationMs: blob.DurationMs, Width: info.Width, Height: info.Height, UploadedBy: &userID}, nil
 }
 
