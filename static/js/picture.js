@@ -10,11 +10,11 @@
 //     jumps to the picture.
 // URLs come from the page's data attributes, never from its address.
 
-const SYNC_MS = 100;
+const SYNC_MS = 50;
 const HARD_S = 0.25; // a drift past this jumps instead of catching up
 const SYNCED_S = 0.02; // the status says "in sync" below this
-const GAIN = 1.5; // rate change per second of drift
-const MAX_NUDGE = 0.08; // at most 8% faster or slower
+const GAIN = 3; // rate change per second of drift
+const MAX_NUDGE = 0.25; // at most 25% faster or slower (pitch kept), for a few tenths of a second
 const READY_TIMEOUT_MS = 60000; // a long programme's first mix is made on request
 
 function once(el, names, ms) {
@@ -101,8 +101,10 @@ function init(root) {
     const nudge = Math.max(-MAX_NUDGE, Math.min(MAX_NUDGE, -drift * GAIN));
     dub.playbackRate = video.playbackRate * (1 + nudge);
     syncedRuns = Math.abs(drift) < SYNCED_S ? syncedRuns + 1 : 0;
-    say(syncedRuns >= 3 ? "synced" : "syncing");
-    root.setAttribute("data-synced", syncedRuns >= 3 ? "true" : "false");
+    say(syncedRuns >= 5 ? "synced" : "syncing");
+    root.setAttribute("data-synced", syncedRuns >= 5 ? "true" : "false");
+    (root.__drifts = root.__drifts || []).push(Math.round(drift * 1000));
+    if (root.__drifts.length > 200) root.__drifts.shift();
   }
 
   function applySound() {
