@@ -15,6 +15,12 @@ import (
 // where ffmpeg or espeak-ng is missing.
 func Video(t testing.TB, dir, name string, seconds int, text string) string {
 	t.Helper()
+	return VideoSized(t, dir, name, seconds, "320x240", text)
+}
+
+// VideoSized is Video with the picture's size (WIDTHxHEIGHT).
+func VideoSized(t testing.TB, dir, name string, seconds int, size, text string) string {
+	t.Helper()
 	for _, tool := range []string{"ffmpeg", "ffprobe", "espeak-ng"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s is not installed", tool)
@@ -27,7 +33,7 @@ func Video(t testing.TB, dir, name string, seconds int, text string) string {
 	out := filepath.Join(dir, name)
 	d := strconv.Itoa(seconds)
 	cmd := exec.Command("ffmpeg", "-v", "error", "-nostdin",
-		"-f", "lavfi", "-i", "testsrc2=size=320x240:rate=25:duration="+d,
+		"-f", "lavfi", "-i", "testsrc2=size="+size+":rate=25:duration="+d,
 		"-i", speech,
 		"-f", "lavfi", "-i", "sine=frequency=220:sample_rate=44100:duration="+d,
 		"-filter_complex", "[1:a]aresample=44100,apad[s];[2:a]volume=0.05[b];[s][b]amix=inputs=2:duration=longest,aformat=channel_layouts=stereo[a]",
