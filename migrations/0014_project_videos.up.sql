@@ -19,3 +19,7 @@ CREATE TABLE project_videos (
     finished_at  timestamptz,
     CHECK (state <> 'done' OR proxy_sha256 IS NOT NULL)
 );
+
+-- A project's language (issue 18 item 7): the espeak-ng voice new characters get for
+-- the CPU preview; '' leaves it to a guess from the line's text, as before.
+ALTER TABLE projects ADD COLUMN language text NOT NULL DEFAULT '';

@@ -190,6 +190,7 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	editor.POST("/projects/:pid/source/delete", s.deleteSource)
 	editor.GET("/projects/:pid/lines/:lid/source.wav", s.serveSourceSegment)
 	s.videoRoutes(editor)
+	s.languageRoutes(editor)
 	editor.GET("/projects/:pid/exports", s.showExports)
 	editor.POST("/projects/:pid/exports", s.startExport)
 	editor.GET("/projects/:pid/exports/:eid/download", s.downloadExport)
