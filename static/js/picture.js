@@ -116,7 +116,12 @@ function init(root) {
   }
 
   video.addEventListener("play", () => { if (!gating) together(); });
-  video.addEventListener("pause", () => { if (!gating) dub.pause(); root.setAttribute("data-synced", "false"); });
+  video.addEventListener("pause", () => {
+    if (gating) return;
+    dub.pause();
+    say("");
+    root.setAttribute("data-synced", "false");
+  });
   video.addEventListener("seeking", () => {
     if (gating || !dubOn()) return;
     dub.pause();
