@@ -226,7 +226,7 @@ var options = []option{
 			c.MaxUploadBytes = int64(n) << 20
 			return nil
 		}},
-	{name: "SOURCE_MAX_UPLOAD_MB", def: "2048", help: "largest accepted source audio or video of a project in MiB (only its sound track is kept)",
+	{name: "SOURCE_MAX_UPLOAD_MB", def: "2048", help: "largest accepted source audio or video of a project in MiB (its sound track is extracted; a video is kept too, for its proxy)",
 		setFunc: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 65536 {
