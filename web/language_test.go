@@ -20,7 +20,7 @@ func TestProjectLanguageGivesNewCharactersItsVoice(t *testing.T) {
 	p := fmt.Sprintf("/projects/%d", b.project.ID)
 
 	card := doc(t, c.htmx("GET", p+"/language", nil))
-	require.Equal(t, "", card.Find(`[data-testid=project-language] option[selected]`).AttrOr("value", "x"), "none set")
+	require.Empty(t, card.Find(`[data-testid=project-language] option[selected]`).AttrOr("value", "x"), "none set")
 	require.Equal(t, "French (fr)", card.Find(`[data-testid=project-language] option[value=fr]`).Text(), "language names, not raw codes")
 
 	// An unknown language is refused and changes nothing.
