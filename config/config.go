@@ -72,6 +72,12 @@ type Config struct {
 
 	// MaxFormBytes bounds the body of every request that uploads no file (MAX_FORM_KB).
 	MaxFormBytes int64
+
+	// A source video's proxy: its largest height (PROXY_HEIGHT), x264's quality
+	// (PROXY_CRF), ffmpeg's threads (PROXY_THREADS, 0: one per core) and how long one
+	// transcoding may run (PROXY_TIMEOUT_SECONDS).
+	ProxyHeight, ProxyCRF, ProxyThreads int
+	ProxyTimeout                        time.Duration
 }
 
 type option struct {
@@ -220,7 +226,7 @@ var options = []option{
 			c.MaxUploadBytes = int64(n) << 20
 			return nil
 		}},
-	{name: "SOURCE_MAX_UPLOAD_MB", def: "2048", help: "largest accepted source audio or video of a project in MiB (only its sound track is kept)",
+	{name: "SOURCE_MAX_UPLOAD_MB", def: "2048", help: "largest accepted source audio or video of a project in MiB (its sound track is extracted; a video is kept too, for its proxy)",
 		setFunc: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 65536 {
@@ -285,6 +291,21 @@ var options = []option{
 				return errors.New("must be a whole number between 1 and 1048576")
 			}
 			c.MinFreeBytes = int64(n) << 20
+			return nil
+		}},
+	{name: "PROXY_HEIGHT", def: "480", help: "largest height in pixels of a source video's browser proxy (H.264/AAC MP4; a smaller video keeps its own)",
+		setFunc: func(c *Config, v string) error { return setInt(&c.ProxyHeight, v, 144, 1080) }},
+	{name: "PROXY_CRF", def: "28", help: "x264 quality of the video proxy (constant rate factor: higher is smaller and blurrier)",
+		setFunc: func(c *Config, v string) error { return setInt(&c.ProxyCRF, v, 18, 40) }},
+	{name: "PROXY_THREADS", def: "0", help: "ffmpeg threads of one proxy transcoding (0: about one per core)",
+		setFunc: func(c *Config, v string) error { return setInt(&c.ProxyThreads, v, 0, 64) }},
+	{name: "PROXY_TIMEOUT_SECONDS", def: "7200", help: "longest one proxy transcoding may run before it is retried",
+		setFunc: func(c *Config, v string) error {
+			var n int
+			if err := setInt(&n, v, 60, 86400); err != nil {
+				return err
+			}
+			c.ProxyTimeout = time.Duration(n) * time.Second
 			return nil
 		}},
 	{name: "MAX_FORM_KB", def: "1024", help: "largest accepted body of a request that uploads no file, in KiB (uploads have MAX_UPLOAD_MB and SOURCE_MAX_UPLOAD_MB)",
@@ -423,6 +444,16 @@ func shown(o option, v string) string {
 		return "***"
 	}
 	return v
+}
+
+// setInt parses a whole number between lo and hi into dst.
+func setInt(dst *int, v string, lo, hi int) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return fmt.Errorf("must be a whole number between %d and %d", lo, hi)
+	}
+	*dst = n
+	return nil
 }
 
 func setBool(dst *bool, v string) error {

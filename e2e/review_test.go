@@ -59,7 +59,7 @@ func setupReview(t *testing.T) *reviewBundle {
 		defer cancel()
 		require.NoError(t, w.Stop(c))
 	})
-	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: logger, Renderer: pipeline, Exporter: pipeline})
+	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: logger, Renderer: pipeline, Exporter: pipeline, Proxies: pipeline})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	t.Cleanup(srv.StopStreams)

@@ -45,7 +45,7 @@ func init() {
 		"review.timecodes":         {EN: "Original timecodes", ZH: "原始时间码"},
 
 		"source.title":          {EN: "Original performance", ZH: "原始表演"},
-		"source.hint":           {EN: "Upload the programme's audio or video (up to %d MiB). Its sound track is kept; each line then plays its original segment beside its takes.", ZH: "上传节目的音频或视频（最大 %d MiB）。系统只保留其音轨；之后每句都能在录音版本旁播放原始片段。"},
+		"source.hint":           {EN: "Upload the programme's audio or video (up to %d MiB). Its sound track is kept, and a video's picture for playing the dub against it; each line then plays its original segment beside its takes.", ZH: "上传节目的音频或视频（最大 %d MiB）。系统保留其音轨，视频还保留画面以便对照画面播放配音；之后每句都能在录音版本旁播放原始片段。"},
 		"source.upload":         {EN: "Upload", ZH: "上传"},
 		"source.remove":         {EN: "Remove", ZH: "移除"},
 		"source.remove_confirm": {EN: "Remove the source audio? Lines that take their emotion from it cannot be rendered until another is uploaded.", ZH: "确定移除原始音频吗？以其作为情感参考的句子在重新上传前将无法合成。"},

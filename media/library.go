@@ -1,7 +1,8 @@
 // Package media keeps the studio's audio files: the reference voices and emotion
 // recordings of characters, a project's source (the sound track of an uploaded audio
-// or video file), the source's segments that lines play and follow, and the mixes of
-// a range of lines. The web handlers and the workers share it, so each kind of file
+// or video file, and a video itself with its browser proxy), the source's segments
+// that lines play and follow, the mixes of a range of lines and the dub preview of
+// the whole programme. The web handlers and the workers share it, so each kind of file
 // is probed, cut or mixed in one place, and derived audio is cached under one key.
 //
 // Errors that refuse a request unwrap to studio's category sentinels (ErrInvalid for

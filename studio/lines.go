@@ -793,6 +793,10 @@ func (s *Store) ImportLines(ctx context.Context, userID, projectID int64, lines 
 		for _, c := range chars {
 			byName[strings.ToLower(c.Name)] = c.ID
 		}
+		var lang string // new characters get the project language's voice
+		if err := tx.Raw("SELECT language FROM projects WHERE id = ?", projectID).Scan(&lang).Error; err != nil {
+			return err
+		}
 		for _, nl := range lines {
 			name := strings.TrimSpace(nl.CharacterName)
 			if name == "" {
@@ -802,7 +806,7 @@ func (s *Store) ImportLines(ctx context.Context, userID, projectID int64, lines 
 				continue
 			}
 			c := Character{ProjectID: projectID, Name: name, Color: Palette[(len(chars)+len(res.CharactersCreated))%len(Palette)],
-				Emotion: Emotion{Mode: EmotionSpeaker}, PreviewVoice: guessVoice(nl.Text)}
+				Emotion: Emotion{Mode: EmotionSpeaker}, PreviewVoice: DefaultVoice(lang, nl.Text)}
 			if err := tx.Create(&c).Error; err != nil {
 				return err
 			}

@@ -47,7 +47,11 @@ func (s *Server) listCharacters(c echo.Context) error {
 	for i, ch := range chars {
 		forms[i] = characterForm(ch)
 	}
-	newForm := views.CharacterForm{Color: studio.Palette[len(chars)%len(studio.Palette)], PreviewVoice: "en", EmotionMode: "speaker"}
+	voice, err := s.newCharacterVoice(c.Request().Context(), p.ID)
+	if err != nil {
+		return err
+	}
+	newForm := views.CharacterForm{Color: studio.Palette[len(chars)%len(studio.Palette)], PreviewVoice: voice, EmotionMode: "speaker"}
 	return s.render(c, http.StatusOK, views.CharactersPage(s.page(c, p.Name, "projects"), *p, forms, newForm))
 }
 

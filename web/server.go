@@ -47,6 +47,8 @@ type Deps struct {
 	Renderer Renderer
 	// Exporter queues exports; nil disables them.
 	Exporter Exporter
+	// Proxies queue the proxies of source videos; nil: a source keeps its sound only.
+	Proxies Proxies
 	// Live delivers line changes to the event streams of open pages; nil: the streams
 	// only ping (a live.Listener must publish to it).
 	Live *live.Broker
@@ -74,6 +76,7 @@ type Routes struct {
 type Server struct {
 	renderer Renderer
 	exporter Exporter
+	proxies  Proxies
 	cfg      *config.Config
 	store    *studio.Store
 	logger   *slog.Logger
@@ -88,7 +91,7 @@ type Server struct {
 
 // New builds the server and its routes.
 func New(d Deps) *Server {
-	s := &Server{renderer: d.Renderer, exporter: d.Exporter, cfg: d.Config, store: d.Store, logger: d.Logger, blobs: studio.BlobStore{Dir: d.Config.DataDir + "/blobs"}}
+	s := &Server{renderer: d.Renderer, exporter: d.Exporter, proxies: d.Proxies, cfg: d.Config, store: d.Store, logger: d.Logger, blobs: studio.BlobStore{Dir: d.Config.DataDir + "/blobs"}}
 	s.media = d.Media
 	if s.media == nil {
 		lib := media.NewLibrary(d.Store, s.blobs)
@@ -186,6 +189,8 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	editor.POST("/projects/:pid/source", s.uploadSource)
 	editor.POST("/projects/:pid/source/delete", s.deleteSource)
 	editor.GET("/projects/:pid/lines/:lid/source.wav", s.serveSourceSegment)
+	s.videoRoutes(editor)
+	s.languageRoutes(editor)
 	editor.GET("/projects/:pid/exports", s.showExports)
 	editor.POST("/projects/:pid/exports", s.startExport)
 	editor.GET("/projects/:pid/exports/:eid/download", s.downloadExport)

@@ -35,6 +35,8 @@ type Media interface {
 	SetCharacterReference(ctx context.Context, projectID, characterID int64, up media.Upload) error
 	SetCharacterEmotionAudio(ctx context.Context, projectID, characterID int64, up media.Upload, weight float64) error
 	SetProjectSource(ctx context.Context, projectID, userID int64, up media.Upload) (*studio.ProjectSource, error)
+	SetProjectSourceVideo(ctx context.Context, projectID, userID int64, up media.Upload) (*studio.ProjectSource, *studio.ProjectVideo, error)
+	PreviewMix(ctx context.Context, projectID int64, opts media.PreviewOpts) (*studio.Blob, error)
 	DeleteProjectSource(ctx context.Context, projectID int64) error
 	SourceSegment(ctx context.Context, projectID int64, startMs, endMs int) (*studio.Blob, error)
 	RangeMix(ctx context.Context, projectID int64, lineIDs []int64) (*media.RangeMix, error)
@@ -57,7 +59,11 @@ func (s *Server) uploadSource(c echo.Context) error {
 	var src *studio.ProjectSource
 	if err == nil {
 		defer os.Remove(up.Path)
-		src, err = s.media.SetProjectSource(c.Request().Context(), p.ID, currentUser(c).ID, up)
+		var video *studio.ProjectVideo
+		src, video, err = s.media.SetProjectSourceVideo(c.Request().Context(), p.ID, currentUser(c).ID, up)
+		if err == nil {
+			err = s.recordVideo(c.Request().Context(), p.ID, video)
+		}
 	}
 	if err != nil {
 		status, msg, ok := s.refusal(c, err)
@@ -68,7 +74,7 @@ func (s *Server) uploadSource(c echo.Context) error {
 		return s.render(c, status, views.SourceCard(s.page(c, "", ""), vm))
 	}
 	vm.Source, vm.Notice = src, s.t(c, "source.saved")
-	c.Response().Header().Set(hxTrigger, "review-refresh")
+	c.Response().Header().Set(hxTrigger, "review-refresh, picture-refresh")
 	return s.render(c, http.StatusOK, views.SourceCard(s.page(c, "", ""), vm))
 }
 
@@ -81,11 +87,14 @@ func (s *Server) deleteSource(c echo.Context) error {
 	if err := s.media.DeleteProjectSource(c.Request().Context(), p.ID); err != nil {
 		return err
 	}
+	if err := s.store.DeleteProjectVideo(c.Request().Context(), p.ID); err != nil {
+		return err
+	}
 	vm, err := s.sourceVM(c, p)
 	if err != nil {
 		return err
 	}
-	c.Response().Header().Set(hxTrigger, "review-refresh")
+	c.Response().Header().Set(hxTrigger, "review-refresh, picture-refresh")
 	return s.render(c, http.StatusOK, views.SourceCard(s.page(c, "", ""), vm))
 }
 

@@ -59,6 +59,10 @@ type WorkerConfig struct {
 	// for DeadAfter is taken for dead and its running jobs are handed to others.
 	Heartbeat time.Duration
 	DeadAfter time.Duration
+	// Proxy says how make_proxy jobs transcode a source video, and ProxyTimeout bounds
+	// one (default DefaultProxyTimeout).
+	Proxy        media.ProxyOpts
+	ProxyTimeout time.Duration
 }
 
 // DefaultConcurrentFits is WorkerConfig.ConcurrentFits' default: four times the
@@ -107,6 +111,9 @@ func (c *WorkerConfig) defaults() {
 	if c.DeadAfter == 0 {
 		c.DeadAfter = 6 * c.Heartbeat
 	}
+	if c.ProxyTimeout == 0 {
+		c.ProxyTimeout = DefaultProxyTimeout
+	}
 }
 
 // Worker works render jobs with its permits. Each River worker is in a file of its
@@ -150,6 +157,7 @@ func NewWorker(p *Pipeline, permits Permits, cfg WorkerConfig, logger *slog.Logg
 	river.AddWorker(workers, &fitWorker{w: w})
 	river.AddWorker(workers, &prepareWorker{w: w})
 	river.AddWorker(workers, &exportWorker{w: w})
+	river.AddWorker(workers, &proxyWorker{w: w})
 	client, err := river.NewClient(riverpgxv5.New(store.Pool()), &river.Config{
 		ID: cfg.Name,
 		Queues: map[string]river.QueueConfig{
@@ -160,6 +168,7 @@ func NewWorker(p *Pipeline, permits Permits, cfg WorkerConfig, logger *slog.Logg
 			QueueFit:       {MaxWorkers: cfg.ConcurrentFits},
 			QueuePrepare:   {MaxWorkers: 1},
 			QueueExport:    {MaxWorkers: 1},
+			QueueProxy:     {MaxWorkers: 1},
 		},
 		Workers:              workers,
 		JobTimeout:           cfg.JobTimeout,

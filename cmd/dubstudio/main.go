@@ -236,7 +236,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: logger, Live: broker, Renderer: pipeline, Exporter: pipeline,
+	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: logger, Live: broker, Renderer: pipeline, Exporter: pipeline, Proxies: pipeline,
 		Mounts: []func(web.Routes){riverUI}})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"dubstudio/config"
 	"dubstudio/internal/perm"
+	"dubstudio/media"
 	"dubstudio/studio"
 	"dubstudio/tts"
 	"dubstudio/workflow"
@@ -56,7 +57,8 @@ func startWorker(ctx context.Context, cfg *config.Config, store *studio.Store, p
 		}
 	}
 	w, err := workflow.NewWorker(p, slots, workflow.WorkerConfig{Name: cfg.WorkerName, DataDir: cfg.DataDir,
-		OOMRetries: cfg.OOMRetries}, logger)
+		OOMRetries: cfg.OOMRetries, ProxyTimeout: cfg.ProxyTimeout,
+		Proxy: media.ProxyOpts{Height: cfg.ProxyHeight, CRF: cfg.ProxyCRF, Threads: cfg.ProxyThreads}}, logger)
 	if err != nil {
 		stopGPU(context.WithoutCancel(ctx))
 		return nil, nil, err

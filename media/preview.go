@@ -1,0 +1,123 @@
+package media
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"dubstudio/audio"
+	"dubstudio/i18n"
+	"dubstudio/studio"
+)
+
+// PreviewOpts choose what the picture's dub preview plays.
+type PreviewOpts struct {
+	// Approved plays each line's approved take only; otherwise its current (latest
+	// chosen) take.
+	Approved bool
+	// FillOriginal plays the original performance's segment for a line without such a
+	// take; otherwise silence.
+	FillOriginal bool
+}
+
+// PreviewMix returns the dub of a whole project as it plays under the picture: from
+// 0 to the end of the programme (the video, the source audio or the last line,
+// whichever ends last), each line's take at its timecode as the export places it,
+// silence or the original where a line has none. It is assembled with the same code
+// as RangeMix and cached under a key of what it is made of (the takes and their
+// offsets, the fill, the length), so it is made once per content: a new take makes a
+// new mix, playing the same again costs a lookup. A programme longer than the
+// export limit is refused with an error that unwraps to studio.ErrInvalid.
+func (l *Library) PreviewMix(ctx context.Context, projectID int64, opts PreviewOpts) (*studio.Blob, error) {
+	lines, err := l.store.AllLines(ctx, projectID)
+	if err != nil {
+		return nil, err
+	}
+	endMs := 0
+	var src *studio.ProjectSource
+	switch s, err := l.store.ProjectSource(ctx, projectID); {
+	case err == nil:
+		src, endMs = s, s.DurationMs
+	case !errors.Is(err, studio.ErrNotFound):
+		return nil, err
+	}
+	switch v, err := l.store.ProjectVideo(ctx, projectID); {
+	case err == nil:
+		endMs = max(endMs, v.DurationMs)
+	case !errors.Is(err, studio.ErrNotFound):
+		return nil, err
+	}
+	pick := func(ln studio.Line) *int64 {
+		if opts.Approved {
+			return ln.ApprovedTakeID
+		}
+		return ln.CurrentTakeID
+	}
+	var ids []int64
+	for _, ln := range lines {
+		if id := pick(ln); id != nil {
+			ids = append(ids, *id)
+		}
+	}
+	takes, err := l.store.TakesByIDs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for _, ln := range lines {
+		endMs = max(endMs, ln.EndMs)
+		if id := pick(ln); id != nil {
+			if t, ok := takes[*id]; ok {
+				endMs = max(endMs, ln.StartMs+t.DurationMs)
+			}
+		}
+	}
+	if most := l.store.Limits.ExportMs(); endMs > most {
+		return nil, i18n.Errorf(studio.ErrInvalid, "preview.too_long", seconds(msDuration(endMs)), seconds(msDuration(most)))
+	}
+	const rate = audio.DefaultSampleRate
+	channels := 1
+	if opts.FillOriginal && src != nil {
+		channels = src.Channels // the original's segments keep their channels
+	}
+	samples := max(audio.SamplesFor(endMs, rate), 1)
+	key := []string{"preview", strconv.Itoa(rate), strconv.Itoa(channels), strconv.FormatInt(samples, 10)}
+	var clips []audio.Clip
+	for _, ln := range lines {
+		sha := ""
+		if id := pick(ln); id != nil {
+			if t, ok := takes[*id]; ok {
+				sha = t.AudioSHA256
+			}
+		}
+		if sha == "" && opts.FillOriginal && src != nil && ln.EndMs > ln.StartMs && ln.StartMs < src.DurationMs {
+			seg, err := l.SourceSegment(ctx, projectID, ln.StartMs, ln.EndMs)
+			if err != nil {
+				return nil, err
+			}
+			sha = seg.SHA256
+		}
+		if sha == "" {
+			continue
+		}
+		path, err := l.blobs.Path(sha)
+		if err != nil {
+			return nil, err
+		}
+		off := audio.SamplesFor(ln.StartMs, rate)
+		clips = append(clips, audio.Clip{Path: path, Offset: off})
+		key = append(key, sha+"@"+strconv.FormatInt(off, 10))
+	}
+	blob, err := l.store.DerivedAudio(ctx, l.blobs, derivedKey("preview", key...),
+		func(ctx context.Context, out string) (studio.Blob, error) {
+			err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: out, SampleRate: rate, Channels: channels, Samples: samples, Clips: clips})
+			return studio.Blob{Format: audio.FormatWAV, DurationMs: int(samples * 1000 / rate), SampleRate: rate, Channels: channels}, err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("error assembling the preview of project %d: %w", projectID, err)
+	}
+	return blob, nil
+}
+
+func msDuration(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
