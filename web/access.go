@@ -27,9 +27,8 @@ var archivedWrites = []string{
 
 // projectAccess guards every route under /projects/:pid, before its role check and its
 // handler: a project the user may not see (an editor who is not a member) is a 404,
-// exactly like one that does not exist, so ids cannot be probed; an archived project
-// refuses every change (409) until a manager restores it. The project it loaded is
-// what Server.project returns to the handler.
+// exactly like one that does not exist, so ids cannot be probed. The project it
+// loaded is what Server.project returns to the handler.
 func (s *Server) projectAccess(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		u := currentUser(c)
@@ -44,10 +43,19 @@ func (s *Server) projectAccess(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		if p.Archived() && !safeMethod(c.Request().Method) && !slices.Contains(archivedWrites, c.Path()) {
+		c.Set(ctxProject, p)
+		return next(c)
+	}
+}
+
+// refuseArchived comes after a route's role check: an archived project refuses every
+// change (409, with the message) until a manager restores it; reads still work.
+func (s *Server) refuseArchived(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		p, ok := c.Get(ctxProject).(*studio.Project)
+		if ok && p.Archived() && !safeMethod(c.Request().Method) && !slices.Contains(archivedWrites, c.Path()) {
 			return i18n.Errorf(errArchivedConflict, "project.archived_read_only")
 		}
-		c.Set(ctxProject, p)
 		return next(c)
 	}
 }

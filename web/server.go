@@ -119,10 +119,11 @@ func New(d Deps) *Server {
 	e.POST("/logout", s.logout)
 
 	// projectAccess comes before the manager and admin role checks, so that a project an
-	// editor may not see is a 404 on every route, as an unknown one is.
-	editor := e.Group("", s.requireRole(studio.RoleEditor), s.projectAccess)
-	manager := e.Group("", s.requireRole(studio.RoleEditor), s.projectAccess, s.requireRole(studio.RoleManager))
-	admin := e.Group("", s.requireRole(studio.RoleEditor), s.projectAccess, s.requireRole(studio.RoleAdmin))
+	// editor may not see is a 404 on every route, as an unknown one is, not the
+	// manager's or admin's 403; an archived project refuses changes after the role check.
+	editor := e.Group("", s.requireRole(studio.RoleEditor), s.projectAccess, s.refuseArchived)
+	manager := e.Group("", s.requireRole(studio.RoleEditor), s.projectAccess, s.requireRole(studio.RoleManager), s.refuseArchived)
+	admin := e.Group("", s.requireRole(studio.RoleEditor), s.projectAccess, s.requireRole(studio.RoleAdmin), s.refuseArchived)
 	s.routes(editor, manager, admin)
 	r := Routes{Public: e.Group(""), Editor: editor, Manager: manager, Admin: admin, Page: s.page, Render: s.render}
 	for _, m := range d.Mounts {
