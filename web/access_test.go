@@ -338,3 +338,60 @@ func TestMembersPanel(t *testing.T) {
 	require.Equal(t, "remove", hist[0].Action)
 	require.Equal(t, outsider.Username, hist[0].User)
 }
+
+// ended waits for the stream to end (its events channel closes); the timeout only
+// keeps a broken test from hanging.
+func (s *sseStream) ended(t *testing.T, what string) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case _, ok := <-s.events:
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("the stream was still open 20 s after %s", what)
+		}
+	}
+}
+
+// TestLiveStreamsEndWhenAccessEnds: an open live-update stream ends within seconds of
+// its user's removal from the project, a change of their role, a logout, a disabling
+// or a password reset, so that no more line text reaches them.
+func TestLiveStreamsEndWhenAccessEnds(t *testing.T) {
+	t.Parallel()
+	b := setupLive(t)
+	ctx := context.Background()
+	path := fmt.Sprintf("/projects/%d/events", b.project.ID)
+	mgr := b.users[studio.RoleManager].ID
+	open := func(u *studio.User) (*client, *sseStream) {
+		c := b.asUser(t, u)
+		return c, c.stream(path, nil)
+	}
+
+	outsider := studiotest.User(t, b.store, studio.RoleEditor)
+	require.NoError(t, b.store.AddProjectMember(ctx, mgr, b.project.ID, outsider.ID))
+	_, s := open(outsider)
+	require.NoError(t, b.store.RemoveProjectMember(ctx, mgr, b.project.ID, outsider.ID))
+	s.ended(t, "the removal from the project")
+
+	promoted := studiotest.User(t, b.store, studio.RoleManager)
+	_, s = open(promoted)
+	require.NoError(t, b.store.SetUserRole(ctx, promoted.ID, studio.RoleEditor))
+	s.ended(t, "a role change")
+
+	c, s := open(studiotest.User(t, b.store, studio.RoleManager))
+	require.Equal(t, http.StatusSeeOther, c.post("/logout", nil, true).StatusCode)
+	s.ended(t, "the logout")
+
+	disabled := studiotest.User(t, b.store, studio.RoleManager)
+	_, s = open(disabled)
+	require.NoError(t, b.store.SetUserDisabled(ctx, disabled.ID, true))
+	s.ended(t, "disabling the user")
+
+	reset := studiotest.User(t, b.store, studio.RoleManager)
+	_, s = open(reset)
+	require.NoError(t, b.store.SetUserPassword(ctx, reset.ID, "another long password 123"))
+	s.ended(t, "a password reset")
+}
