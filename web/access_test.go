@@ -395,3 +395,41 @@ func TestLiveStreamsEndWhenAccessEnds(t *testing.T) {
 	require.NoError(t, b.store.SetUserPassword(ctx, reset.ID, "another long password 123"))
 	s.ended(t, "a password reset")
 }
+
+// TestPagesRunNoInlineScript: the CSP allows scripts from our own files only (no
+// 'unsafe-inline', no 'unsafe-eval'), and no page has a script the browser would then
+// refuse: every <script> has a src, and no element has an on* or hx-on attribute.
+func TestPagesRunNoInlineScript(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ls := b.allLines(t)
+	takeWith(t, b, ls[0], 48000, 0, 440)
+	p := fmt.Sprintf("/projects/%d", b.project.ID)
+	l := fmt.Sprintf("%s/lines/%d", p, ls[0].ID)
+	admin := b.as(t, studio.RoleAdmin)
+	for _, path := range []string{"/projects", p, p + "/settings", p + "/characters", p + "/review", p + "/exports",
+		l + "/history", l + "/takes", l + "/edit", "/dashboard", p + "/dashboard", "/admin/users", "/admin/gpus", "/login"} {
+		c := admin
+		if path == "/login" {
+			c = b.anon(t)
+		}
+		resp := c.get(path)
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		csp := resp.Header.Get("Content-Security-Policy")
+		require.Contains(t, csp, "script-src 'self';", path)
+		require.NotContains(t, csp, "unsafe-eval", path)
+		d := doc(t, resp)
+		d.Find("script").Each(func(_ int, s *goquery.Selection) {
+			src, ok := s.Attr("src")
+			require.True(t, ok && src != "", "%s: an inline script: %s", path, s.Text())
+		})
+		d.Find("*").Each(func(_ int, s *goquery.Selection) {
+			for _, a := range s.Nodes[0].Attr {
+				require.False(t, strings.HasPrefix(a.Key, "on") || strings.HasPrefix(a.Key, "hx-on"),
+					"%s: <%s %s=%q>", path, goquery.NodeName(s), a.Key, a.Val)
+				require.False(t, strings.HasPrefix(strings.TrimSpace(a.Val), "js:") || strings.HasPrefix(strings.TrimSpace(a.Val), "javascript:"),
+					"%s: <%s %s=%q>", path, goquery.NodeName(s), a.Key, a.Val)
+			}
+		})
+	}
+}
