@@ -468,9 +468,9 @@ func MembersPanel(p Page, vm MembersVM) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var29 string
-				templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("members.event_"+e.Action, e.By, e.User))
+				templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(memberEvent(p, e))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/members.templ`, Line: 78, Col: 104}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/members.templ`, Line: 78, Col: 75}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
 				if templ_7745c5c3_Err != nil {
@@ -492,6 +492,14 @@ func MembersPanel(p Page, vm MembersVM) templ.Component {
 		}
 		return nil
 	})
+}
+
+// memberEvent says who added or removed whom.
+func memberEvent(p Page, e studio.MemberEvent) string {
+	if e.Action == "remove" {
+		return p.T("members.event_remove", e.By, e.User)
+	}
+	return p.T("members.event_add", e.By, e.User)
 }
 
 var _ = templruntime.GeneratedTemplate
