@@ -58,14 +58,23 @@ func cleanName(name string) bool {
 	return true
 }
 
-// CreateProject adds a project.
+// CreateProject adds a project; its creator, when given, is its first member.
 func (s *Store) CreateProject(ctx context.Context, name string, createdBy *int64) (*Project, error) {
 	name, err := ValidateProjectName(name)
 	if err != nil {
 		return nil, err
 	}
 	p := &Project{Name: name, CreatedBy: createdBy, StretchMin: 0.85, StretchMax: 1.25, GapBorrowMs: 300, LoudnessLUFS: -23, MaxSpeedStep: 0.15}
-	if err := s.db.WithContext(ctx).Create(p).Error; err != nil {
+	err = s.inTx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Create(p).Error; err != nil {
+			return err
+		}
+		if createdBy == nil {
+			return nil
+		}
+		return addCreator(tx, p.ID, *createdBy)
+	})
+	if err != nil {
 		return nil, fmt.Errorf("error creating project: %w", err)
 	}
 	return p, nil
@@ -81,6 +90,9 @@ func (s *Store) Project(ctx context.Context, id int64) (*Project, error) {
 // ProjectsOpts filters Projects.
 type ProjectsOpts struct {
 	Archived bool // list archived projects instead of active ones
+	// MemberID, when not 0, lists only the projects this user is a member of (an
+	// editor's list).
+	MemberID int64
 }
 
 // Projects lists projects, newest first.
@@ -91,6 +103,9 @@ func (s *Store) Projects(ctx context.Context, opts ProjectsOpts) ([]Project, err
 		q = q.Where("archived_at IS NOT NULL")
 	} else {
 		q = q.Where("archived_at IS NULL")
+	}
+	if opts.MemberID != 0 {
+		q = q.Where("id IN (SELECT project_id FROM project_members WHERE user_id = ?)", opts.MemberID)
 	}
 	return ps, q.Find(&ps).Error
 }

@@ -281,6 +281,9 @@ func (s *Server) serveBlob(c echo.Context) error {
 	if err != nil {
 		return echo.NewHTTPError(http.StatusNotFound)
 	}
+	if err := s.mayHearBlob(c, sum); err != nil {
+		return err
+	}
 	b, err := s.store.Blob(c.Request().Context(), sum)
 	if err != nil {
 		return err

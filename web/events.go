@@ -119,7 +119,7 @@ func (s *Server) streamEvents(c echo.Context) error {
 	defer ping.Stop()
 	check := time.NewTicker(sseSessionEvery)
 	defer check.Stop()
-	token := ""
+	token, role := "", currentUser(c).Role
 	if ck, err := c.Cookie(sessionCookie); err == nil {
 		token = ck.Value
 	}
@@ -129,8 +129,7 @@ func (s *Server) streamEvents(c echo.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-check.C:
-			if _, err := s.store.SessionByToken(ctx, token, s.cfg.SessionTTL); err != nil {
-				// Logged out, disabled, or the password was reset: no more line text.
+			if !s.streamMayGoOn(ctx, token, role, p.ID) {
 				return nil
 			}
 		case <-s.streams.Done():
@@ -274,3 +273,16 @@ func renderBytes(ctx context.Context, comp templ.Component) ([]byte, error) {
 // http.Server.Shutdown waits for running handlers and a stream would otherwise run
 // until the browser leaves.
 func (s *Server) StopStreams() { s.stopStreams() }
+
+// streamMayGoOn says whether an open stream may keep sending line text: its session
+// still exists (no logout, no disabling, no password reset), its user's role is the
+// one the stream began with, and the user may still see the project (still a member).
+// The browser reconnects after a role change, with the rights of the new role.
+func (s *Server) streamMayGoOn(ctx context.Context, token string, role studio.Role, projectID int64) bool {
+	sess, err := s.store.SessionByToken(ctx, token, s.cfg.SessionTTL)
+	if err != nil || sess.User.Role != role {
+		return false
+	}
+	_, err = s.store.ProjectFor(ctx, sess.User, projectID)
+	return err == nil
+}

@@ -20,8 +20,11 @@ func paramID(c echo.Context, name string) (int64, error) {
 	return id, nil
 }
 
-// project loads the :pid project.
+// project is the :pid project, as projectAccess loaded it for the user.
 func (s *Server) project(c echo.Context) (*studio.Project, error) {
+	if p, ok := c.Get(ctxProject).(*studio.Project); ok {
+		return p, nil
+	}
 	id, err := paramID(c, "pid")
 	if err != nil {
 		return nil, err
@@ -32,7 +35,7 @@ func (s *Server) project(c echo.Context) (*studio.Project, error) {
 func (s *Server) listProjects(c echo.Context) error {
 	ctx := c.Request().Context()
 	archived := c.QueryParam("archived") == "1"
-	ps, err := s.store.Projects(ctx, studio.ProjectsOpts{Archived: archived})
+	ps, err := s.store.Projects(ctx, projectsOpts(c, archived))
 	if err != nil {
 		return err
 	}
@@ -128,9 +131,15 @@ func (s *Server) settingsVM(c echo.Context, p *studio.Project) (views.SettingsVM
 	g, err := s.store.Glossary(c.Request().Context(), p.ID)
 	f := p.FitSettings()
 	num := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
-	return views.SettingsVM{Project: *p, Form: views.ProjectForm{Name: p.Name}, Glossary: g, Errors: map[string]string{},
+	vm := views.SettingsVM{Project: *p, Form: views.ProjectForm{Name: p.Name}, Glossary: g, Errors: map[string]string{},
 		Fit: views.FitForm{StretchMin: num(f.StretchMin), StretchMax: num(f.StretchMax), GapBorrowMs: strconv.Itoa(f.GapBorrowMs),
-			LoudnessLUFS: num(f.LoudnessLUFS), MaxSpeedStep: num(f.MaxSpeedStep)}}, err
+			LoudnessLUFS: num(f.LoudnessLUFS), MaxSpeedStep: num(f.MaxSpeedStep)}}
+	if err == nil && currentUser(c).SeesEveryProject() {
+		var m views.MembersVM
+		m, err = s.membersVM(c, p)
+		vm.Members = &m
+	}
+	return vm, err
 }
 
 func (s *Server) renderSettings(c echo.Context, status int, vm views.SettingsVM) error {

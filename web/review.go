@@ -239,5 +239,8 @@ func (s *Server) playRange(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.store.LinkProjectBlob(c.Request().Context(), p.ID, mix.Blob.SHA256); err != nil {
+		return err
+	}
 	return s.render(c, http.StatusOK, views.RangePlayer(s.page(c, "", ""), mix.FirstIdx, mix.LastIdx, mix.StartMs, mix.EndMs, mix.Blob.SHA256))
 }

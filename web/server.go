@@ -121,9 +121,12 @@ func New(d Deps) *Server {
 	e.POST("/login", s.login)
 	e.POST("/logout", s.logout)
 
-	editor := e.Group("", s.requireRole(studio.RoleEditor))
-	manager := e.Group("", s.requireRole(studio.RoleManager))
-	admin := e.Group("", s.requireRole(studio.RoleAdmin))
+	// projectAccess comes before the manager and admin role checks, so that a project an
+	// editor may not see is a 404 on every route, as an unknown one is, not the
+	// manager's or admin's 403; an archived project refuses changes after the role check.
+	editor := e.Group("", s.requireRole(studio.RoleEditor), s.projectAccess, s.refuseArchived)
+	manager := e.Group("", s.requireRole(studio.RoleEditor), s.projectAccess, s.requireRole(studio.RoleManager), s.refuseArchived)
+	admin := e.Group("", s.requireRole(studio.RoleEditor), s.projectAccess, s.requireRole(studio.RoleAdmin), s.refuseArchived)
 	s.routes(editor, manager, admin)
 	r := Routes{Public: e.Group(""), Editor: editor, Manager: manager, Admin: admin, Page: s.page, Render: s.render}
 	for _, m := range d.Mounts {
@@ -151,6 +154,8 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	manager.POST("/projects/:pid/archive", s.archiveProject)
 	manager.POST("/projects/:pid/unarchive", s.unarchiveProject)
 	manager.POST("/projects/:pid/delete", s.deleteProject)
+	manager.POST("/projects/:pid/members", s.addMember)
+	manager.POST("/projects/:pid/members/:uid/delete", s.removeMember)
 	manager.GET("/dashboard", s.showDashboard)
 	manager.GET("/projects/:pid/dashboard", s.showProjectDashboard)
 	manager.GET("/projects/:pid/dashboard/throughput", s.showProjectThroughput)

@@ -12,6 +12,26 @@
     { code: "[45]..", swap: true, error: true },
   ];
   htmx.config.defaultSettleDelay = 0;
+  // The Content-Security-Policy allows no eval (web/errors.go): nor does htmx, so that
+  // no hx-on, js: value or trigger filter can sneak one in.
+  htmx.config.allowEval = false;
+
+  // What inline handlers used to do, which the CSP no longer runs: a select that
+  // submits its form when changed, a checkbox that ticks every box of its name, a
+  // button that closes the table row it is in.
+  document.addEventListener("change", function (ev) {
+    var el = ev.target;
+    if (el.matches && el.matches("select[data-autosubmit]") && el.form) el.form.submit();
+    if (el.matches && el.matches("input[data-select-all]")) {
+      document.querySelectorAll('input[name="' + el.getAttribute("data-select-all") + '"]').forEach(function (c) {
+        c.checked = el.checked;
+      });
+    }
+  });
+  document.addEventListener("click", function (ev) {
+    var btn = ev.target.closest && ev.target.closest("[data-close-row]");
+    if (btn) btn.closest("tr").remove();
+  });
 
   // "Split" sends where the cursor is in the text box.
   document.addEventListener("htmx:configRequest", function (ev) {
