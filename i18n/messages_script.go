@@ -15,7 +15,7 @@ func init() {
 
 		"script.empty":            {EN: "The file is empty.", ZH: "文件为空。"},
 		"script.no_cues":          {EN: "The file contains no lines to import.", ZH: "文件中没有可导入的台词。"},
-		"script.unknown_format":   {EN: "Unknown format: the file is not SRT, WebVTT CSV or SSA/ASS.", ZH: "无法识别的格式：文件不是 SRT、WebVTT 、CSV 或 SSA/ASS。"},
+		"script.unknown_format":   {EN: "Unknown format: the file is not SRT, WebVTT, CSV, SSA/ASS or TTML.", ZH: "无法识别的格式：文件不是 SRT、WebVTT、CSV、SSA/ASS 或 TTML。"},
 		"script.not_text":         {EN: "This is not a text file (it contains NUL bytes). If it is UTF-16 or UTF-32, choose that encoding in the import form.", ZH: "这不是文本文件（含有 NUL 字节）。如果是 UTF-16 或 UTF-32 编码，请在导入表单中选择该编码。"},
 		"script.invalid_utf8":     {EN: "Invalid UTF-8: choose the file's encoding in the import form, or save it as UTF-8.", ZH: "UTF-8 编码无效：请在导入表单中选择文件的编码，或将文件另存为 UTF-8。"},
 		"script.invalid_utf16":    {EN: "Invalid UTF-16: a broken surrogate pair or a missing last byte.", ZH: "UTF-16 编码无效：代理对不完整或缺少最后一个字节。"},
@@ -34,6 +34,11 @@ func init() {
 		"script.emotion_too_long": {EN: "The emotion is %d characters long; the limit is %d.", ZH: "情绪长度为 %d 个字符，上限为 %d。"},
 		"script.too_many_cues":    {EN: "Too many lines: a script may have at most %d.", ZH: "台词过多：一个脚本最多 %d 条。"},
 
+		"script.ttml_syntax":            {EN: "The TTML document is not well-formed XML: %s.", ZH: "TTML 文档不是格式正确的 XML：%s。"},
+		"script.ttml_root":              {EN: "A TTML document's root element must be <tt>, found <%s>.", ZH: "TTML 文档的根元素必须是 <tt>，实际为 <%s>。"},
+		"script.ttml_rates":             {EN: "The ttp:frameRate, ttp:subFrameRate, ttp:frameRateMultiplier or ttp:tickRate of <tt> is not a positive whole number (the multiplier two).", ZH: "<tt> 的 ttp:frameRate、ttp:subFrameRate、ttp:frameRateMultiplier 或 ttp:tickRate 不是正整数（multiplier 应为两个正整数）。"},
+		"script.ttml_bad_time":          {EN: "Bad time expression %q: write it as 00:01:02.345, 00:01:02:12 (frames), 62.345s, 1500ms, 24f or 10000t.", ZH: "时间表达式 %q 无效：应写作 00:01:02.345、00:01:02:12（帧）、62.345s、1500ms、24f 或 10000t。"},
+		"script.ttml_no_end":            {EN: "This paragraph has no end: give it, or an enclosing div or body, an end or dur.", ZH: "此段落没有结束时间：请为它或外层的 div、body 设置 end 或 dur。"},
 		"script.ass_format":             {EN: "The Format line of [Events] must name Start and End and end with Text.", ZH: "[Events] 的 Format 行必须包含 Start 和 End，并以 Text 结尾。"},
 		"script.ass_fields":             {EN: "This Dialogue event has %d fields; the Format line names %d.", ZH: "此 Dialogue 事件有 %d 个字段，而 Format 行规定 %d 个。"},
 		"script.csv_missing_columns":    {EN: "The header row lacks the column(s) %s. Required: start, end, character, text; emotion is optional.", ZH: "表头缺少列：%s。必需的列：start、end、character、text；emotion 可选。"},
