@@ -184,8 +184,17 @@ func decodeEntities(s string) string {
 }
 
 // escapeVTT escapes what WebVTT cue text cannot hold as is. Escaping ">" too keeps
-// "-->" out of cue text.
-var escapeVTT = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
+// "-->" out of cue text. A "{" becomes &#123; where the line holds a SubStation
+// override ({\an8}), which the reader removes from WebVTT too.
+func escapeVTT(line string) string {
+	line = vttEscaper.Replace(line)
+	if t, _ := stripTags(line); t != line {
+		line = strings.ReplaceAll(line, "{", "&#123;")
+	}
+	return line
+}
+
+var vttEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // hasControl reports whether s holds a control character other than a tab or newline.
 func hasControl(s string) bool {

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 )
 
 // ttmlTag matches the root element of a TTML document, with or without a prefix.
@@ -407,7 +406,9 @@ func ttmlAddCue(s *source, b *cueBuilder, c *ttmlCue, agents map[string]string) 
 	voice := agents[c.agent]
 	var pl []plainLine
 	for l := range strings.SplitSeq(raw, "\n") {
-		pl = append(pl, plainLine{text: strings.Join(strings.FieldsFunc(l, unicode.IsSpace), " "), voice: voice})
+		// XML white space only: a no-break space (&nbsp;) is text.
+		words := strings.FieldsFunc(l, func(r rune) bool { return r == ' ' || r == '\t' || r == '\r' || r == '\n' })
+		pl = append(pl, plainLine{text: strings.Join(words, " "), voice: voice})
 	}
 	character, text := cueText(pl)
 	b.add(c.line, Cue{SourceLine: c.line, Start: c.begin, End: c.end, Character: character, Text: text})
