@@ -4,6 +4,8 @@ package i18n
 // "script.problem_at_line", which carries its line number.
 func init() {
 	register(map[string]Message{
+		"import.bad_mode":           {EN: "Choose how to import: append, merge or replace.", ZH: "请选择导入方式：追加、合并或替换。"},
+		"import.replace_active":     {EN: "Line %d is being rendered: cancel the renders before replacing the script.", ZH: "第 %d 句正在生成：请先取消生成，再替换剧本。"},
 		"import.encoding":           {EN: "Encoding", ZH: "编码"},
 		"import.encoding_auto":      {EN: "detect", ZH: "自动识别"},
 		"import.read_as":            {EN: "Read as %s, format %s.", ZH: "按 %s 编码读取，格式为 %s。"},
