@@ -76,12 +76,12 @@ func TestSRTVTTRoundTripText(t *testing.T) {
 func TestDialogueFlag(t *testing.T) {
 	t.Parallel()
 	for text, want := range map[string]bool{
-		"- Hi.\n- Hello.":       true,
-		"– Bonjour.\n– Salut.":  true,
-		"- Hi. - Hello.":        true,
-		"-Hi.\n-Hello.":         true,
-		"- and then...":         false,
-		"Well - maybe.\nOr not": false,
+		"- Hi.\n- Hello.":        true,
+		"– Bonjour.\n– Salut.":   true,
+		"- Hi. - Hello.":         true,
+		"-Hi.\n-Hello.":          true,
+		"- and then...":          false,
+		"Well - maybe.\nOr not":  false,
 		"well-known\n-3 degrees": false,
 	} {
 		require.Equal(t, want, isDialogue(text), "%q", text)

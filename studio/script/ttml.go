@@ -149,7 +149,6 @@ type ttmlNode struct {
 	cursor     time.Duration
 	agent      string
 	preserve   bool
-	timed      bool // an element whose interval children are relative to
 }
 
 // ttmlCue is the paragraph being read.
