@@ -2,10 +2,12 @@ package script
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/text/encoding/simplifiedchinese"
 )
 
 func TestVTTSpecification(t *testing.T) {
@@ -207,4 +209,29 @@ func TestPublicTestFiles(t *testing.T) {
 		require.Equal(t, at+d, cues[i].End, "cue %d", i)
 		at += d
 	}
+}
+
+// TestTTMLEncodings reads the same TTML document in UTF-16 (with its byte-order mark
+// and an XML declaration saying so) and in GB18030 as its UTF-8 twin.
+func TestTTMLEncodings(t *testing.T) {
+	t.Parallel()
+	doc := `<?xml version="1.0" encoding="%s"?>
+<tt xmlns="http://www.w3.org/ns/ttml"><body><div>
+<p begin="1s" end="2s">小明：你好，今天天气真好。</p>
+<p begin="2.5s" end="4s">同学们，<br/>请把书翻到第三页。</p>
+</div></body></tt>`
+	want, err := ParseTTML([]byte(fmt.Sprintf(doc, "UTF-8")))
+	require.NoError(t, err)
+	require.Len(t, want, 2)
+	require.Equal(t, "小明", want[0].Character)
+	got, err := ParseTTML(utf16LE(fmt.Sprintf(doc, "UTF-16")))
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	gb, err := simplifiedchinese.GB18030.NewEncoder().String(fmt.Sprintf(doc, "GB18030"))
+	require.NoError(t, err)
+	res, err := Import("subs.ttml", []byte(gb), "")
+	require.NoError(t, err)
+	require.Equal(t, EncodingGB18030, res.Encoding)
+	require.Equal(t, FormatTTML, res.Format)
+	require.Equal(t, want, res.Cues)
 }
