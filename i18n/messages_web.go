@@ -85,9 +85,9 @@ func init() {
 		"project.delete_confirm":       {EN: "To delete, type the project's name: %s", ZH: "如需删除，请输入项目名称：%s"},
 		"project.delete_confirm_wrong": {EN: "The name does not match; nothing was deleted.", ZH: "名称不匹配，未删除任何内容。"},
 
-		"import.title":              {EN: "Import a script (SRT, WebVTT, CSV)", ZH: "导入剧本（SRT、WebVTT、CSV）"},
+		"import.title":              {EN: "Import a script (SRT, WebVTT, CSV, SSA/ASS, TTML)", ZH: "导入剧本（SRT、WebVTT、CSV、SSA/ASS、TTML）"},
 		"import.submit":             {EN: "Import", ZH: "导入"},
-		"import.hint":               {EN: "CSV columns: start, end, character, text, emotion (optional). Nothing is imported if any line has a problem.", ZH: "CSV 列：start、end、character、text、emotion（可选）。任一行有问题则整个文件不导入。"},
+		"import.hint":               {EN: "CSV columns: start, end, character, text, emotion (optional). Choosing a file shows a preview; nothing is imported until you confirm, nor if any line has a problem.", ZH: "CSV 列：start、end、character、text、emotion（可选）。选择文件后先显示预览；确认前不导入，任一行有问题则整个文件不导入。"},
 		"import.refused":            {EN: "Nothing was imported from %s: %d problems.", ZH: "%s 未导入任何内容：共 %d 个问题。"},
 		"import.done":               {EN: "Imported %d lines from %s.", ZH: "已导入 %d 句台词（来自 %s）。"},
 		"import.characters_created": {EN: "New characters: %s.", ZH: "新建角色：%s。"},

@@ -2,6 +2,8 @@ package web
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -20,6 +22,11 @@ import (
 // maxScriptBytes bounds an imported script; 20,000 cues fit easily.
 const maxScriptBytes = 16 << 20
 
+// importScript previews an import (preview=1) or does it. A preview runs the whole
+// import in a transaction that is rolled back (studio.ImportOpts.DryRun) and keeps
+// nothing: the confirm step uploads the file again, with the SHA-256 of the bytes
+// previewed, and a file that changed in between is previewed again instead of
+// imported. So nothing of an upload outlives its request, in memory or on disk.
 func (s *Server) importScript(c echo.Context) error {
 	p, err := s.project(c)
 	if err != nil {
@@ -43,11 +50,25 @@ func (s *Server) importScript(c echo.Context) error {
 	}
 	// The client's file name is only shown and used as a format hint, never as a path.
 	name := path.Base(strings.ReplaceAll(fh.Filename, "\\", "/"))
-	vm := views.ImportVM{FileName: name}
+	sum := sha256.Sum256(data)
+	vm := views.ImportVM{ProjectID: p.ID, FileName: name, SHA256: hex.EncodeToString(sum[:]),
+		Preview: c.FormValue("preview") == "1"}
 	page := s.page(c, p.Name, "projects")
+	refuse := func(status int) error { return s.render(c, status, views.ImportOutcome(page, vm)) }
+	if want := c.FormValue("sha256"); !vm.Preview && want != "" && want != vm.SHA256 {
+		// Not what was previewed: show what it is now.
+		vm.Preview = true
+		vm.Problems = []string{s.t(c, "import.changed")}
+		return refuse(http.StatusConflict)
+	}
+	mode, ok := studio.ParseImportMode(c.FormValue("mode"))
+	if !ok {
+		vm.Problems = []string{s.t(c, "import.bad_mode")}
+		return refuse(http.StatusUnprocessableEntity)
+	}
+	vm.Mode = mode
 
-	enc := c.FormValue("encoding")
-	res, err := script.Import(name, data, enc)
+	res, err := script.Import(name, data, c.FormValue("encoding"))
 	cues := res.Cues
 	vm.Encoding, vm.Format = res.Encoding, string(res.Format)
 	var pe *script.ParseError
@@ -55,7 +76,7 @@ func (s *Server) importScript(c echo.Context) error {
 		for _, pr := range pe.Problems {
 			vm.Problems = append(vm.Problems, pr.In(langOf(c)))
 		}
-		return s.render(c, http.StatusUnprocessableEntity, views.ImportOutcome(page, vm))
+		return refuse(http.StatusUnprocessableEntity)
 	}
 	if err != nil {
 		return err
@@ -70,24 +91,63 @@ func (s *Server) importScript(c echo.Context) error {
 		lines = append(lines, studio.NewLine{SourceLine: cue.SourceLine, StartMs: int(cue.Start / time.Millisecond),
 			EndMs: int(cue.End / time.Millisecond), CharacterName: cue.Character, Text: cue.Text, Emotion: cue.Emotion})
 	}
-	done, err := s.store.ImportLines(c.Request().Context(), currentUser(c).ID, p.ID, lines)
+	done, err := s.store.ImportScript(c.Request().Context(), currentUser(c).ID, p.ID, lines,
+		studio.ImportOpts{Mode: mode, DryRun: vm.Preview})
 	var ie *studio.ImportError
 	if errors.As(err, &ie) {
 		for _, pr := range ie.Problems {
-			vm.Problems = append(vm.Problems, s.t(c, "script.problem_at_line", pr.Line, pr.Err.In(langOf(c))))
+			msg := pr.Err.In(langOf(c))
+			if pr.Line > 0 {
+				msg = s.t(c, "script.problem_at_line", pr.Line, msg)
+			}
+			vm.Problems = append(vm.Problems, msg)
 		}
-		return s.render(c, http.StatusUnprocessableEntity, views.ImportOutcome(page, vm))
+		return refuse(http.StatusUnprocessableEntity)
 	}
 	if err != nil {
 		return err
 	}
 	vm.Result = done
+	if vm.Preview {
+		vm.Cues, vm.Rows, vm.FlagCounts = len(cues), previewRows(cues, done.Actions), flagCounts(cues)
+		return s.render(c, http.StatusOK, views.ImportOutcome(page, vm))
+	}
 	if vm.Lines, err = s.projectVM(c, p); err != nil {
 		return err
 	}
 	vm.Lines.OOB = true
 	c.Response().Header().Set(hxTrigger, "progress-changed")
 	return s.render(c, http.StatusOK, views.ImportOutcome(page, vm))
+}
+
+// previewRows lists the first views.MaxPreviewRows cues with what the import does
+// with each; actions are those of the cues that are not duplicates within the file.
+func previewRows(cues []script.Cue, actions []studio.ImportAction) []views.ImportRow {
+	rows := make([]views.ImportRow, 0, min(len(cues), views.MaxPreviewRows))
+	j := 0
+	for _, cue := range cues {
+		r := views.ImportRow{SourceLine: cue.SourceLine, Start: script.FormatTimecode(cue.Start), End: script.FormatTimecode(cue.End),
+			Character: cue.Character, Text: cue.Text, Flags: cue.Flags, Action: views.ImportActionFileDuplicate}
+		if !slices.Contains(cue.Flags, script.FlagDuplicate) {
+			r.Action, r.Idx = actions[j].Kind, actions[j].Idx
+			j++
+		}
+		if len(rows) < views.MaxPreviewRows {
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// flagCounts counts the cues per flag.
+func flagCounts(cues []script.Cue) map[string]int {
+	n := map[string]int{}
+	for _, c := range cues {
+		for _, f := range c.Flags {
+			n[f]++
+		}
+	}
+	return n
 }
 
 func (s *Server) exportScript(c echo.Context) error {

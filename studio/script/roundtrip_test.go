@@ -63,13 +63,7 @@ func TestRoundTripTricky(t *testing.T) {
 			require.NoError(t, Write(&buf, f, cues))
 			got, err := Parse("export", buf.Bytes())
 			require.NoError(t, err, buf.String())
-			want := keepable(cues, f)
-			if f == FormatSRT {
-				// SRT cannot escape: a name with angle brackets is written as a
-				// prefix, which does not read back as one.
-				want[7].Character, want[7].Text = "Eve", ": tab\there"
-			}
-			require.Equal(t, want, keepable(got, f))
+			require.Equal(t, keepable(cues, f), keepable(got, f))
 		})
 	}
 }

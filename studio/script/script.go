@@ -1,5 +1,5 @@
 // Package script imports and exports dubbing scripts: the timed, per-character lines a
-// dubbing editor works on, read from and written to SRT, WebVTT and CSV files.
+// dubbing editor works on, read from SRT, WebVTT, CSV, SSA/ASS and TTML files and written to SRT, WebVTT and CSV.
 //
 // Import is all-or-nothing. Parse returns either every cue of the file or a *ParseError
 // that lists every problem found, each with its 1-based line number in the source file
@@ -27,9 +27,11 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"dubstudio/i18n"
 )
@@ -54,7 +56,17 @@ const (
 	// FlagDuplicate marks a cue with the times and text of an earlier cue of the file;
 	// an import skips it.
 	FlagDuplicate = "duplicate"
+	// FlagDialogue marks a cue holding two speakers' lines, each opened by a dash
+	// ("- Hi.\n- Hello."): a dubbing line has one voice, so it is worth splitting.
+	FlagDialogue = "dialogue"
+	// FlagLongLine marks a cue with a line of more than LongLine characters.
+	FlagLongLine = "long_line"
 )
+
+// LongLine is the longest line of cue text, in characters, that is not flagged: the
+// 42 of the usual subtitle style guides (Netflix, BBC, EBU). Dubbing does not need
+// short lines, so it is a flag, never a limit.
+const LongLine = 42
 
 // Format is a script file format.
 type Format string
@@ -66,6 +78,8 @@ const (
 	FormatCSV Format = "csv"
 	// FormatASS is SubStation Alpha (SSA) and Advanced SubStation Alpha (ASS); read only.
 	FormatASS Format = "ass"
+	// FormatTTML is TTML (DFXP, SMPTE-TT, EBU-TT-D, the IMSC text profiles); read only.
+	FormatTTML Format = "ttml"
 )
 
 // ContentType returns the MIME type to serve an exported file of format f with.
@@ -197,6 +211,9 @@ func ParseVTT(data []byte) ([]Cue, error) { return parseSource(FormatVTT, decode
 // ParseASS reads the Dialogue events of an SSA/ASS file.
 func ParseASS(data []byte) ([]Cue, error) { return parseSource(FormatASS, decode(data)) }
 
+// ParseTTML reads the paragraphs of a TTML document.
+func ParseTTML(data []byte) ([]Cue, error) { return parseSource(FormatTTML, decode(data)) }
+
 // ParseCSV reads a CSV file whose first row names the columns: start, end, character,
 // text and, optionally, emotion (in any order and case; common aliases such as "speaker"
 // or "dialogue" are accepted, other columns are ignored). The separator is a comma, a
@@ -228,6 +245,8 @@ func parseSource(f Format, src *source) ([]Cue, error) {
 			cues = parseCSV(src)
 		case FormatASS:
 			cues = parseASS(src)
+		case FormatTTML:
+			cues = parseTTML(src)
 		}
 		if len(cues) == 0 && !src.failed() {
 			src.add(1, "script.no_cues")
@@ -266,6 +285,9 @@ func detect(filename string, src *source) Format {
 				return FormatSRT
 			}
 		}
+		if isTTML(lines, i) {
+			return FormatTTML
+		}
 		if looksLikeCSVHeader(first) {
 			return FormatCSV
 		}
@@ -279,13 +301,16 @@ func detect(filename string, src *source) Format {
 		return FormatCSV
 	case ".ass", ".ssa":
 		return FormatASS
+	case ".ttml", ".dfxp", ".xml":
+		return FormatTTML
 	}
 	return ""
 }
 
 // flag sorts the cues by start time (stable: cues starting together keep the file's
-// order), then sets FlagDuplicate, FlagOverlap and FlagZeroLength. A duplicate is not
-// counted as an overlap of the cue it repeats.
+// order), then sets FlagDuplicate, FlagOverlap, FlagZeroLength, FlagDialogue and
+// FlagLongLine. A duplicate is not counted as an overlap of the cue it repeats, nor
+// flagged otherwise.
 func flag(cues []Cue) {
 	sort.SliceStable(cues, func(i, j int) bool { return cues[i].Start < cues[j].Start })
 	type key struct {
@@ -309,8 +334,39 @@ func flag(cues []Cue) {
 		if c.End == c.Start {
 			c.Flags = append(c.Flags, FlagZeroLength)
 		}
+		if isDialogue(c.Text) {
+			c.Flags = append(c.Flags, FlagDialogue)
+		}
+		if hasLongLine(c.Text) {
+			c.Flags = append(c.Flags, FlagLongLine)
+		}
 		maxEnd = max(maxEnd, c.End)
 	}
+}
+
+// dialogueDash matches a dash opening a speaker's turn: a hyphen, en dash or em dash
+// at the start of a line, or after a sentence's end on the same line, then a blank.
+var dialogueDash = regexp.MustCompile(`(?:^|[.!?…。！？]["”’»]?\s+)[-‐–—]\s*\S`)
+
+// isDialogue reports whether text holds two speakers' turns marked with dashes:
+// "- Hi.\n- Hello.", or "- Hi. - Hello." on one line. A dash on the first line
+// alone does not count ("- and then...").
+func isDialogue(text string) bool {
+	turns := 0
+	for _, l := range strings.Split(text, "\n") {
+		turns += len(dialogueDash.FindAllStringIndex(l, -1))
+	}
+	return turns >= 2
+}
+
+// hasLongLine reports whether a line of text is longer than LongLine characters.
+func hasLongLine(text string) bool {
+	for l := range strings.SplitSeq(text, "\n") {
+		if utf8.RuneCountInString(l) > LongLine {
+			return true
+		}
+	}
+	return false
 }
 
 // validateForWrite checks what every writer needs: times that can be written.

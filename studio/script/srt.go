@@ -17,7 +17,7 @@ func parseSRT(s *source) []Cue {
 	// a line is a timing line or an index by what it says, not by its markup.
 	pl := make([]plainLine, n)
 	for i, l := range lines {
-		pl[i] = plain(l, false)
+		pl[i] = plain(l)
 	}
 	isTiming := func(i int) bool {
 		_, _, ok := parseTimingLine(pl[i].text)
@@ -81,8 +81,9 @@ func isIndex(s string) bool { return s != "" && len(s) <= 9 && allDigits(s) }
 
 // WriteSRT writes cues as a SubRip file, numbered from 1, with CRLF line ends. A cue's
 // character is written as a "NAME: " prefix of its first line, or as a voice span
-// (<v NAME>) when a prefix could not carry the name back. SRT has no escaping: text
-// that holds a formatting tag itself (typed into a CSV, say) loses it when read back.
+// (<v NAME>) when a prefix could not carry the name back. Text is escaped only where
+// reading it back would change it (escapeSRT), so that text typed with a tag or a
+// reference in it ("<i>", "&amp;") reads back as it was, and other text is as typed.
 func WriteSRT(w io.Writer, cues []Cue) error {
 	if err := validateForWrite("SRT", cues); err != nil {
 		return err
@@ -90,15 +91,15 @@ func WriteSRT(w io.Writer, cues []Cue) error {
 	bw := bufio.NewWriter(w)
 	for i, c := range cues {
 		fmt.Fprintf(bw, "%d\r\n%s --> %s\r\n", i+1, formatTimecode(c.Start, ','), formatTimecode(c.End, ','))
-		lines, voice := namedLines(c, FormatSRT)
+		lines, voice := namedLines(c)
 		if voice != "" {
-			bw.WriteString("<v " + voice + ">")
+			bw.WriteString("<v " + escapeSRTVoice(voice) + ">")
 			if len(lines) == 0 {
 				bw.WriteString("\r\n")
 			}
 		}
 		for _, l := range lines {
-			bw.WriteString(l)
+			bw.WriteString(escapeSRT(l))
 			bw.WriteString("\r\n")
 		}
 		bw.WriteString("\r\n")
@@ -112,18 +113,16 @@ func WriteSRT(w io.Writer, cues []Cue) error {
 // namedLines returns the text lines of c with its character as a name prefix. A
 // character that a prefix cannot carry back ("Bob!", "A: B", a name of six words) is
 // returned as voiceName instead, for the caller to write as a voice span, which both
-// parsers read; in SRT only when it holds no angle bracket, since SRT cannot escape one.
-func namedLines(c Cue, f Format) (lines []string, voiceName string) {
+// parsers read.
+func namedLines(c Cue) (lines []string, voiceName string) {
 	lines = textLines(c.Text)
 	name := canonName(c.Character)
 	switch {
 	case name == "":
 		return lines, ""
-	case (len(lines) == 0 || !isPrefixName(name)) && (f == FormatVTT || !strings.ContainsAny(name, "<>")):
+	case len(lines) == 0 || !isPrefixName(name):
 		// A prefix alone ("ALICE:") is read as text: a name needs text after it.
 		return lines, name
-	case len(lines) == 0:
-		return []string{name + ":"}, ""
 	}
 	lines[0] = name + ": " + lines[0]
 	return lines, ""

@@ -1,6 +1,7 @@
 package script
 
 import (
+	"html"
 	"regexp"
 	"strconv"
 	"strings"
@@ -149,7 +150,7 @@ func isFormatTag(body []byte) (ok bool, voice string) {
 // isTagSpace reports whether c separates a tag's name from its annotation.
 func isTagSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\f' }
 
-// decodeEntities decodes WebVTT character references. References that would produce
+// decodeEntities decodes the character references of SRT and WebVTT text. References that would produce
 // a control character, or none, stay as they are.
 func decodeEntities(s string) string {
 	if !strings.Contains(s, "&") {
@@ -160,6 +161,11 @@ func decodeEntities(s string) string {
 			return r
 		}
 		if ref[1] != '#' {
+			// The rest of HTML's named references (&hellip;, &eacute;), which
+			// WebVTT text may use too.
+			if r := html.UnescapeString(ref); r != ref && !hasControl(r) {
+				return r
+			}
 			return ref
 		}
 		var n uint64
@@ -178,20 +184,64 @@ func decodeEntities(s string) string {
 }
 
 // escapeVTT escapes what WebVTT cue text cannot hold as is. Escaping ">" too keeps
-// "-->" out of cue text.
-var escapeVTT = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
+// "-->" out of cue text. A "{" becomes &#123; where the line holds a SubStation
+// override ({\an8}), which the reader removes from WebVTT too.
+func escapeVTT(line string) string {
+	line = vttEscaper.Replace(line)
+	if t, _ := stripTags(line); t != line {
+		line = strings.ReplaceAll(line, "{", "&#123;")
+	}
+	return line
+}
 
-// plainLine is one line of SRT or WebVTT cue text as it reads: tags removed, WebVTT
-// references decoded, trimmed; voice is the name of its first voice span, if any.
+var vttEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// hasControl reports whether s holds a control character other than a tab or newline.
+func hasControl(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' {
+			return true
+		}
+	}
+	return false
+}
+
+// escapeSRT escapes a line of SRT cue text just enough that reading it back (tags
+// stripped, then references decoded, as plain does) gives the line again, and leaves
+// it as typed otherwise, since not every player decodes references: an "&" that
+// starts a reference becomes &amp;, every "<" becomes &lt; when the line holds a
+// formatting tag, a "{" becomes &#123; when it holds an override ({\an8}), and "-->"
+// becomes --&gt; so that text cannot pass for a timing line. Each replacement starts
+// with "&", which a reference cannot contain, so no new reference is formed.
+func escapeSRT(line string) string {
+	if strings.Contains(line, "&") {
+		line = entity.ReplaceAllStringFunc(line, func(ref string) string { return "&amp;" + ref[1:] })
+	}
+	if t, _ := stripTags(line); t != line {
+		line = strings.ReplaceAll(line, "<", "&lt;")
+		if t, _ := stripTags(line); t != line {
+			line = strings.ReplaceAll(line, "{", "&#123;")
+		}
+	}
+	return strings.ReplaceAll(line, "-->", "--&gt;")
+}
+
+// escapeSRTVoice escapes a voice span's annotation in SRT: as escapeSRT, and "<" and
+// ">" always, which would end or nest the span.
+func escapeSRTVoice(name string) string {
+	return strings.NewReplacer("<", "&lt;", ">", "&gt;").Replace(escapeSRT(name))
+}
+
+// plainLine is one line of SRT or WebVTT cue text as it reads: tags removed,
+// character references decoded, trimmed; voice is the name of its first voice span,
+// if any.
 type plainLine struct {
 	text, voice string
 }
 
-func plain(raw string, vtt bool) plainLine {
+func plain(raw string) plainLine {
 	t, v := stripTags(raw)
-	if vtt {
-		t, v = decodeEntities(t), decodeEntities(v)
-	}
+	t, v = decodeEntities(t), decodeEntities(v)
 	return plainLine{text: strings.TrimSpace(t), voice: canonName(v)}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 )
 
@@ -34,12 +35,15 @@ func parseVTT(s *source) []Cue {
 		return i
 	}
 	b := cueBuilder{src: s}
+	// inStyle is set from a STYLE block to the first cue: CSS may hold blank lines.
+	inStyle := false
 	for i < n {
 		if isBlank(lines[i]) {
 			i++
 			continue
 		}
-		if isVTTBlock(lines[i]) {
+		if isVTTBlock(lines[i]) || b.count == 0 && isVTTHeaderBlock(lines[i:skip(i)], inStyle) {
+			inStyle = inStyle || strings.TrimRight(lines[i], " \t") == "STYLE"
 			i = skip(i)
 			continue
 		}
@@ -74,7 +78,7 @@ func parseVTT(s *source) []Cue {
 		if ok {
 			pl := make([]plainLine, 0, j-timing-1)
 			for _, l := range lines[timing+1 : j] {
-				pl = append(pl, plain(l, true))
+				pl = append(pl, plain(l))
 			}
 			character, text := cueText(pl)
 			b.add(timing+2, Cue{SourceLine: block + 1, Start: start, End: end, Character: character, Text: text})
@@ -83,6 +87,33 @@ func parseVTT(s *source) []Cue {
 	}
 	return b.cues
 }
+
+// isVTTHeaderBlock reports whether block, a block before the first cue holding no
+// "-->", is one that WebVTT parsers skip there and that is not a cue missing its
+// timing line: the rest of a STYLE block's CSS after a blank line (afterStyle), or
+// header lines of legacy files (Region: id=..., X-TIMESTAMP-MAP=...) set apart from
+// the header by a blank line. A line starting with a timecode (a cue with a broken
+// arrow) makes it a cue, which is reported.
+func isVTTHeaderBlock(block []string, afterStyle bool) bool {
+	for _, l := range block {
+		if strings.Contains(l, "-->") {
+			return false
+		}
+		if f := strings.Fields(l); len(f) > 0 {
+			if _, ok := parseTimecode(f[0]); ok {
+				return false
+			}
+		}
+		if !afterStyle && !vttHeaderLine.MatchString(l) {
+			return false
+		}
+	}
+	return true
+}
+
+// vttHeaderLine matches a metadata line of a WebVTT header: "Name: value" or
+// "NAME=value" with no blank in the name.
+var vttHeaderLine = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]*(?::|=)\s*\S`)
 
 // isVTTHeader reports whether line is a WebVTT file's first line.
 func isVTTHeader(line string) bool {
@@ -110,7 +141,7 @@ func WriteVTT(w io.Writer, cues []Cue) error {
 	bw.WriteString("WEBVTT\n")
 	for _, c := range cues {
 		fmt.Fprintf(bw, "\n%s --> %s\n", FormatTimecode(c.Start), FormatTimecode(c.End))
-		lines, voice := namedLines(c, FormatVTT)
+		lines, voice := namedLines(c)
 		if voice != "" {
 			bw.WriteString("<v " + escapeVTT(voice) + ">")
 			if len(lines) == 0 {

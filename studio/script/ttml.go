@@ -1,0 +1,414 @@
+package script
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ttmlTag matches the root element of a TTML document, with or without a prefix.
+var ttmlTag = regexp.MustCompile(`<(?:[A-Za-z_][\w.-]*:)?tt[\s>/]`)
+
+// isTTML reports whether the file starting at line first (its first non-blank line)
+// is a TTML document: it starts with markup and a <tt> element comes early.
+func isTTML(lines []string, first int) bool {
+	if !strings.HasPrefix(strings.TrimSpace(lines[first]), "<") {
+		return false
+	}
+	var head strings.Builder
+	for i := first; i < len(lines) && i < first+200 && head.Len() < 16<<10; i++ {
+		head.WriteString(lines[i])
+		head.WriteByte('\n')
+	}
+	return ttmlTag.MatchString(head.String())
+}
+
+// ttmlRates are the frame and tick rates of a document (its ttp: parameters), which
+// the "f" and "t" time units and clock times with frames count in.
+type ttmlRates struct {
+	frameRate    float64 // effective: ttp:frameRate × ttp:frameRateMultiplier
+	subFrameRate float64
+	tickRate     float64
+}
+
+// ttmlRatesOf reads the ttp: parameters of the root element; defaults as in TTML:
+// 30 frames a second, one sub-frame, and a tick rate of frame rate × sub-frame rate
+// when a frame rate is given, else 1.
+func ttmlRatesOf(attrs []xml.Attr) (ttmlRates, bool) {
+	num := func(v string) (float64, bool) {
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+		return float64(n), err == nil && n > 0
+	}
+	frameRate, subFrameRate, tickRate, multiplier := 30.0, 1.0, 0.0, 1.0
+	frameRateSet := false
+	for _, a := range attrs {
+		var ok bool
+		switch a.Name.Local {
+		case "frameRate":
+			frameRate, ok = num(a.Value)
+			frameRateSet = true
+		case "subFrameRate":
+			subFrameRate, ok = num(a.Value)
+		case "tickRate":
+			tickRate, ok = num(a.Value)
+		case "frameRateMultiplier":
+			f := strings.Fields(a.Value)
+			if len(f) == 2 {
+				n, okN := num(f[0])
+				d, okD := num(f[1])
+				multiplier, ok = n/d, okN && okD
+			}
+		default:
+			continue
+		}
+		if !ok {
+			return ttmlRates{}, false
+		}
+	}
+	r := ttmlRates{frameRate: frameRate * multiplier, subFrameRate: subFrameRate, tickRate: tickRate}
+	if tickRate == 0 {
+		r.tickRate = 1
+		if frameRateSet {
+			r.tickRate = r.frameRate * subFrameRate
+		}
+	}
+	return r, true
+}
+
+var (
+	ttmlClock  = regexp.MustCompile(`^(\d{2,}):(\d{2}):(\d{2})(?:(\.\d+)|:(\d{2,})(?:\.(\d+))?)?$`)
+	ttmlOffset = regexp.MustCompile(`^(\d+(?:\.\d+)?)(h|ms|m|s|f|t)$`)
+)
+
+// time reads a TTML time expression: clock time (hh:mm:ss, hh:mm:ss.fraction,
+// hh:mm:ss:frames, hh:mm:ss:frames.subframes) or offset time (a number and h, m, s,
+// ms, f or t), rounded to the millisecond.
+func (r ttmlRates) time(v string) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	var sec float64
+	if m := ttmlClock.FindStringSubmatch(v); m != nil {
+		h, _ := strconv.ParseFloat(m[1], 64)
+		mi, _ := strconv.ParseFloat(m[2], 64)
+		s, _ := strconv.ParseFloat(m[3], 64)
+		if mi >= 60 || s >= 60 {
+			return 0, false
+		}
+		sec = h*3600 + mi*60 + s
+		switch {
+		case m[4] != "":
+			f, _ := strconv.ParseFloat("0"+m[4], 64)
+			sec += f
+		case m[5] != "":
+			frames, _ := strconv.ParseFloat(m[5], 64)
+			sub := 0.0
+			if m[6] != "" {
+				sub, _ = strconv.ParseFloat(m[6], 64)
+			}
+			sec += (frames + sub/r.subFrameRate) / r.frameRate
+		}
+	} else if m := ttmlOffset.FindStringSubmatch(v); m != nil {
+		n, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			return 0, false
+		}
+		switch m[2] {
+		case "h":
+			sec = n * 3600
+		case "m":
+			sec = n * 60
+		case "s":
+			sec = n
+		case "ms":
+			sec = n / 1000
+		case "f":
+			sec = n / r.frameRate
+		case "t":
+			sec = n / r.tickRate
+		}
+	} else {
+		return 0, false
+	}
+	if math.IsNaN(sec) || sec > maxTimecode.Seconds() {
+		return 0, false
+	}
+	return time.Duration(math.Round(sec*1000)) * time.Millisecond, true
+}
+
+// ttmlNode is an open timed element (tt, body, div, p, span): its interval in
+// absolute time, and for a seq container the end of its last child.
+type ttmlNode struct {
+	begin, end time.Duration
+	hasEnd     bool
+	seq        bool
+	cursor     time.Duration
+	agent      string
+	preserve   bool
+}
+
+// ttmlCue is the paragraph being read.
+type ttmlCue struct {
+	line       int
+	begin, end time.Duration
+	hasEnd     bool
+	agent      string
+	text       strings.Builder
+}
+
+// parseTTML reads the paragraphs (<p>) of a TTML document, as the IMSC text profiles
+// that streaming platforms deliver use it: begin, end and dur on body, div, p and span
+// (relative to the parent, in par or seq containers), <br/> as a line break, the text
+// of <span> elements, and ttm:agent naming the character by its ttm:name in the
+// document's head. Styling, layout and other metadata are ignored.
+func parseTTML(s *source) []Cue {
+	text := strings.Join(s.lines, "\n")
+	d := xml.NewDecoder(strings.NewReader(text))
+	d.Strict = true
+	d.Entity = xml.HTMLEntity
+	// The bytes were decoded already (decodeAs); a declared encoding is what they were.
+	d.CharsetReader = func(_ string, r io.Reader) (io.Reader, error) { return r, nil }
+	lineOf := func(n int) int { return max(1, min(n, len(s.lines))) }
+	pos := func() int {
+		n, _ := d.InputPos()
+		return lineOf(n)
+	}
+	b := cueBuilder{src: s}
+	var rates ttmlRates
+	agents := map[string]string{}
+	var (
+		stack     []ttmlNode
+		names     []string
+		cue       *ttmlCue
+		agentID   string // the <ttm:agent> being read in the head
+		inName    bool
+		agentName strings.Builder
+		root      bool
+	)
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			var se *xml.SyntaxError
+			if errors.As(err, &se) {
+				s.add(lineOf(se.Line), "script.ttml_syntax", se.Msg)
+			} else {
+				s.add(pos(), "script.ttml_syntax", err.Error())
+			}
+			return nil
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			name := t.Name.Local
+			names = append(names, name)
+			if !root {
+				root = true
+				if name != "tt" {
+					s.add(pos(), "script.ttml_root", name)
+					return nil
+				}
+				var ok bool
+				if rates, ok = ttmlRatesOf(t.Attr); !ok {
+					s.add(pos(), "script.ttml_rates")
+					return nil
+				}
+			}
+			switch {
+			case name == "agent" && cue == nil:
+				agentID = ttmlAttr(t.Attr, "id")
+			case name == "name" && agentID != "":
+				inName = true
+				agentName.Reset()
+			}
+			if !ttmlTimed(name) {
+				if name == "br" && cue != nil {
+					cue.text.WriteByte('\n')
+				}
+				continue
+			}
+			parent := ttmlNode{}
+			if len(stack) > 0 {
+				parent = stack[len(stack)-1]
+			}
+			n, ok := ttmlInterval(s, rates, parent, t.Attr, pos())
+			if !ok {
+				n = parent
+				n.seq = false
+			}
+			stack = append(stack, n)
+			if name == "p" && cue == nil {
+				cue = &ttmlCue{line: pos(), begin: n.begin, end: n.end, hasEnd: n.hasEnd, agent: n.agent}
+				if !ok {
+					cue.line = 0 // reported already
+				}
+			}
+		case xml.EndElement:
+			if len(names) == 0 {
+				continue
+			}
+			name := names[len(names)-1]
+			names = names[:len(names)-1]
+			switch {
+			case name == "name" && inName:
+				inName = false
+				if _, dup := agents[agentID]; !dup {
+					agents[agentID] = canonName(agentName.String())
+				}
+			case name == "agent":
+				agentID = ""
+			}
+			if !ttmlTimed(name) || len(stack) == 0 {
+				continue
+			}
+			n := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && stack[len(stack)-1].seq {
+				stack[len(stack)-1].cursor = max(n.end, n.begin)
+			}
+			if name == "p" && cue != nil {
+				if !b.next(cue.line) {
+					return b.cues
+				}
+				ttmlAddCue(s, &b, cue, agents)
+				cue = nil
+			}
+		case xml.CharData:
+			if inName {
+				agentName.Write(t)
+			}
+			if cue != nil && len(stack) > 0 {
+				if stack[len(stack)-1].preserve {
+					cue.text.Write(t)
+				} else {
+					cue.text.WriteString(strings.Map(func(r rune) rune {
+						if r == '\n' || r == '\r' || r == '\t' {
+							return ' '
+						}
+						return r
+					}, string(t)))
+				}
+			}
+		}
+	}
+	if !root {
+		s.add(1, "script.ttml_root", "")
+	}
+	return b.cues
+}
+
+// ttmlTimed reports whether an element of TTML's body takes part in timing.
+func ttmlTimed(name string) bool {
+	switch name {
+	case "tt", "body", "div", "p", "span":
+		return true
+	}
+	return false
+}
+
+// ttmlAttr returns the value of the attribute with local name local, "" if none.
+func ttmlAttr(attrs []xml.Attr, local string) string {
+	for _, a := range attrs {
+		if a.Name.Local == local {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+// ttmlInterval computes an element's absolute interval from its begin, end and dur,
+// relative to its parent's begin (par) or its previous sibling's end (seq), and
+// clipped to the parent's end. A bad time expression is reported on line.
+func ttmlInterval(s *source, r ttmlRates, parent ttmlNode, attrs []xml.Attr, line int) (ttmlNode, bool) {
+	base := parent.begin
+	if parent.seq {
+		base = parent.cursor
+	}
+	n := ttmlNode{begin: base, end: parent.end, hasEnd: parent.hasEnd, agent: parent.agent, preserve: parent.preserve}
+	var begin, end, dur time.Duration
+	var hasBegin, hasEnd, hasDur bool
+	for _, a := range attrs {
+		var d *time.Duration
+		var has *bool
+		switch a.Name.Local {
+		case "begin":
+			d, has = &begin, &hasBegin
+		case "end":
+			d, has = &end, &hasEnd
+		case "dur":
+			d, has = &dur, &hasDur
+		case "timeContainer":
+			n.seq = strings.TrimSpace(a.Value) == "seq"
+			continue
+		case "agent":
+			if f := strings.Fields(a.Value); len(f) > 0 {
+				n.agent = f[0]
+			}
+			continue
+		case "space":
+			n.preserve = strings.TrimSpace(a.Value) == "preserve"
+			continue
+		default:
+			continue
+		}
+		v, ok := r.time(a.Value)
+		if !ok {
+			s.add(line, "script.ttml_bad_time", strings.TrimSpace(a.Value))
+			return n, false
+		}
+		*d, *has = v, true
+	}
+	if hasBegin {
+		n.begin = base + begin
+	}
+	switch {
+	case hasEnd && hasDur:
+		n.end, n.hasEnd = min(base+end, n.begin+dur), true
+	case hasEnd:
+		n.end, n.hasEnd = base+end, true
+	case hasDur:
+		n.end, n.hasEnd = n.begin+dur, true
+	}
+	if parent.hasEnd && n.hasEnd {
+		n.end = min(n.end, parent.end)
+	}
+	if n.hasEnd && n.end < n.begin {
+		n.end = n.begin
+	}
+	n.cursor = n.begin
+	return n, true
+}
+
+// ttmlAddCue checks and keeps a paragraph read to its end.
+func ttmlAddCue(s *source, b *cueBuilder, c *ttmlCue, agents map[string]string) {
+	if c.line == 0 {
+		return
+	}
+	if !c.hasEnd {
+		s.add(c.line, "script.ttml_no_end")
+		return
+	}
+	if c.begin > maxTimecode || c.end > maxTimecode {
+		s.add(c.line, "script.ttml_bad_time", FormatTimecode(c.end))
+		return
+	}
+	raw := c.text.String()
+	if r, ok := controlChar(strings.NewReplacer("\n", " ", "\t", " ").Replace(raw)); ok {
+		s.add(c.line, "script.control_char", fmt.Sprintf("U+%04X", r))
+		return
+	}
+	voice := agents[c.agent]
+	var pl []plainLine
+	for l := range strings.SplitSeq(raw, "\n") {
+		// XML white space only: a no-break space (&nbsp;) is text.
+		words := strings.FieldsFunc(l, func(r rune) bool { return r == ' ' || r == '\t' || r == '\r' || r == '\n' })
+		pl = append(pl, plainLine{text: strings.Join(words, " "), voice: voice})
+	}
+	character, text := cueText(pl)
+	b.add(c.line, Cue{SourceLine: c.line, Start: c.begin, End: c.end, Character: character, Text: text})
+}
