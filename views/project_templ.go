@@ -4383,9 +4383,9 @@ func WorkersPage(p Page, ws []studio.WorkerInfo, paused bool) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var265 string
-			templ_7745c5c3_Var265, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("workers.slots"))
+			templ_7745c5c3_Var265, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("workers.at_once"))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 581, Col: 139}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 581, Col: 141}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var265))
 			if templ_7745c5c3_Err != nil {
@@ -4398,7 +4398,7 @@ func WorkersPage(p Page, ws []studio.WorkerInfo, paused bool) templ.Component {
 			var templ_7745c5c3_Var266 string
 			templ_7745c5c3_Var266, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("workers.seen"))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 581, Col: 171}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 581, Col: 173}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var266))
 			if templ_7745c5c3_Err != nil {
@@ -4466,9 +4466,9 @@ func WorkersPage(p Page, ws []studio.WorkerInfo, paused bool) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var271 string
-				templ_7745c5c3_Var271, templ_7745c5c3_Err = templ.JoinStringErrs(itoa(w.Slots))
+				templ_7745c5c3_Var271, templ_7745c5c3_Err = templ.JoinStringErrs(itoa(w.Concurrency))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 588, Col: 37}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 588, Col: 43}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var271))
 				if templ_7745c5c3_Err != nil {
