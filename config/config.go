@@ -32,7 +32,6 @@ type Config struct {
 	WorkerName      string
 	Engine          string
 	EngineURL       string
-	WorkerSlots     int
 	MaxUploadBytes  int64
 	LogLevel        string
 	DemoProject     bool
@@ -59,6 +58,10 @@ type Config struct {
 	// (MAX_EXPORT_SECONDS).
 	MaxLineMs   int
 	MaxExportMs int
+
+	// WorkerConcurrency is how many syntheses a worker runs at once on a CPU or HTTP
+	// engine (WORKER_CONCURRENCY; 0: the engine's default).
+	WorkerConcurrency int
 
 	// TrustedProxies are the proxies whose X-Forwarded-For names the client
 	// (TRUSTED_PROXIES); without them the client is the connection's address.
@@ -208,13 +211,13 @@ var options = []option{
 			c.EngineURL = v
 			return nil
 		}},
-	{name: "WORKER_SLOTS", def: "0", defHelp: "0 (the number of CPUs, or 8 on an HTTP engine)", help: "syntheses a worker runs at once on a CPU or HTTP engine",
+	{name: "WORKER_CONCURRENCY", def: "0", defHelp: "0 (the number of CPUs, or 8 on an HTTP engine)", help: "syntheses a worker runs at once on a CPU or HTTP engine",
 		setFunc: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 || n > 256 {
 				return errors.New("must be a whole number between 0 and 256")
 			}
-			c.WorkerSlots = n
+			c.WorkerConcurrency = n
 			return nil
 		}},
 	{name: "MAX_UPLOAD_MB", def: "50", help: "largest accepted upload in MiB",

@@ -24,7 +24,7 @@ func TestGPUAgent(t *testing.T) {
 	require.NoError(t, store.RegisterWorker(ctx, studio.WorkerInfo{Name: "w-gpu", Host: "box", PID: 1, Engines: []string{"simulator"}}))
 	agent := fleet.NewAgent(store, b.gpus, fleet.AgentConfig{Worker: "w-gpu", Host: "box"})
 
-	sp := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "three", MaxSlots: 3, ReservePct: 10,
+	sp := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "three", Concurrency: 3, ReservePct: 10,
 		LongTextThresholdSec: 3, LongLaneLimit: 1, MaxGenSeconds: 6, SegmentTokens: 120, FP16: true}}
 	require.NoError(t, store.SaveGPUProfile(ctx, admin.ID, sp))
 	require.NoError(t, store.AssignGPUProfile(ctx, admin.ID, simGPU, sp.ID))

@@ -122,9 +122,9 @@ func NewCalibrationHosts(cfg GPUsConfig, dev gpu.Device) *CalibrationHosts {
 	return &CalibrationHosts{cfg: cfg, dev: dev}
 }
 
-// Prepare readies the slots of profile p admitted by cal.
+// Prepare readies the seats of profile p admitted by cal.
 func (c *CalibrationHosts) Prepare(ctx context.Context, p gpu.Profile, cal gpu.Calibration) error {
-	n := p.MaxSlots
+	n := p.Concurrency
 	if c.gpus == nil {
 		cfg := c.cfg
 		cfg.GPUs, cfg.SharedMonitor = []gpu.Device{c.dev}, true

@@ -19,7 +19,7 @@ func TestGPUsCalibrateTakesTheGPUAndGivesItBack(t *testing.T) {
 	t.Parallel()
 	b := setupSimGPUs(t, simGPUsOpts{})
 	b.serving(t, 2)
-	p := gpu.Profile{Name: "cal", MaxSlots: 2, ReservePct: 15, LongTextThresholdSec: 4, LongLaneLimit: 1,
+	p := gpu.Profile{Name: "cal", Concurrency: 2, ReservePct: 15, LongTextThresholdSec: 4, LongLaneLimit: 1,
 		MaxGenSeconds: 6, SegmentTokens: 120, FP16: true}
 	var keys []string
 	res, err := b.gpus.Calibrate(context.Background(), 42, simGPU, p, func(k string, _ ...any) { keys = append(keys, k) })
@@ -29,7 +29,7 @@ func TestGPUsCalibrateTakesTheGPUAndGivesItBack(t *testing.T) {
 	require.Positive(t, res.Recommended)
 	require.NotEmpty(t, res.Verdict.Steps)
 	require.Equal(t, res.Recommended, res.RecommendedProfile.LongLaneLimit,
-		"24 GiB hold every slot's longest line: no long lane needed")
+		"24 GiB hold every seat's longest line: no long lane needed")
 	b.serving(t, 2)
 }
 
@@ -38,7 +38,7 @@ func TestGPUsRefuseToCalibrateABatchingProfile(t *testing.T) {
 	b := setupSimGPUs(t, simGPUsOpts{batching: true})
 	b.serving(t, 2)
 	p := gpu.DefaultProfile()
-	p.Name, p.Batching, p.MaxSlots = "batch", true, 64
+	p.Name, p.Batching, p.Concurrency = "batch", true, 64
 	_, err := b.gpus.Calibrate(context.Background(), 43, simGPU, p, nil)
 	require.ErrorIs(t, err, fleet.ErrCalibrateBatching)
 	b.serving(t, 2) // the GPU was not taken from the pool
@@ -51,14 +51,14 @@ func TestGPUsCalibrationLoadTestRunsThroughTheExecutor(t *testing.T) {
 	// (each host on its own, caches kept) fails at three; through the executor three
 	// are clean.
 	const total = 13_600_000_000
-	p := gpu.Profile{Name: "tight", MaxSlots: 2, ReservePct: 1, LongTextThresholdSec: 15, LongLaneLimit: 1,
+	p := gpu.Profile{Name: "tight", Concurrency: 2, ReservePct: 1, LongTextThresholdSec: 15, LongLaneLimit: 1,
 		MaxGenSeconds: 30, SegmentTokens: 120, FP16: true}
 
 	unmanaged := simdev.New(total)
 	launcher := &ttshost.SimLauncher{Devices: map[string]*simdev.Device{simGPU: unmanaged},
 		Config: tts.SimulatorConfig{FollowTarget: true, TokensPerSecond: 20000}}
 	old, err := calibrate.Run(context.Background(), calibrate.Config{GPU: gpu.Device{UUID: simGPU, TotalBytes: total},
-		Profile: p, Device: simDeviceMemory{unmanaged}, MaxSlots: 3,
+		Profile: p, Device: simDeviceMemory{unmanaged}, MaxConcurrency: 3,
 		Launch: func(ctx context.Context, i int) (ttshost.EngineHost, error) {
 			return launcher.LaunchHost(ctx, gpu.LaunchOpts{GPU: simGPU, ID: fmt.Sprintf("cal%d", i)})
 		}})
@@ -72,7 +72,7 @@ func TestGPUsCalibrationLoadTestRunsThroughTheExecutor(t *testing.T) {
 	v := res.Verdict
 	require.Zero(t, v.CrashAt, "no step failed: %+v", res.Failures)
 	require.Zero(t, b.dev.OOMs(), "the card never ran out of memory")
-	require.Equal(t, 3, res.Verdict.Steps[len(v.Steps)-1].Slots, "the load test went up to the hosts that fit")
+	require.Equal(t, 3, res.Verdict.Steps[len(v.Steps)-1].Concurrency, "the load test went up to the hosts that fit")
 	for _, st := range v.Steps {
 		require.LessOrEqual(t, st.PeakVRAMBytes, int64(total))
 	}

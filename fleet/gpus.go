@@ -157,7 +157,7 @@ const borrowerEstimate = gpu.GiB
 // many lines as hosts could ever run there under the executor with the default
 // prediction (with borrowers of about borrowerEstimate where the engine's hosts can
 // share weights), at least 2, at most 16, so that a profile raised live is not held
-// back by the queue; lines beyond the profile's slots wait for admission. Where the
+// back by the queue; lines beyond the profile's concurrency wait for admission. Where the
 // engine's hosts can batch it is gpu.MaxBatchSequences, so that a GPU switched to
 // batching live gets as many lines as its one host may decode at once.
 func capacityOf(total int64, share, batching bool) int {
@@ -225,7 +225,7 @@ func (s *GPUs) Devices() []gpu.Device {
 }
 
 // Start samples the GPUs, feeds the executor and starts each GPU's hosts with its
-// profile's slots, until ctx ends or Stop.
+// profile's concurrency, until ctx ends or Stop.
 func (s *GPUs) Start(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

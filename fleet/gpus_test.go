@@ -57,7 +57,7 @@ func setupSimGPUs(t *testing.T, o simGPUsOpts) *simBundle {
 		Driver: ttshost.NewSimDriver(ttshost.SimDevice{UUID: simGPU, Name: "Simulated", Device: dev})})
 	launcher := &ttshost.SimLauncher{Devices: map[string]*simdev.Device{simGPU: dev},
 		Config: tts.SimulatorConfig{FollowTarget: true, TokensPerSecond: 20000}, Configure: o.configure}
-	slots, err := fleet.NewGPUs(fleet.GPUsConfig{
+	gpus, err := fleet.NewGPUs(fleet.GPUsConfig{
 		Engine: "simulator", Monitor: mon, Simulated: true, Launcher: launcher,
 		Memory:       func(string) calibrate.DeviceMemory { return simDeviceMemory{dev} },
 		Pool:         gpu.PoolConfig{HealthInterval: 20 * time.Millisecond, RestartBackoff: 10 * time.Millisecond},
@@ -66,23 +66,23 @@ func setupSimGPUs(t *testing.T, o simGPUsOpts) *simBundle {
 	})
 	require.NoError(t, err)
 	if o.batching {
-		launcher.Profile = slots.LaunchProfile
+		launcher.Profile = gpus.LaunchProfile
 	}
 	if o.profile != nil {
-		require.NoError(t, slots.Apply(simGPU, fleet.Setting{Profile: *o.profile, Calibration: o.cal}))
+		require.NoError(t, gpus.Apply(simGPU, fleet.Setting{Profile: *o.profile, Calibration: o.cal}))
 	}
-	slots.Start(ctx)
+	gpus.Start(ctx)
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = slots.Stop(sctx)
+		require.NoError(t, gpus.Stop(sctx))
 	})
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	info, err := slots.Model(wctx)
+	info, err := gpus.Model(wctx)
 	require.NoError(t, err)
 	require.Equal(t, "simulator-1", info.Version)
-	return &simBundle{gpus: slots, dev: dev}
+	return &simBundle{gpus: gpus, dev: dev}
 }
 
 // serving waits until n hosts of the GPU serve (a bound on a hang, not a timing).
@@ -144,10 +144,10 @@ func synth(ctx context.Context, t *testing.T, s workflow.Permit, secs float64) (
 // of memory, because admission waits and asks idle hosts to release their caches.
 func TestGPUsMixedLengthsStayWithinBudget(t *testing.T) {
 	t.Parallel()
-	p := gpu.Profile{Name: "tight", MaxSlots: 2, ReservePct: 15, LongTextThresholdSec: 15, LongLaneLimit: 1,
+	p := gpu.Profile{Name: "tight", Concurrency: 2, ReservePct: 15, LongTextThresholdSec: 15, LongLaneLimit: 1,
 		MaxGenSeconds: 30, SegmentTokens: 120, FP16: true}
 	total := 11 * gpu.GiB
-	// The simulated model's true size: the default (5 GiB) would not fit two slots
+	// The simulated model's true size: the default (5 GiB) would not fit two hosts
 	// and a 30 s line at once, and the profile would refuse those lines.
 	cal := gpu.Calibration{ResidentBytes: tts.SimResidentBytes}
 	b := setupSimGPUs(t, simGPUsOpts{total: total, profile: &p, cal: cal})
@@ -230,7 +230,7 @@ func TestGPUsRefuseWhatCanNeverRun(t *testing.T) {
 	b := setupSimGPUs(t, simGPUsOpts{profile: &p})
 	ctx := context.Background()
 	s, err := b.gpus.Acquire(ctx, workflow.PermitRequest{LineID: 9, AudioSeconds: 25, TextRunes: 300})
-	require.NoError(t, err, "a refusal is a slot that fails the line with its reason")
+	require.NoError(t, err, "a refusal is a permit that fails the line with its reason")
 	require.Empty(t, s.Device())
 	_, err = synth(ctx, t, s, 25)
 	require.ErrorContains(t, err, "render.too_long")
@@ -253,7 +253,7 @@ func TestGPUsNeverFitsInMemory(t *testing.T) {
 	require.ErrorContains(t, err, "gpu.request.never_fits")
 }
 
-// A host that hangs is killed when its slot is given back hung; its pool starts a
+// A host that hangs is killed when its permit is given back hung; its pool starts a
 // new one.
 func TestGPUsKillAHungHost(t *testing.T) {
 	t.Parallel()
@@ -268,20 +268,20 @@ func TestGPUsKillAHungHost(t *testing.T) {
 	require.EqualValues(t, 1, metricsOf(b.gpus).HostDeaths, "counted once")
 }
 
-// Profiles apply live: more slots start hosts, fewer drain them, a change of the
-// hosts' own settings restarts them, and a profile that cannot fit one slot is
+// Profiles apply live: a higher concurrency starts hosts, fewer drain them, a change of the
+// hosts' own settings restarts them, and a profile that cannot fit one host is
 // refused with the measured numbers while the GPU keeps its profile.
 func TestGPUsApplyProfilesLive(t *testing.T) {
 	t.Parallel()
 	b := setupSimGPUs(t, simGPUsOpts{})
 	b.serving(t, 2)
 	p := gpu.DefaultProfile()
-	p.Name, p.MaxSlots = "wide", 4
+	p.Name, p.Concurrency = "wide", 4
 	require.NoError(t, b.gpus.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 7}))
 	snap := b.serving(t, 4)
 	require.Equal(t, "wide", snap.Profile.Name)
 
-	p.MaxSlots = 1
+	p.Concurrency = 1
 	require.NoError(t, b.gpus.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 7}))
 	b.serving(t, 1)
 
@@ -311,7 +311,7 @@ func TestGPUsShareWeights(t *testing.T) {
 	t.Parallel()
 	// Eight hosts on a 24 GiB card: eight 4.3 GB models would not fit, one model and
 	// seven 0.6 GB borrowers do.
-	p := gpu.Profile{Name: "shared", MaxSlots: 8, ReservePct: 5, LongTextThresholdSec: 15, LongLaneLimit: 8,
+	p := gpu.Profile{Name: "shared", Concurrency: 8, ReservePct: 5, LongTextThresholdSec: 15, LongLaneLimit: 8,
 		MaxGenSeconds: 30, SegmentTokens: 120, FP16: true, ShareWeights: true}
 	cal := gpu.Calibration{ResidentBytes: tts.SimResidentBytes, BorrowerBytes: ttshost.SimBorrowerBytes}
 	var crashLender atomic.Bool
@@ -388,7 +388,7 @@ func TestGPUsShareWeights(t *testing.T) {
 	require.True(t, res.RecommendedProfile.ShareWeights)
 	// The count that fits is memory arithmetic; the recommendation also weighs the
 	// load test's throughput, which a busy test machine decides, so it is not asserted.
-	require.Greater(t, res.SlotsThatFit, 4, "more hosts than four whole models")
+	require.Greater(t, res.ConcurrencyThatFits, 4, "more hosts than four whole models")
 	require.Empty(t, res.Failures, "the load test runs every step that fits")
 	require.Zero(t, b.dev.OOMs())
 }
@@ -413,7 +413,7 @@ func TestGPUsRefuseBatchingTheEngineCannotDo(t *testing.T) {
 	b := setupSimGPUs(t, simGPUsOpts{})
 	b.serving(t, 2)
 	p := gpu.DefaultProfile()
-	p.Batching, p.MaxSlots = true, 32
+	p.Batching, p.Concurrency = true, 32
 	err := b.gpus.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 4})
 	require.ErrorIs(t, err, gpu.ErrInvalid)
 	g := b.gpus.Live(time.Minute).GPUs[0]
@@ -422,14 +422,14 @@ func TestGPUsRefuseBatchingTheEngineCannotDo(t *testing.T) {
 	require.False(t, g.Snapshot.Profile.Batching, "the GPU kept its profile")
 }
 
-// A batching GPU runs one host that decodes the profile's slots of lines at once,
+// A batching GPU runs one host that decodes the profile's concurrency of lines at once,
 // charged only their activations beside its weights and KV pool: never over the
 // budget, an out-of-memory error from the host sheds one line as retryable, and a
 // profile change restarts the host with the new number of sequences.
 func TestGPUsBatchingHost(t *testing.T) {
 	t.Parallel()
 	p := gpu.DefaultProfile()
-	p.Name, p.Batching, p.MaxSlots, p.LongLaneLimit, p.KVCacheGiB = "batch", true, 12, 3, 4
+	p.Name, p.Batching, p.Concurrency, p.LongLaneLimit, p.KVCacheGiB = "batch", true, 12, 3, 4
 	var ooms atomic.Int64
 	b := setupSimGPUs(t, simGPUsOpts{profile: &p, batching: true, configure: func(_ gpu.LaunchOpts, c *tts.SimulatorConfig) {
 		c.FaultFunc = func(r tts.Request) tts.Fault {
@@ -442,7 +442,7 @@ func TestGPUsBatchingHost(t *testing.T) {
 	}})
 	require.Equal(t, gpu.MaxBatchSequences, b.gpus.Capacity(), "River may hand a batching GPU its sequences")
 	snap := b.serving(t, 1)
-	require.Len(t, snap.Hosts, 1, "one batching host, not one per slot")
+	require.Len(t, snap.Hosts, 1, "one batching host, not one per seat")
 	// The host holds its weights and its 4 GiB KV pool.
 	require.Equal(t, tts.SimResidentBytes+4*gpu.GiB, b.dev.Used())
 	b.dev.ResetPeak()
@@ -517,7 +517,7 @@ func TestGPUsBatchingHost(t *testing.T) {
 	// Fewer sequences, applied live: the host restarts after its work with the new
 	// concurrency.
 	before := b.serving(t, 1)
-	p.MaxSlots, p.LongLaneLimit = 4, 2
+	p.Concurrency, p.LongLaneLimit = 4, 2
 	require.NoError(t, b.gpus.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 5}))
 	after := b.replaced(t, before, 1)
 	require.Len(t, after.Hosts, 1)

@@ -69,13 +69,13 @@ func (s *GPUs) Acquire(ctx context.Context, req workflow.PermitRequest) (workflo
 }
 
 // fitsCalibrated reports whether a line of secs fits some GPU by its profile and
-// calibration alone: its peak beside the models of all the profile's slots.
+// calibration alone: its peak beside the models of all the profile's hosts.
 func (s *GPUs) fitsCalibrated(secs float64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.gpus {
 		p := e.profile
-		models := gpu.ModelsBytes(p, e.cal, p.MaxSlots)
+		models := gpu.ModelsBytes(p, e.cal, p.Concurrency)
 		if p.Batching {
 			models = gpu.BatchResident(p, e.cal, e.dev.TotalBytes, 0)
 		}

@@ -26,7 +26,7 @@ func settingsOf(p gpu.Profile) studio.GPUProfileSettings { return studio.GPUProf
 var ErrUnknownGPU = fmt.Errorf("no live worker has the GPU: %w", gpu.ErrInvalid)
 
 // ErrCalibrateBatching: a batching profile cannot be calibrated yet. Calibration
-// starts one process host per slot, which on a batching profile (up to 256 slots)
+// starts one process host per seat, which on a batching profile (a concurrency up to 256)
 // would be hundreds of copies of the weights.
 var ErrCalibrateBatching = fmt.Errorf("calibrating a batching profile is not available yet: %w", gpu.ErrInvalid)
 
@@ -86,7 +86,7 @@ func AssignProfile(ctx context.Context, store *studio.Store, userID int64, uuid 
 // ProfileInput names a profile form's fields (the Go field names of gpu.Profile),
 // in form order; the flags are on when their value is not empty.
 var (
-	ProfileNumbers = []string{"MaxSlots", "ReservePct", "LongTextThresholdSec", "LongLaneLimit", "MaxGenSeconds", "SegmentTokens",
+	ProfileNumbers = []string{"Concurrency", "ReservePct", "LongTextThresholdSec", "LongLaneLimit", "MaxGenSeconds", "SegmentTokens",
 		"Beams", "KVCacheGiB"}
 	ProfileFlags = []string{"FP16", "EmotionTextModel", "ShareWeights", "Batching"}
 )
@@ -115,7 +115,7 @@ func ParseProfile(values map[string]string) (gpu.Profile, []gpu.FieldProblem) {
 		}
 		*dst = v
 	}
-	whole("MaxSlots", &p.MaxSlots)
+	whole("Concurrency", &p.Concurrency)
 	num("ReservePct", &p.ReservePct)
 	num("LongTextThresholdSec", &p.LongTextThresholdSec)
 	whole("LongLaneLimit", &p.LongLaneLimit)
@@ -149,14 +149,14 @@ func ProfileValues(p gpu.Profile) map[string]string {
 		return ""
 	}
 	float := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
-	return map[string]string{"Name": p.Name, "MaxSlots": strconv.Itoa(p.MaxSlots), "ReservePct": float(p.ReservePct),
+	return map[string]string{"Name": p.Name, "Concurrency": strconv.Itoa(p.Concurrency), "ReservePct": float(p.ReservePct),
 		"LongTextThresholdSec": float(p.LongTextThresholdSec), "LongLaneLimit": strconv.Itoa(p.LongLaneLimit),
 		"MaxGenSeconds": float(p.MaxGenSeconds), "SegmentTokens": strconv.Itoa(p.SegmentTokens),
 		"FP16": flag(p.FP16), "EmotionTextModel": flag(p.EmotionTextModel), "ShareWeights": flag(p.ShareWeights),
 		"Batching": flag(p.Batching), "Beams": strconv.Itoa(p.BeamsOrDefault()), "KVCacheGiB": float(p.KVCacheGiB)}
 }
 
-// Misfit is a profile refused on a live GPU: it cannot run one slot there with the
+// Misfit is a profile refused on a live GPU: it cannot run one synthesis there with the
 // measured numbers.
 type Misfit struct {
 	Card Card
@@ -176,7 +176,7 @@ func (m *Misfit) In(lang i18n.Lang) string {
 }
 
 // CheckFits refuses p on the live GPUs with the given UUIDs when it cannot run one
-// slot there with the measured numbers (gpu.CheckFits, with the GPU's applied
+// synthesis there with the measured numbers (gpu.CheckFits, with the GPU's applied
 // calibration or the defaults); GPUs no live worker has are not checked.
 func CheckFits(ctx context.Context, store *studio.Store, p gpu.Profile, uuids []string) (*Misfit, error) {
 	board, err := ReadBoard(ctx, store)

@@ -22,7 +22,7 @@ func TestParseProfileRoundTrips(t *testing.T) {
 func TestParseProfileNamesEveryBadField(t *testing.T) {
 	t.Parallel()
 	v := fleet.ProfileValues(gpu.DefaultProfile())
-	v["Name"], v["MaxSlots"], v["ReservePct"] = "", "two", "95"
+	v["Name"], v["Concurrency"], v["ReservePct"] = "", "two", "95"
 	_, probs := fleet.ParseProfile(v)
 	keys := map[string]string{}
 	for _, pr := range probs {
@@ -30,16 +30,16 @@ func TestParseProfileNamesEveryBadField(t *testing.T) {
 			keys[pr.Field] = pr.Key
 		}
 	}
-	require.Equal(t, map[string]string{"Name": "gpu.profile.name_required", "MaxSlots": "gpus.profile.not_number",
+	require.Equal(t, map[string]string{"Name": "gpu.profile.name_required", "Concurrency": "gpus.profile.not_number",
 		"ReservePct": "gpu.profile.reserve_range"}, keys)
 }
 
 func TestProfileOfAStoredProfile(t *testing.T) {
 	t.Parallel()
-	sp := studio.GPUProfile{ID: 7, GPUProfileSettings: studio.GPUProfileSettings{Name: "h200", MaxSlots: 8, ReservePct: 10,
+	sp := studio.GPUProfile{ID: 7, GPUProfileSettings: studio.GPUProfileSettings{Name: "h200", Concurrency: 8, ReservePct: 10,
 		LongTextThresholdSec: 15, LongLaneLimit: 2, MaxGenSeconds: 30, SegmentTokens: 120, FP16: true, ShareWeights: true}}
 	p := fleet.ProfileOf(sp)
-	require.Equal(t, gpu.Profile{Name: "h200", MaxSlots: 8, ReservePct: 10, LongTextThresholdSec: 15, LongLaneLimit: 2,
+	require.Equal(t, gpu.Profile{Name: "h200", Concurrency: 8, ReservePct: 10, LongTextThresholdSec: 15, LongLaneLimit: 2,
 		MaxGenSeconds: 30, SegmentTokens: 120, FP16: true, ShareWeights: true}, p)
 }
 
@@ -57,7 +57,7 @@ func TestDecodeCalibrationOfNothing(t *testing.T) {
 func TestParseProfileBatching(t *testing.T) {
 	t.Parallel()
 	p := gpu.DefaultProfile()
-	p.Batching, p.MaxSlots, p.Beams, p.KVCacheGiB = true, 64, 1, 12.5
+	p.Batching, p.Concurrency, p.Beams, p.KVCacheGiB = true, 64, 1, 12.5
 	got, probs := fleet.ParseProfile(fleet.ProfileValues(p))
 	require.Empty(t, probs)
 	require.Equal(t, p, got)

@@ -46,18 +46,18 @@ func TestGPUsOnARealGPU(t *testing.T) {
 		},
 		ProcessBytes: func(uuid string, pid int) (int64, bool) { return mon.ProcessBytes(uuid, pid) },
 	})
-	slots, err := fleet.NewGPUs(fleet.GPUsConfig{Engine: "bench", Monitor: mon, GPUs: []gpu.Device{dev},
+	gpus, err := fleet.NewGPUs(fleet.GPUsConfig{Engine: "bench", Monitor: mon, GPUs: []gpu.Device{dev},
 		Launcher: launcher})
 	require.NoError(t, err)
-	p := gpu.Profile{Name: "h200-test", MaxSlots: 3, ReservePct: 15, LongTextThresholdSec: 8, LongLaneLimit: 1,
+	p := gpu.Profile{Name: "h200-test", Concurrency: 3, ReservePct: 15, LongTextThresholdSec: 8, LongLaneLimit: 1,
 		MaxGenSeconds: 10, SegmentTokens: 120, FP16: true}
-	require.NoError(t, slots.Apply(dev.UUID, fleet.Setting{Profile: p}))
+	require.NoError(t, gpus.Apply(dev.UUID, fleet.Setting{Profile: p}))
 	samples, stop := mon.Subscribe()
-	slots.Start(ctx)
+	gpus.Start(ctx)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = slots.Stop(sctx)
+		require.NoError(t, gpus.Stop(sctx))
 	}()
 	var maxUsed atomic.Int64
 	go func() {
@@ -71,7 +71,7 @@ func TestGPUsOnARealGPU(t *testing.T) {
 	}()
 	wctx, cancel := context.WithTimeout(ctx, 120*time.Second)
 	defer cancel()
-	info, err := slots.Model(wctx)
+	info, err := gpus.Model(wctx)
 	require.NoError(t, err)
 	ref := filepath.Join(t.TempDir(), "ref.wav")
 	samplesRef := make([]int16, 8*16000)
@@ -93,7 +93,7 @@ func TestGPUsOnARealGPU(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for _, secs := range []float64{2, 5, 10} {
-				s, err := slots.Acquire(wctx, workflow.PermitRequest{LineID: int64(g*10 + int(secs)), AudioSeconds: secs, TextRunes: 40})
+				s, err := gpus.Acquire(wctx, workflow.PermitRequest{LineID: int64(g*10 + int(secs)), AudioSeconds: secs, TextRunes: 40})
 				if !assert(t, err) {
 					return
 				}
@@ -112,13 +112,14 @@ func TestGPUsOnARealGPU(t *testing.T) {
 	}
 	wg.Wait()
 	stop()
-	m := slots.Executor().Metrics().GPUs[0]
-	snap := slots.Executor().Snapshot()[0]
+	m := gpus.Executor().Metrics().GPUs[0]
+	snap := gpus.Executor().Snapshot()[0]
 	summary := map[string]any{"gpu": dev, "model": info, "lines": done, "wall_seconds": time.Since(start).Seconds(),
 		"max_used_bytes": maxUsed.Load(), "budget_bytes": p.Budget(dev.TotalBytes, 0), "metrics": m, "snapshot": snap}
 	if out := os.Getenv("OUT"); out != "" {
-		data, _ := json.MarshalIndent(summary, "", "  ")
-		_ = os.WriteFile(filepath.Join(out, "gpu_slots.json"), data, 0o644)
+		data, err := json.MarshalIndent(summary, "", "  ")
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(out, "gpu_snapshot.json"), data, 0o644))
 	}
 	t.Logf("%d lines in %.1f s; card used at most %.2f GB of a %.2f GB budget; safety factor %.2f; hosts %d",
 		len(done), time.Since(start).Seconds(), float64(maxUsed.Load())/1e9, float64(p.Budget(dev.TotalBytes, 0))/1e9,

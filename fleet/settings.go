@@ -19,7 +19,7 @@ type Setting struct {
 // Apply puts a GPU's profile and calibration in force without a restart: the
 // executor admits by them at once, the pool grows at once or drains its extra hosts
 // first, and a change of the hosts' own settings (fp16, the emotion model, shared
-// weights, batching and a batching host's sequences, beams and KV cache) restarts them after their work. A profile that cannot run one slot on the
+// weights, batching and a batching host's sequences, beams and KV cache) restarts them after their work. A profile that cannot run one synthesis on the
 // card with the measured numbers (gpu.CheckFits), or asks for shared weights the
 // engine cannot give, is refused and the GPU keeps what it had; the refusal is shown
 // with the GPU (Live).
@@ -66,7 +66,7 @@ func (s *GPUs) Apply(uuid string, st Setting) error {
 	}
 	e.profile, e.cal, e.profileID, e.calibrationID = st.Profile, st.Calibration, st.ProfileID, st.CalibrationID
 	e.pool.SetShareWeights(st.Profile.ShareWeights) // for the hosts started from now on
-	s.log.Info("GPU settings applied", "gpu", uuid, "profile", st.Profile.Name, "slots", st.Profile.MaxSlots,
+	s.log.Info("GPU settings applied", "gpu", uuid, "profile", st.Profile.Name, "concurrency", st.Profile.Concurrency,
 		"calibration", st.CalibrationID)
 	if !s.started || e.calibrating != 0 {
 		return nil
@@ -74,7 +74,7 @@ func (s *GPUs) Apply(uuid string, st Setting) error {
 	if old.FP16 != st.Profile.FP16 || old.EmotionTextModel != st.Profile.EmotionTextModel ||
 		old.ShareWeights != st.Profile.ShareWeights || old.Batching != st.Profile.Batching ||
 		(st.Profile.Batching && (old.BeamsOrDefault() != st.Profile.BeamsOrDefault() ||
-			old.KVCacheGiB != st.Profile.KVCacheGiB || old.MaxSlots != st.Profile.MaxSlots)) {
+			old.KVCacheGiB != st.Profile.KVCacheGiB || old.Concurrency != st.Profile.Concurrency)) {
 		s.restartLocked(e)
 		return nil
 	}

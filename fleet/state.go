@@ -13,7 +13,7 @@ import (
 )
 
 // Live describes the GPUs for the admin page and /metrics: the recent samples, the
-// executor's budget and slots, the pools and the settings in force.
+// executor's budget and seats, the pools and the settings in force.
 func (s *GPUs) Live(recent time.Duration) gpu.LiveState {
 	m := s.exec.Metrics()
 	snaps := s.exec.Snapshot()
@@ -101,7 +101,7 @@ type Card struct {
 	GPU          gpu.LiveGPU
 	// AssignedID is the stored profile assigned to the GPU (0: the default).
 	AssignedID int64
-	// Running are the lines the GPU's hosts render now, by id (gpu.SlotSnapshot.LineID).
+	// Running are the lines the GPU's hosts render now, by id (gpu.SeatSnapshot.LineID).
 	Running map[int64]studio.LineSummary
 }
 
@@ -182,7 +182,7 @@ func nameRunning(ctx context.Context, store *studio.Store, cards []Card) error {
 	var ids []int64
 	for _, cd := range cards {
 		for _, h := range cd.GPU.Snapshot.Hosts {
-			for _, sl := range h.Slots {
+			for _, sl := range h.Seats {
 				if sl.LineID != 0 {
 					ids = append(ids, sl.LineID)
 				}
@@ -196,7 +196,7 @@ func nameRunning(ctx context.Context, store *studio.Store, cards []Card) error {
 	for i := range cards {
 		cards[i].Running = map[int64]studio.LineSummary{}
 		for _, h := range cards[i].GPU.Snapshot.Hosts {
-			for _, sl := range h.Slots {
+			for _, sl := range h.Seats {
 				if l, ok := lines[sl.LineID]; ok {
 					cards[i].Running[sl.LineID] = l
 				}

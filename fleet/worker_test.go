@@ -72,16 +72,16 @@ func setupGPUWorker(t *testing.T, lines int) *gpuWorkerBundle {
 		ReadyInterval: 20 * time.Millisecond,
 		Stderr:        func(gpu.LaunchOpts) io.Writer { return io.Discard },
 	})
-	slots, err := fleet.NewGPUs(fleet.GPUsConfig{Engine: "bench", Monitor: mon, Launcher: launcher,
+	gpus, err := fleet.NewGPUs(fleet.GPUsConfig{Engine: "bench", Monitor: mon, Launcher: launcher,
 		Pool: gpu.PoolConfig{HealthInterval: 100 * time.Millisecond, RestartBackoff: 20 * time.Millisecond}})
 	require.NoError(t, err)
-	slots.Start(ctx)
+	gpus.Start(ctx)
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		_ = slots.Stop(sctx)
+		require.NoError(t, gpus.Stop(sctx))
 	})
-	w, err := workflow.NewWorker(b.Pipeline, slots, workflow.WorkerConfig{Name: fmt.Sprintf("gpu-%d", time.Now().UnixNano()),
+	w, err := workflow.NewWorker(b.Pipeline, gpus, workflow.WorkerConfig{Name: fmt.Sprintf("gpu-%d", time.Now().UnixNano()),
 		DataDir: b.DataDir, FetchPollInterval: 100 * time.Millisecond, JobTimeout: 30 * time.Second,
 		RescueAfter: 40 * time.Second, Heartbeat: 300 * time.Millisecond, DeadAfter: 5 * time.Second,
 		RetryBase: 200 * time.Millisecond, RetryMax: time.Second}, slog.New(slog.DiscardHandler))
@@ -94,7 +94,7 @@ func setupGPUWorker(t *testing.T, lines int) *gpuWorkerBundle {
 			t.Logf("stopping the worker: %v", err)
 		}
 	})
-	return &gpuWorkerBundle{testBundle: b, gpus: slots, busy: busy}
+	return &gpuWorkerBundle{testBundle: b, gpus: gpus, busy: busy}
 }
 
 // killMidLine SIGKILLs the first host caught in the middle of a synthesis.

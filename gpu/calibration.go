@@ -284,9 +284,9 @@ func DetectLeak(fallbacks []int64, tolerance int64, rises int) (LeakWarning, boo
 	return LeakWarning{}, false
 }
 
-// LoadStep is the result of one step of a load test: Slots requests at once.
+// LoadStep is the result of one step of a load test: Concurrency requests at once.
 type LoadStep struct {
-	Slots                                    int
+	Concurrency                              int
 	Tasks, Successes, Failures, OOMs, Killed int
 	AvgLatency, P95Latency                   time.Duration
 	PeakVRAMBytes                            int64
@@ -303,15 +303,15 @@ func (s LoadStep) Healthy() bool {
 // LoadVerdict is the analysis of a load test.
 type LoadVerdict struct {
 	Steps []LoadStep
-	// CrashAt is the slot count of the first step with failures, OOMs or killed
+	// CrashAt is the concurrency of the first step with failures, OOMs or killed
 	// hosts; 0 if none.
 	CrashAt int
-	// SlowdownAt is the slot count of the first healthy step whose throughput gained
-	// under 5% over the best step below it (more slots, no more audio); 0 if none.
+	// SlowdownAt is the concurrency of the first healthy step whose throughput gained
+	// under 5% over the best step below it (more at once, no more audio); 0 if none.
 	SlowdownAt int
-	// Recommended is the fewest slots, among the healthy steps below the crash
+	// Recommended is the lowest concurrency, among the healthy steps below the crash
 	// point, that give at least KneeShare of the best throughput measured there; 0
-	// when even one slot fails.
+	// when even one synthesis at a time fails.
 	Recommended int
 	// Why names what decided: "slowdown" (steps above it added no throughput),
 	// "crash" (the step above it failed) or "untested_limit" (throughput was still
@@ -319,7 +319,7 @@ type LoadVerdict struct {
 	Why string
 }
 
-// LoadTestSteps returns the slot counts to test up to limit: 1, 2, 3, 4, 6, 8, 12,
+// LoadTestSteps returns the concurrency levels to test up to limit: 1, 2, 3, 4, 6, 8, 12,
 // 16, 24, 32, ... (doubling after 4, with the halfway step).
 func LoadTestSteps(limit int) []int {
 	var out []int
@@ -341,9 +341,9 @@ func LoadTestSteps(limit int) []int {
 // MinThroughputGain defines the slowdown point, KneeShare the recommendation.
 //
 // The source documents recommend one step below the slowdown point for a fixed pool
-// of processes, whose memory nothing watches. dubstudio's slots run under the
+// of processes, whose memory nothing watches. dubstudio's hosts run under the
 // executor, which admits each line by its predicted peak, so the load test runs
-// through it and the recommendation follows the throughput: the fewest slots that
+// through it and the recommendation follows the throughput: the lowest concurrency that
 // come within 3% of the most audio per second measured. Time per line is not a
 // limit: rendering a script is batch work.
 const (
@@ -352,22 +352,22 @@ const (
 )
 
 // AnalyzeLoadTest finds the crash point and the slowdown point of a stepwise load
-// test and recommends the fewest slots near the best throughput below the crash.
+// test and recommends the lowest concurrency near the best throughput below the crash.
 func AnalyzeLoadTest(steps []LoadStep) (LoadVerdict, error) {
 	v := LoadVerdict{Steps: append([]LoadStep(nil), steps...)}
 	if len(v.Steps) == 0 {
 		return v, fmt.Errorf("load test without steps: %w", ErrInvalid)
 	}
-	sort.Slice(v.Steps, func(i, j int) bool { return v.Steps[i].Slots < v.Steps[j].Slots })
+	sort.Slice(v.Steps, func(i, j int) bool { return v.Steps[i].Concurrency < v.Steps[j].Concurrency })
 	for i, s := range v.Steps {
-		if s.Slots < 1 || (i > 0 && s.Slots == v.Steps[i-1].Slots) {
-			return v, fmt.Errorf("load test step %d: slot counts must be positive and distinct: %w", i, ErrInvalid)
+		if s.Concurrency < 1 || (i > 0 && s.Concurrency == v.Steps[i-1].Concurrency) {
+			return v, fmt.Errorf("load test step %d: concurrency levels must be positive and distinct: %w", i, ErrInvalid)
 		}
 	}
 	healthy := v.Steps
 	for i, s := range v.Steps {
 		if !s.Healthy() {
-			v.CrashAt, healthy = s.Slots, v.Steps[:i]
+			v.CrashAt, healthy = s.Concurrency, v.Steps[:i]
 			break
 		}
 	}
@@ -378,13 +378,13 @@ func AnalyzeLoadTest(steps []LoadStep) (LoadVerdict, error) {
 	best := 0.0
 	for _, s := range healthy {
 		if v.SlowdownAt == 0 && best > 0 && s.Throughput < best*(1+MinThroughputGain) {
-			v.SlowdownAt = s.Slots
+			v.SlowdownAt = s.Concurrency
 		}
 		best = max(best, s.Throughput)
 	}
 	for i, s := range healthy {
 		if s.Throughput >= KneeShare*best {
-			v.Recommended = s.Slots
+			v.Recommended = s.Concurrency
 			switch {
 			case i < len(healthy)-1:
 				v.Why = "slowdown"
@@ -401,7 +401,7 @@ func AnalyzeLoadTest(steps []LoadStep) (LoadVerdict, error) {
 
 // LoadTestSettled reports whether a load test can stop after steps (in order): a
 // step failed, or the last two steps each gained under MinThroughputGain over the
-// best before them, so that more slots cannot change the recommendation.
+// best before them, so that higher concurrency cannot change the recommendation.
 func LoadTestSettled(steps []LoadStep) bool {
 	if len(steps) == 0 {
 		return false
@@ -434,10 +434,10 @@ type CalibrationBucket struct {
 
 // CalibrationFailure is one failed line of a calibration's load test.
 type CalibrationFailure struct {
-	Slots  int    `json:"slots"`
-	Bucket string `json:"bucket"`
-	Kind   string `json:"kind"` // "oom", "killed", "failed", "start"
-	Error  string `json:"error"`
+	Concurrency int    `json:"concurrency"`
+	Bucket      string `json:"bucket"`
+	Kind        string `json:"kind"` // "oom", "killed", "failed", "start"
+	Error       string `json:"error"`
 }
 
 // CalibrationResult is everything a calibration (gpu/calibrate) measured and
@@ -473,13 +473,13 @@ type CalibrationResult struct {
 	Calibration Calibration         `json:"calibration"`
 	Warnings    []Warning           `json:"warnings,omitempty"`
 	Leaks       []LeakWarning       `json:"leaks,omitempty"`
-	// DoesNotFit is set when the profile cannot run one slot with the measured
+	// DoesNotFit is set when the profile cannot run one synthesis with the measured
 	// numbers (CheckFits); the load test is then skipped.
-	DoesNotFit   *Warning             `json:"does_not_fit,omitempty"`
-	SlotsThatFit int                  `json:"slots_that_fit"`
-	Verdict      LoadVerdict          `json:"verdict"`
-	Failures     []CalibrationFailure `json:"failures,omitempty"`
-	// Recommended is the slot count to use (0: none works); RecommendedProfile the
+	DoesNotFit          *Warning             `json:"does_not_fit,omitempty"`
+	ConcurrencyThatFits int                  `json:"concurrency_that_fits"`
+	Verdict             LoadVerdict          `json:"verdict"`
+	Failures            []CalibrationFailure `json:"failures,omitempty"`
+	// Recommended is the concurrency to use (0: none works); RecommendedProfile the
 	// profile with it.
 	Recommended        int     `json:"recommended"`
 	RecommendedProfile Profile `json:"recommended_profile"`

@@ -131,11 +131,11 @@ func TestLoadTestSteps(t *testing.T) {
 func TestAnalyzeLoadTest(t *testing.T) {
 	t.Parallel()
 	// step builds a healthy step from the audio seconds per wall second measured on
-	// the H200 (docs/indextts.md), 20 lines of 5 s each per slot.
-	step := func(slots int, aps float64) LoadStep {
-		lat := time.Duration(float64(slots) * 5 / aps * float64(time.Second))
-		return LoadStep{Slots: slots, Tasks: 20 * slots, Successes: 20 * slots, AvgLatency: lat,
-			P95Latency: lat * 5 / 4, PeakVRAMBytes: int64(slots) * 6 * GiB, Throughput: aps}
+	// the H200 (docs/indextts.md), 20 lines of 5 s each per synthesis at once.
+	step := func(n int, aps float64) LoadStep {
+		lat := time.Duration(float64(n) * 5 / aps * float64(time.Second))
+		return LoadStep{Concurrency: n, Tasks: 20 * n, Successes: 20 * n, AvgLatency: lat,
+			P95Latency: lat * 5 / 4, PeakVRAMBytes: int64(n) * 6 * GiB, Throughput: aps}
 	}
 	crash := func(s LoadStep, ooms, killed int) LoadStep {
 		s.OOMs, s.Killed, s.Successes = ooms, killed, s.Tasks-ooms-killed
@@ -157,7 +157,7 @@ func TestAnalyzeLoadTest(t *testing.T) {
 			[]LoadStep{step(1, 3.81), step(2, 5.76), step(3, 6.17), step(4, 6.83), step(6, 8.18), step(8, 8.71),
 				step(12, 8.53), step(16, 8.69)},
 			0, 12, 8, "slowdown"},
-		{"measured H200 (bench host, 2026-11-29): the fewest slots within 3% of the best",
+		{"measured H200 (bench host, 2026-11-29): the lowest concurrency within 3% of the best",
 			[]LoadStep{step(1, 2.11), step(2, 2.59), step(3, 3.81), step(4, 3.96), step(6, 4.23), step(8, 4.36)},
 			0, 4, 6, "slowdown"},
 		{"crash before slowdown",
@@ -175,7 +175,7 @@ func TestAnalyzeLoadTest(t *testing.T) {
 		{"no limit reached: keep the last step",
 			[]LoadStep{step(1, 0.8), step(2, 1.6), step(3, 2.4)},
 			0, 0, 3, "untested_limit"},
-		{"one slot already fails",
+		{"one at a time already fails",
 			[]LoadStep{crash(step(1, 0.8), 1, 0), step(2, 1.6)},
 			1, 0, 0, "crash"},
 		{"unsorted input",
@@ -192,7 +192,7 @@ func TestAnalyzeLoadTest(t *testing.T) {
 			require.Equal(t, tt.recommend, v.Recommended)
 			require.Equal(t, tt.why, v.Why)
 			for i := 1; i < len(v.Steps); i++ {
-				require.Less(t, v.Steps[i-1].Slots, v.Steps[i].Slots)
+				require.Less(t, v.Steps[i-1].Concurrency, v.Steps[i].Concurrency)
 			}
 		})
 	}

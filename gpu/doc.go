@@ -1,7 +1,8 @@
 // Package gpu owns dubstudio's GPUs: the NVML monitor that reads memory, utilisation,
 // temperature and power; the per-GPU concurrency profiles admins edit; the VRAM budget
 // and the admission executor that decides when a synthesis may start and where; the
-// pools of model-host processes (slots); and the analysis of calibration runs.
+// pools of model-host processes (a process host has one seat, a batching host many);
+// and the analysis of calibration runs.
 //
 // The budget follows docs/design.md: per GPU, budget = total × (1 − reserve) − memory
 // held by processes that are not ours, and a request is admitted when what our hosts
@@ -22,8 +23,8 @@
 //	exec.AddMonitoredGPUs(mon, profileAndCalibrationFor) // from the store
 //	go exec.Follow(ctx, mon)
 //	for each GPU: pool, _ := gpu.NewPool(gpu.PoolConfig{GPU: uuid, Launcher: l, Registry: exec, ...})
-//	              pool.Start(ctx, profile.MaxSlots)
-//	on a profile change: exec.SetProfile(uuid, p); pool.Resize(p.MaxSlots)
+//	              pool.Start(ctx, profile.Concurrency)
+//	on a profile change: exec.SetProfile(uuid, p); pool.Resize(p.Concurrency)
 //
 // and for each line: SplitText if it is longer than MaxGenSeconds, then
 // lease, err := exec.Acquire(ctx, gpu.Request{...}); synthesize on lease.Handle;

@@ -12,7 +12,7 @@ import (
 func ExampleExecutor() {
 	ctx := context.Background()
 	exec := gpu.NewExecutor(gpu.ExecutorConfig{})
-	profile := gpu.DefaultProfile() // 2 slots, 15% reserve
+	profile := gpu.DefaultProfile() // concurrency 2, 15% reserve
 	_ = exec.AddGPU(gpu.GPUConfig{UUID: "GPU-0", TotalBytes: 24 << 30, Profile: profile})
 	for i, id := range []string{"host-a", "host-b"} {
 		_ = exec.AddHost(ctx, "GPU-0", gpu.HostSpec{ID: id, Order: i})
@@ -24,14 +24,14 @@ func ExampleExecutor() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Printf("%s on %s, slot %d, lane %s, predicted %d MiB\n",
-		lease.Request.ID, lease.HostID, lease.Slot(), lease.Lane, lease.PredictedBytes>>20)
+	fmt.Printf("%s on %s, seat %d, lane %s, predicted %d MiB\n",
+		lease.Request.ID, lease.HostID, lease.Seat(), lease.Lane, lease.PredictedBytes>>20)
 	_ = lease.Done(gpu.Outcome{PeakBytes: 480 << 20, CachedAfter: 480 << 20})
 
 	s := exec.Snapshot()[0]
 	fmt.Printf("budget %d MiB, committed %d MiB\n", s.BudgetBytes>>20, s.CommittedBytes>>20)
 	// Output:
-	// line 7 on host-a, slot 0, lane normal, predicted 501 MiB
+	// line 7 on host-a, seat 0, lane normal, predicted 501 MiB
 	// budget 20889 MiB, committed 10720 MiB
 }
 

@@ -99,8 +99,8 @@ type CacheReleaser interface {
 type HostSpec struct {
 	// ID is unique on its GPU.
 	ID string
-	// Order places the host among the GPU's slots (lowest first); hosts whose slots
-	// are above the profile's MaxSlots take no work. The pool uses its slot index.
+	// Order places the host among the GPU's seats (lowest first); hosts whose seats
+	// are above the profile's Concurrency take no work. The pool uses its seat index.
 	Order int
 	// ModelBytes is the memory the host holds after load; 0 means the GPU's
 	// calibrated resident size, or its borrower's size for a host that Borrows.
@@ -129,12 +129,12 @@ type ReadyHost struct {
 	Handle any
 }
 
-// Request asks for a slot to synthesize one line.
+// Request asks for a seat to synthesize one line.
 type Request struct {
 	// ID names the work in snapshots and logs ("line 12", "speaker preparation").
 	ID string
 	// LineID is the line the work renders (0: none, a speaker preparation), so that
-	// a page can link the slot to its line without parsing ID.
+	// a page can link the seat to its line without parsing ID.
 	LineID int64
 	// AudioSeconds is the predicted length of the speech, from the line's slot.
 	AudioSeconds float64
@@ -281,7 +281,7 @@ func (e *NeverFitsError) In(lang i18n.Lang) string {
 // cached reserve and the predicted peaks of its requests in flight (a PyTorch
 // process reuses its own cache before asking the device for more), plus nothing
 // else. A request is admitted when committed plus the growth it causes stays within
-// the budget, a slot is idle and its lane has room; otherwise it waits in FIFO order
+// the budget, a seat is idle and its lane has room; otherwise it waits in FIFO order
 // (a request that cannot be admitted holds back later requests for the same GPUs, so
 // long lines are not starved by short ones). When cached reserves are what blocks it,
 // idle hosts are asked to release them.
@@ -431,8 +431,8 @@ func (e *Executor) gpu(uuid string) (*gpuState, error) {
 	return g, nil
 }
 
-// SetProfile changes a GPU's profile live. Slots above a lower MaxSlots take no new
-// work (the pool stops their hosts once idle); more slots are used as soon as hosts
+// SetProfile changes a GPU's profile live. Seats above a lower Concurrency take no new
+// work (the pool stops their hosts once idle); more seats are used as soon as hosts
 // serve them.
 func (e *Executor) SetProfile(uuid string, p Profile) error {
 	if err := p.Validate(); err != nil {
@@ -445,7 +445,7 @@ func (e *Executor) SetProfile(uuid string, p Profile) error {
 		return err
 	}
 	g.profile = p
-	e.log.Info("GPU profile changed", "gpu", uuid, "profile", p.Name, "slots", p.MaxSlots)
+	e.log.Info("GPU profile changed", "gpu", uuid, "profile", p.Name, "concurrency", p.Concurrency)
 	e.dispatchLocked()
 	return nil
 }
@@ -720,13 +720,15 @@ func (e *Executor) Close() {
 	e.queue = nil
 }
 
-// Lease is an admitted request: it holds a slot on a host and its predicted memory
-// until Done.
+// Lease is an admitted request: it holds a seat on a host and its predicted memory
+// until Done. A seat is one place where a synthesis runs: a process host has one,
+// a batching host as many as the profile's Concurrency; a GPU's seats are numbered
+// from 0 across its hosts, and only the first Concurrency of them take work.
 type Lease struct {
 	e    *Executor
 	g    *gpuState
 	h    *hostState
-	slot int
+	seat int
 
 	// GPU is the UUID of the GPU, GPUIndex its index.
 	GPU      string
@@ -750,8 +752,8 @@ type Lease struct {
 	result   error
 }
 
-// Slot returns the slot number the request runs in, 0-based across the GPU.
-func (l *Lease) Slot() int { return l.slot }
+// Seat returns the seat number the request runs in, 0-based across the GPU.
+func (l *Lease) Seat() int { return l.seat }
 
 // Lost is closed when the lease's GPU is lost or its host removed: stop waiting for
 // the host and call Done, which returns the RetryableError.
@@ -802,12 +804,12 @@ func (e *Executor) Acquire(ctx context.Context, req Request) (*Lease, error) {
 			e.dispatchLocked() // the head may have been holding others back
 		}
 		e.mu.Unlock()
-		if !removed { // admitted meanwhile: give the slot back
+		if !removed { // admitted meanwhile: give the seat back
 			if p := <-w.ready; p.lease != nil {
 				_ = p.lease.Done(Outcome{NotRun: true})
 			}
 		}
-		return nil, fmt.Errorf("waiting for a GPU slot for %s: %w", req.ID, ctx.Err())
+		return nil, fmt.Errorf("waiting for a GPU seat for %s: %w", req.ID, ctx.Err())
 	}
 }
 
@@ -900,16 +902,16 @@ func (g *gpuState) committed() int64 {
 	return c
 }
 
-// slotStart returns the first slot number of each host that may take work (in
-// registration order) and how many of its slots are within MaxSlots.
-func (g *gpuState) slotLayout() map[*hostState][2]int {
+// seatLayout returns the first seat number of each host that may take work (in
+// registration order) and how many of its seats are within Concurrency.
+func (g *gpuState) seatLayout() map[*hostState][2]int {
 	out := map[*hostState][2]int{}
 	next := 0
 	for _, h := range g.hosts {
 		if h.draining || h.dead {
 			continue
 		}
-		capacity := min(max(g.profile.MaxSlots-next, 0), len(h.busy))
+		capacity := min(max(g.profile.Concurrency-next, 0), len(h.busy))
 		out[h] = [2]int{next, capacity}
 		next += len(h.busy)
 	}
@@ -923,14 +925,14 @@ const (
 	statusOK gpuStatus = iota
 	statusIneligible
 	statusLane
-	statusSlot
+	statusSeat
 	statusMemory
 )
 
 type candidate struct {
 	g        *gpuState
 	h        *hostState
-	slot     int
+	seat     int
 	peak     int64
 	base     int64
 	headroom int64
@@ -968,7 +970,7 @@ func (e *Executor) evaluate(w *waiter, g *gpuState) (gpuStatus, candidate) {
 		}
 	}
 	var best *candidate
-	for h, layout := range g.slotLayout() {
+	for h, layout := range g.seatLayout() {
 		if !h.ready || !h.placed || h.releasing || h.nBusy() >= layout[1] {
 			continue
 		}
@@ -977,7 +979,7 @@ func (e *Executor) evaluate(w *waiter, g *gpuState) (gpuStatus, candidate) {
 			headroom: budget - committed - growth}
 		for k, l := range h.busy {
 			if l == nil {
-				c.slot = layout[0] + k
+				c.seat = layout[0] + k
 				break
 			}
 		}
@@ -986,7 +988,7 @@ func (e *Executor) evaluate(w *waiter, g *gpuState) (gpuStatus, candidate) {
 		}
 	}
 	if best == nil {
-		return statusSlot, candidate{}
+		return statusSeat, candidate{}
 	}
 	if best.headroom < 0 {
 		return statusMemory, candidate{g: g, peak: peak}
@@ -995,7 +997,7 @@ func (e *Executor) evaluate(w *waiter, g *gpuState) (gpuStatus, candidate) {
 }
 
 // better prefers the host where the request grows memory least, then the one with
-// the smallest cache (keeping large caches for large requests), then the lowest slot.
+// the smallest cache (keeping large caches for large requests), then the lowest seat.
 func better(a, b candidate) bool {
 	if a.headroom != b.headroom {
 		return a.headroom > b.headroom
@@ -1003,18 +1005,18 @@ func better(a, b candidate) bool {
 	if a.h.cached != b.h.cached {
 		return a.h.cached < b.h.cached
 	}
-	return a.slot < b.slot
+	return a.seat < b.seat
 }
 
-// dispatchLocked admits waiters in FIFO order. A waiter blocked by memory or slots
+// dispatchLocked admits waiters in FIFO order. A waiter blocked by memory or seats
 // on some GPUs keeps later waiters off those GPUs; a waiter blocked only by its lane
 // limit does not hold anyone back.
 func (e *Executor) dispatchLocked() {
 	// blocked: GPUs an earlier waiter is waiting for memory on (closed to everyone
-	// behind it); slotBlocked: GPUs with no idle slot for an earlier request (closed
-	// to requests, not to host starts, which need no slot).
+	// behind it); seatBlocked: GPUs with no idle seat for an earlier request (closed
+	// to requests, not to host starts, which need no seat).
 	blocked := map[*gpuState]bool{}
-	slotBlocked := map[*gpuState]bool{}
+	seatBlocked := map[*gpuState]bool{}
 	for i := 0; i < len(e.queue); {
 		w := e.queue[i]
 		var best *candidate
@@ -1025,7 +1027,7 @@ func (e *Executor) dispatchLocked() {
 			if st != statusIneligible {
 				eligible = true
 			}
-			if blocked[g] || (w.host == nil && slotBlocked[g]) {
+			if blocked[g] || (w.host == nil && seatBlocked[g]) {
 				continue
 			}
 			switch st {
@@ -1036,8 +1038,8 @@ func (e *Executor) dispatchLocked() {
 				}
 			case statusMemory:
 				memBlocked = append(memBlocked, g)
-			case statusSlot:
-				slotBlocked[g] = true
+			case statusSeat:
+				seatBlocked[g] = true
 			}
 		}
 		switch {
@@ -1090,7 +1092,7 @@ func (e *Executor) admitLocked(w *waiter, c candidate) {
 		return
 	}
 	l := &Lease{
-		e: e, g: g, h: h, slot: c.slot, GPU: g.uuid, GPUIndex: g.index, HostID: h.spec.ID,
+		e: e, g: g, h: h, seat: c.seat, GPU: g.uuid, GPUIndex: g.index, HostID: h.spec.ID,
 		HostPID: h.pid, Handle: h.handle, Lane: c.lane, Request: w.req,
 		PredictedBytes: c.peak, BaseBytes: c.base, Admitted: now, lost: make(chan struct{}),
 	}
@@ -1140,12 +1142,12 @@ func (e *Executor) releaseForLocked(w *waiter, g *gpuState) {
 		}
 		return
 	}
-	// The request goes to a host with a free slot; releasing that host's own cache
+	// The request goes to a host with a free seat; releasing that host's own cache
 	// never costs more than keeping it, so consider every idle host releasable and
 	// find the fewest releases that make room, for the best placement.
 	peak := g.predict(w.req.AudioSeconds)
 	var plan []*hostState
-	for h, layout := range g.slotLayout() {
+	for h, layout := range g.seatLayout() {
 		if !h.ready || h.releasing || h.nBusy() >= layout[1] {
 			continue
 		}
@@ -1394,12 +1396,12 @@ type HostSnapshot struct {
 	CachedBytes int64
 	// NVMLBytes is the host's memory in the last sample.
 	NVMLBytes int64
-	Slots     []SlotSnapshot
+	Seats     []SeatSnapshot
 }
 
-// SlotSnapshot is one slot of a host; Request is empty when idle.
-type SlotSnapshot struct {
-	Slot    int
+// SeatSnapshot is one seat of a host; Request is empty when idle.
+type SeatSnapshot struct {
+	Seat    int
 	Request string
 	// LineID is the request's line (0: none).
 	LineID         int64
@@ -1409,7 +1411,7 @@ type SlotSnapshot struct {
 	Since          time.Time
 }
 
-// Snapshot returns every GPU's budget, commitments and slots.
+// Snapshot returns every GPU's budget, commitments and seats.
 func (e *Executor) Snapshot() []GPUSnapshot {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -1421,7 +1423,7 @@ func (e *Executor) Snapshot() []GPUSnapshot {
 			CommittedBytes: g.committed(), ForeignBytes: g.foreign, NVMLUsedBytes: g.nvmlUsed,
 			SafetyFactor: g.factor, Running: g.running, LongRunning: g.longRunning,
 		}
-		layout := g.slotLayout()
+		layout := g.seatLayout()
 		next := 0
 		for _, h := range g.hosts {
 			hs := HostSnapshot{ID: h.spec.ID, PID: h.pid, ModelBytes: h.model, CachedBytes: h.cached,
@@ -1443,13 +1445,13 @@ func (e *Executor) Snapshot() []GPUSnapshot {
 				start = lo[0]
 			}
 			for k, l := range h.busy {
-				s := SlotSnapshot{Slot: start + k}
+				s := SeatSnapshot{Seat: start + k}
 				if l != nil {
-					s.Slot = l.slot
+					s.Seat = l.seat
 					s.Request, s.LineID, s.AudioSeconds, s.Lane = l.Request.ID, l.Request.LineID, l.Request.AudioSeconds, l.Lane
 					s.PredictedBytes, s.Since = l.PredictedBytes, l.Admitted
 				}
-				hs.Slots = append(hs.Slots, s)
+				hs.Seats = append(hs.Seats, s)
 			}
 			next = start + len(h.busy)
 			gs.Hosts = append(gs.Hosts, hs)

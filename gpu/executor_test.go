@@ -50,7 +50,7 @@ func (g *simGPU) sample() Sample {
 }
 
 func testProfile() Profile {
-	return Profile{Name: "test", MaxSlots: 4, ReservePct: 10, LongTextThresholdSec: 15, LongLaneLimit: 2,
+	return Profile{Name: "test", Concurrency: 4, ReservePct: 10, LongTextThresholdSec: 15, LongLaneLimit: 2,
 		MaxGenSeconds: 30, SegmentTokens: 120, FP16: true}
 }
 
@@ -111,7 +111,7 @@ func metricsOf(e *Executor, uuid string) GPUMetrics {
 // TestRandomLoadNeverExceedsBudget runs mixed lengths from many goroutines against
 // two simulated GPUs whose budget holds the four models plus about one long peak.
 // With honest predictions (the true peak never above the calibration) there must be
-// no OOM, the device must never pass its budget, and the long lane and slots must
+// no OOM, the device must never pass its budget, and the long lane and concurrency must
 // never be oversubscribed. Caches ratchet, so the executor must release them.
 func TestRandomLoadNeverExceedsBudget(t *testing.T) {
 	t.Parallel()
@@ -339,7 +339,7 @@ func TestLostGPUWorkIsRetriedElsewhere(t *testing.T) {
 	require.ErrorIs(t, err, ErrRetryable)
 	require.ErrorIs(t, err, ErrGPULost)
 
-	// The retry goes to GPU-b once it has a free slot.
+	// The retry goes to GPU-b once it has a free seat.
 	waiting := waitSignal(e)
 	res := acquireAsync(e, ctx, Request{ID: "x again", AudioSeconds: 5})
 	require.Equal(t, "x again", <-waiting)
@@ -555,17 +555,17 @@ func TestResizeLive(t *testing.T) {
 	for i := range 4 {
 		l, err := e.Acquire(ctx, Request{ID: fmt.Sprint(i), AudioSeconds: 3})
 		require.NoError(t, err)
-		require.Equal(t, i, l.Slot())
+		require.Equal(t, i, l.Seat())
 		leases = append(leases, l)
 	}
 	p := testProfile()
-	p.MaxSlots = 2
+	p.Concurrency = 2
 	require.NoError(t, e.SetProfile("GPU-a", p))
 	got, err := e.Profile("GPU-a")
 	require.NoError(t, err)
-	require.Equal(t, 2, got.MaxSlots)
+	require.Equal(t, 2, got.Concurrency)
 
-	// Slots 2 and 3 finish but take nothing new; slots 0 and 1 are busy.
+	// Seats 2 and 3 finish but take nothing new; seats 0 and 1 are busy.
 	waiting := waitSignal(e)
 	res := acquireAsync(e, ctx, Request{ID: "next", AudioSeconds: 3})
 	require.Equal(t, "next", <-waiting)
@@ -575,13 +575,13 @@ func TestResizeLive(t *testing.T) {
 	require.NoError(t, leases[0].Done(Outcome{}))
 	next := <-res
 	require.NoError(t, next.err)
-	require.Equal(t, 0, next.lease.Slot())
+	require.Equal(t, 0, next.lease.Seat())
 
 	// Growing again uses the idle hosts at once.
 	require.NoError(t, e.SetProfile("GPU-a", testProfile()))
 	more, err := e.Acquire(ctx, Request{ID: "more", AudioSeconds: 3})
 	require.NoError(t, err)
-	require.Equal(t, 2, more.Slot())
+	require.Equal(t, 2, more.Seat())
 
 	// Draining a host: its channel closes once its work is done.
 	drained, err := e.DrainHost("GPU-a", g.hosts[2].id)
@@ -599,7 +599,7 @@ func TestResizeLive(t *testing.T) {
 	require.Equal(t, 2, snap.Running)
 	busy := 0
 	for _, h := range snap.Hosts {
-		for _, s := range h.Slots {
+		for _, s := range h.Seats {
 			if s.Request != "" {
 				busy++
 				require.Positive(t, s.PredictedBytes)
@@ -727,7 +727,7 @@ func TestBatchingHostTakesSeveralRequests(t *testing.T) {
 	ctx := context.Background()
 	e := NewExecutor(ExecutorConfig{})
 	p := testProfile()
-	p.MaxSlots, p.LongLaneLimit = 3, 1
+	p.Concurrency, p.LongLaneLimit = 3, 1
 	require.NoError(t, e.AddGPU(GPUConfig{UUID: "GPU-a", TotalBytes: 80 * GiB, Profile: p}))
 	require.NoError(t, e.AddHost(ctx, "GPU-a", HostSpec{ID: "vllm"}))
 	require.NoError(t, e.HostReady("GPU-a", "vllm", ReadyHost{PID: 9, Concurrency: 8}))
@@ -737,21 +737,21 @@ func TestBatchingHostTakesSeveralRequests(t *testing.T) {
 		l, err := e.Acquire(ctx, Request{ID: fmt.Sprint(i), AudioSeconds: 5})
 		require.NoError(t, err)
 		require.Equal(t, "vllm", l.HostID)
-		require.Equal(t, i, l.Slot())
+		require.Equal(t, i, l.Seat())
 		leases = append(leases, l)
 	}
 	// Requests on one host add up: the host's commitment is the sum of their peaks.
 	snap := e.Snapshot()[0]
 	require.Equal(t, DefaultResidentBytes+3*Calibration{}.PeakBytes(5), snap.CommittedBytes)
-	require.Len(t, snap.Hosts[0].Slots, 8)
+	require.Len(t, snap.Hosts[0].Seats, 8)
 
 	waiting := waitSignal(e)
 	res := acquireAsync(e, ctx, Request{ID: "fourth", AudioSeconds: 5})
-	require.Equal(t, "fourth", <-waiting, "MaxSlots caps a batching host too")
+	require.Equal(t, "fourth", <-waiting, "Concurrency caps a batching host too")
 	require.NoError(t, leases[1].Done(Outcome{}))
 	got := <-res
 	require.NoError(t, got.err)
-	require.Equal(t, 1, got.lease.Slot())
+	require.Equal(t, 1, got.lease.Seat())
 	for _, l := range []*Lease{leases[0], leases[2], got.lease} {
 		require.NoError(t, l.Done(Outcome{}))
 	}

@@ -16,7 +16,7 @@ type LiveState struct {
 	NoGPU string `json:"no_gpu,omitempty"`
 	// Simulated: the GPUs are simulated devices (the simulator engine).
 	Simulated bool `json:"simulated,omitempty"`
-	// Waiting is how many requests wait for a slot; NeverFits how many were refused
+	// Waiting is how many requests wait for a seat; NeverFits how many were refused
 	// since the worker started.
 	Waiting   int       `json:"waiting"`
 	NeverFits uint64    `json:"never_fits"`
@@ -32,7 +32,7 @@ type LiveGPU struct {
 	Recent    []Point         `json:"recent,omitempty"`
 	Processes []ProcessMemory `json:"processes,omitempty"`
 	// Snapshot is the executor's view: profile, budget, commitments, hosts and
-	// slots with what each runs.
+	// seats with what each runs.
 	Snapshot GPUSnapshot  `json:"snapshot"`
 	Counters GPUCounters  `json:"counters"`
 	Pool     []HostStatus `json:"pool,omitempty"`
@@ -41,7 +41,7 @@ type LiveGPU struct {
 	ProfileID     int64 `json:"profile_id,omitempty"`
 	CalibrationID int64 `json:"calibration_id,omitempty"`
 	// ProfileProblem says why the assigned profile is not applied (it cannot fit one
-	// slot, or is invalid), as a catalog message.
+	// synthesis, or is invalid), as a catalog message.
 	ProfileProblem *Warning `json:"profile_problem,omitempty"`
 	// Calibrating is the calibration running on the GPU now (0: none); its hosts
 	// replace the pool's meanwhile.

@@ -124,11 +124,11 @@ type PoolConfig struct {
 	Now     func() time.Time
 }
 
-// Pool keeps a GPU's model hosts running: one per slot, each started with the GPU
+// Pool keeps a GPU's model hosts running: one per seat, each started with the GPU
 // pinned, health-checked, and restarted when it dies (an OS kill included) or stops
 // answering. Resize adds hosts at once and drains extra ones before stopping them.
 //
-// With shared weights (SetShareWeights), slot 0's host lends the weights and the
+// With shared weights (SetShareWeights), seat 0's host lends the weights and the
 // others borrow them: a borrower starts once the lender serves, is killed (and
 // restarted, to borrow from the next lender) when the lender ends, and a retiring
 // lender waits until its borrowers are gone.
@@ -137,8 +137,8 @@ type Pool struct {
 
 	mu       sync.Mutex
 	ctx      context.Context
-	slots    []*poolSlot // the wanted slots, by index
-	retiring []*poolSlot
+	seats    []*poolSeat // the wanted seats, by index
+	retiring []*poolSeat
 	wg       sync.WaitGroup
 	started  bool
 	share    bool
@@ -153,7 +153,7 @@ type lending struct {
 
 func newLending() *lending { return &lending{up: make(chan struct{}), gone: make(chan struct{})} }
 
-type poolSlot struct {
+type poolSeat struct {
 	index int
 	id    string
 	stop  chan struct{} // closed to drain and stop the host for good
@@ -222,7 +222,7 @@ func (p *Pool) SetShareWeights(on bool) {
 	}
 }
 
-// weightsRole is the role slot index's next host starts with, and the lending it
+// weightsRole is the role seat index's next host starts with, and the lending it
 // belongs to (nil for a host with its own weights).
 func (p *Pool) weightsRole(index int) (WeightsRole, *lending) {
 	p.mu.Lock()
@@ -234,7 +234,7 @@ func (p *Pool) weightsRole(index int) (WeightsRole, *lending) {
 }
 
 // endLending marks lender l as ended: its borrowers are killed, and the next host
-// of slot 0 lends anew.
+// of seat 0 lends anew.
 func (p *Pool) endLending(l *lending) {
 	p.mu.Lock()
 	if p.lending == l {
@@ -244,10 +244,10 @@ func (p *Pool) endLending(l *lending) {
 	closeOnce(l.gone)
 }
 
-// borrowersLeft reports whether any slot's host borrows the weights.
+// borrowersLeft reports whether any seat's host borrows the weights.
 func (p *Pool) borrowersLeft() bool {
 	p.mu.Lock()
-	all := append(append([]*poolSlot(nil), p.slots...), p.retiring...)
+	all := append(append([]*poolSeat(nil), p.seats...), p.retiring...)
 	p.mu.Unlock()
 	for _, s := range all {
 		s.mu.Lock()
@@ -284,16 +284,16 @@ func (p *Pool) resizeLocked(n int) {
 	if !p.started {
 		return
 	}
-	for len(p.slots) < n {
-		i := len(p.slots)
-		s := &poolSlot{index: i, id: fmt.Sprintf("%s/%d", p.cfg.GPU, i), stop: make(chan struct{}), state: HostStarting}
-		p.slots = append(p.slots, s)
+	for len(p.seats) < n {
+		i := len(p.seats)
+		s := &poolSeat{index: i, id: fmt.Sprintf("%s/%d", p.cfg.GPU, i), stop: make(chan struct{}), state: HostStarting}
+		p.seats = append(p.seats, s)
 		p.wg.Add(1)
 		go p.supervise(p.ctx, s)
 	}
-	for len(p.slots) > max(n, 0) {
-		s := p.slots[len(p.slots)-1]
-		p.slots = p.slots[:len(p.slots)-1]
+	for len(p.seats) > max(n, 0) {
+		s := p.seats[len(p.seats)-1]
+		p.seats = p.seats[:len(p.seats)-1]
 		close(s.stop)
 		p.retiring = append(p.retiring, s)
 	}
@@ -303,7 +303,7 @@ func (p *Pool) resizeLocked(n int) {
 func (p *Pool) Size() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.slots)
+	return len(p.seats)
 }
 
 // Stop drains and stops every host and waits for them; when ctx ends first the
@@ -331,7 +331,7 @@ func (p *Pool) Stop(ctx context.Context) error {
 // Status lists the hosts, those being retired included.
 func (p *Pool) Status() []HostStatus {
 	p.mu.Lock()
-	all := append(append([]*poolSlot(nil), p.slots...), p.retiring...)
+	all := append(append([]*poolSeat(nil), p.seats...), p.retiring...)
 	p.mu.Unlock()
 	out := make([]HostStatus, 0, len(all))
 	for _, s := range all {
@@ -359,13 +359,13 @@ func (p *Pool) Status() []HostStatus {
 // HostStopped is the state of a retired host that is gone; Status leaves it out.
 const HostStopped HostState = "stopped"
 
-func (s *poolSlot) current() Host {
+func (s *poolSeat) current() Host {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.host
 }
 
-func (s *poolSlot) set(h Host, state HostState, err error, now time.Time) {
+func (s *poolSeat) set(h Host, state HostState, err error, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.host, s.state = h, state
@@ -380,7 +380,7 @@ func (s *poolSlot) set(h Host, state HostState, err error, now time.Time) {
 	}
 }
 
-func (p *Pool) event(s *poolSlot, pid int, kind HostEventKind, err error) {
+func (p *Pool) event(s *poolSeat, pid int, kind HostEventKind, err error) {
 	s.mu.Lock()
 	restarts := s.restarts
 	s.mu.Unlock()
@@ -396,8 +396,8 @@ func (p *Pool) event(s *poolSlot, pid int, kind HostEventKind, err error) {
 	}
 }
 
-// supervise keeps slot s's host running until s is retired or ctx ends.
-func (p *Pool) supervise(ctx context.Context, s *poolSlot) {
+// supervise keeps seat s's host running until s is retired or ctx ends.
+func (p *Pool) supervise(ctx context.Context, s *poolSeat) {
 	defer p.wg.Done()
 	defer func() {
 		s.set(nil, HostStopped, nil, time.Time{})
@@ -410,7 +410,7 @@ func (p *Pool) supervise(ctx context.Context, s *poolSlot) {
 		}
 		p.mu.Unlock()
 	}()
-	// stopCtx ends when the slot is retired or the pool's context ends: it bounds
+	// stopCtx ends when the seat is retired or the pool's context ends: it bounds
 	// every wait except a draining host's.
 	stopCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -445,9 +445,9 @@ func (p *Pool) supervise(ctx context.Context, s *poolSlot) {
 	}
 }
 
-// runOnce starts the slot's host and watches it. It returns nil when the host was
+// runOnce starts the seat's host and watches it. It returns nil when the host was
 // stopped on purpose, or why it ended and how long it served.
-func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSlot) (time.Duration, error) {
+func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSeat) (time.Duration, error) {
 	uuid := p.cfg.GPU
 	s.set(nil, HostStarting, nil, time.Time{})
 	role, lend := p.weightsRole(s.index)
@@ -522,7 +522,7 @@ func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSlot) (time.Duration
 		close(lend.up)
 	}
 
-	// died ends the host after a failure: it is removed, and the slot restarts it.
+	// died ends the host after a failure: it is removed, and the seat restarts it.
 	died := func(kind HostEventKind, err error) (time.Duration, error) {
 		p.cfg.Registry.RemoveHost(uuid, s.id, err)
 		s.set(nil, HostDead, err, time.Time{})

@@ -56,7 +56,7 @@ func newTestPool(t *testing.T, launcher *cmdLauncher, cfg PoolConfig) *poolBundl
 	t.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()
-		_ = pool.Stop(sctx)
+		require.NoError(t, pool.Stop(sctx))
 		cancel()
 	})
 	return b

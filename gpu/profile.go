@@ -7,18 +7,18 @@ import (
 )
 
 // Profile is an admin's concurrency setting for one GPU. It applies live: the
-// executor and the slot pool resize when it changes.
+// executor and the host pool resize when it changes.
 type Profile struct {
 	Name string
-	// MaxSlots is the most syntheses that run at once on the GPU.
-	MaxSlots int
+	// Concurrency is the most syntheses that run at once on the GPU.
+	Concurrency int
 	// ReservePct is the share of the card's memory never budgeted (0–90); the method
 	// recommends 15.
 	ReservePct float64
 	// LongTextThresholdSec: a request predicted at least this long goes to the long
 	// lane.
 	LongTextThresholdSec float64
-	// LongLaneLimit is the most long-lane requests that run at once (<= MaxSlots).
+	// LongLaneLimit is the most long-lane requests that run at once (<= Concurrency).
 	LongLaneLimit int
 	// MaxGenSeconds caps the audio one request may generate; longer lines are split
 	// (SplitText).
@@ -37,7 +37,7 @@ type Profile struct {
 	// BorrowerBytes instead of a whole model.
 	ShareWeights bool
 	// Batching runs one batching host on the GPU (protocol 2): one copy of the
-	// weights and a preallocated KV cache, decoding up to MaxSlots lines at once in
+	// weights and a preallocated KV cache, decoding up to Concurrency lines at once in
 	// one batch. It needs an engine whose hosts can batch (the bench host), and
 	// excludes ShareWeights (there is one host, nothing to share).
 	Batching bool
@@ -61,7 +61,7 @@ const (
 	DefaultBeams = 3
 	MaxBeams     = 8
 	// MaxBatchSequences is the most lines one batching host decodes at once
-	// (MaxSlots with Batching).
+	// (Concurrency with Batching).
 	MaxBatchSequences = 256
 	// MaxKVCacheGiB bounds KVCacheGiB (the largest cards hold under 200 GiB).
 	MaxKVCacheGiB = 1024
@@ -70,7 +70,7 @@ const (
 // DefaultProfile is a conservative starting point for an unprofiled GPU.
 func DefaultProfile() Profile {
 	return Profile{
-		Name: "default", MaxSlots: 2, ReservePct: defaultReservePct, LongTextThresholdSec: 15,
+		Name: "default", Concurrency: 2, ReservePct: defaultReservePct, LongTextThresholdSec: 15,
 		LongLaneLimit: 1, MaxGenSeconds: 30, SegmentTokens: defaultSegTokens, FP16: true, Beams: DefaultBeams,
 	}
 }
@@ -131,8 +131,8 @@ func (p Profile) Validate() error {
 	if p.Name == "" {
 		add("Name", "gpu.profile.name_required")
 	}
-	if p.MaxSlots < 1 {
-		add("MaxSlots", "gpu.profile.slots_min", 1)
+	if p.Concurrency < 1 {
+		add("Concurrency", "gpu.profile.concurrency_min", 1)
 	}
 	if math.IsNaN(p.ReservePct) || p.ReservePct < 0 || p.ReservePct > MaxReservePct {
 		add("ReservePct", "gpu.profile.reserve_range", 0, MaxReservePct)
@@ -152,8 +152,8 @@ func (p Profile) Validate() error {
 	if positive("SegmentTokens", float64(p.SegmentTokens)) && p.SegmentTokens > MaxSegmentTokens {
 		add("SegmentTokens", "gpu.profile.segment_tokens_max", MaxSegmentTokens)
 	}
-	if p.LongLaneLimit < 1 || (p.MaxSlots >= 1 && p.LongLaneLimit > p.MaxSlots) {
-		add("LongLaneLimit", "gpu.profile.lane_limit_range", 1, max(p.MaxSlots, 1))
+	if p.LongLaneLimit < 1 || (p.Concurrency >= 1 && p.LongLaneLimit > p.Concurrency) {
+		add("LongLaneLimit", "gpu.profile.lane_limit_range", 1, max(p.Concurrency, 1))
 	}
 	if p.Beams < 0 || p.Beams > MaxBeams {
 		add("Beams", "gpu.profile.beams_range", 1, MaxBeams)
@@ -161,8 +161,8 @@ func (p Profile) Validate() error {
 	if math.IsNaN(p.KVCacheGiB) || p.KVCacheGiB < 0 || p.KVCacheGiB > MaxKVCacheGiB {
 		add("KVCacheGiB", "gpu.profile.kv_cache_range", MaxKVCacheGiB)
 	}
-	if p.Batching && p.MaxSlots > MaxBatchSequences {
-		add("MaxSlots", "gpu.profile.batch_slots_max", MaxBatchSequences)
+	if p.Batching && p.Concurrency > MaxBatchSequences {
+		add("Concurrency", "gpu.profile.batch_concurrency_max", MaxBatchSequences)
 	}
 	if p.Batching && p.ShareWeights {
 		add("ShareWeights", "gpu.profile.batching_share")
@@ -195,12 +195,12 @@ func (p Profile) WeightsRole(i int) WeightsRole {
 }
 
 // Hosts is how many model hosts the GPU's pool runs for p: one batching host, or one
-// per slot.
+// per seat.
 func (p Profile) Hosts() int {
 	if p.Batching {
-		return min(p.MaxSlots, 1)
+		return min(p.Concurrency, 1)
 	}
-	return p.MaxSlots
+	return p.Concurrency
 }
 
 // AutoKVCacheShare is the share of the memory free after the weights that a batching
@@ -222,7 +222,7 @@ func BatchResident(p Profile, cal Calibration, total, foreign int64) int64 {
 // IsLong reports whether a request of audioSeconds belongs to the long lane.
 func (p Profile) IsLong(audioSeconds float64) bool { return audioSeconds >= p.LongTextThresholdSec }
 
-// CheckFits refuses a profile that cannot run even one slot on a card of total bytes
+// CheckFits refuses a profile that cannot run even one synthesis on a card of total bytes
 // with foreign bytes held by other processes: one host's resident memory plus the
 // predicted peak of a MaxGenSeconds request must fit the budget. The refusal is an
 // *i18n.Error (its In gives the user's language) carrying the measured numbers, and
@@ -271,9 +271,9 @@ func fitHosts(room, first, next int64) int {
 	return 1 + int((room-first)/next)
 }
 
-// SlotsThatFit returns how many slots fit when every host has run the longest
+// ConcurrencyThatFits returns the concurrency that fits when every host has run the longest
 // request and kept its cache (the worst steady state, without cache releases).
-func SlotsThatFit(p Profile, cal Calibration, total, foreign int64) int {
+func ConcurrencyThatFits(p Profile, cal Calibration, total, foreign int64) int {
 	peak := cal.PeakBytes(p.MaxGenSeconds)
 	return fitHosts(p.Budget(total, foreign), cal.Resident()+peak, ModelsBytes(p, cal, 2)-cal.Resident()+peak)
 }
@@ -282,7 +282,7 @@ func SlotsThatFit(p Profile, cal Calibration, total, foreign int64) int {
 // (or borrower), and room beside them for the peak of the longest request on one of
 // them (the executor frees caches and holds lines back while memory is short).
 //
-// With batching it is the lines the one host may have in flight: MaxSlots (at most
+// With batching it is the lines the one host may have in flight: Concurrency (at most
 // MaxBatchSequences) when the host and one longest line fit, else 0.
 func HostsThatFit(p Profile, cal Calibration, total, foreign int64) int {
 	room := p.Budget(total, foreign) - cal.PeakBytes(p.MaxGenSeconds)
@@ -290,7 +290,7 @@ func HostsThatFit(p Profile, cal Calibration, total, foreign int64) int {
 		if BatchResident(p, cal, total, foreign) > room {
 			return 0
 		}
-		return min(max(p.MaxSlots, 1), MaxBatchSequences)
+		return min(max(p.Concurrency, 1), MaxBatchSequences)
 	}
 	return fitHosts(room, cal.Resident(), ModelsBytes(p, cal, 2)-cal.Resident())
 }

@@ -19,7 +19,7 @@ func TestProfileValidate(t *testing.T) {
 		fields map[string]string // field -> key
 	}{
 		{"no name", func(p *Profile) { p.Name = "" }, map[string]string{"Name": "gpu.profile.name_required"}},
-		{"zero slots", func(p *Profile) { p.MaxSlots = 0 }, map[string]string{"MaxSlots": "gpu.profile.slots_min"}},
+		{"zero concurrency", func(p *Profile) { p.Concurrency = 0 }, map[string]string{"Concurrency": "gpu.profile.concurrency_min"}},
 		{"negative reserve", func(p *Profile) { p.ReservePct = -1 }, map[string]string{"ReservePct": "gpu.profile.reserve_range"}},
 		{"reserve over 90", func(p *Profile) { p.ReservePct = 90.5 }, map[string]string{"ReservePct": "gpu.profile.reserve_range"}},
 		{"reserve NaN", func(p *Profile) { p.ReservePct = math.NaN() }, map[string]string{"ReservePct": "gpu.profile.reserve_range"}},
@@ -30,7 +30,7 @@ func TestProfileValidate(t *testing.T) {
 		{"threshold above max gen", func(p *Profile) { p.LongTextThresholdSec = 40 },
 			map[string]string{"LongTextThresholdSec": "gpu.profile.threshold_over_max_gen"}},
 		{"huge segments", func(p *Profile) { p.SegmentTokens = 1000 }, map[string]string{"SegmentTokens": "gpu.profile.segment_tokens_max"}},
-		{"lane over slots", func(p *Profile) { p.MaxSlots, p.LongLaneLimit = 3, 4 },
+		{"lane over concurrency", func(p *Profile) { p.Concurrency, p.LongLaneLimit = 3, 4 },
 			map[string]string{"LongLaneLimit": "gpu.profile.lane_limit_range"}},
 		{"lane zero", func(p *Profile) { p.LongLaneLimit = 0 }, map[string]string{"LongLaneLimit": "gpu.profile.lane_limit_range"}},
 	}
@@ -82,12 +82,12 @@ func TestCheckFits(t *testing.T) {
 	require.NotContains(t, ie.In(i18n.ZH), "%!")
 
 	bad := p
-	bad.MaxSlots = 0
+	bad.Concurrency = 0
 	require.ErrorIs(t, CheckFits(bad, cal, 80e9, 0), ErrInvalid)
 
-	require.Equal(t, 1, SlotsThatFit(p, cal, 8e9, 0))
-	require.Equal(t, 0, SlotsThatFit(p, cal, 8e9, 8e9))
-	require.Equal(t, 19, SlotsThatFit(p, cal, 140*GiB, 0)) // 119 GiB / 6.16 GiB
+	require.Equal(t, 1, ConcurrencyThatFits(p, cal, 8e9, 0))
+	require.Equal(t, 0, ConcurrencyThatFits(p, cal, 8e9, 8e9))
+	require.Equal(t, 19, ConcurrencyThatFits(p, cal, 140*GiB, 0)) // 119 GiB / 6.16 GiB
 }
 
 func TestDefaultCalibrationWithEmotionModel(t *testing.T) {
@@ -144,7 +144,7 @@ func TestHostsThatFit(t *testing.T) {
 	// 15.5 GB: three models and one 30 s line fit under the executor, though three
 	// hosts that each kept a 30 s line's cache would not.
 	require.Equal(t, 3, HostsThatFit(p, cal, 15_500_000_000, 0))
-	require.Equal(t, 2, SlotsThatFit(p, cal, 15_500_000_000, 0))
+	require.Equal(t, 2, ConcurrencyThatFits(p, cal, 15_500_000_000, 0))
 	require.Zero(t, HostsThatFit(p, cal, 4_000_000_000, 0))
 	require.Equal(t, 1, HostsThatFit(p, Calibration{}, 7_000_000_000, 0), "defaults: 5 GiB a host")
 	// Three hosts on 15.5 GB leave room for one 30 s line; on 150 GB for all three.
@@ -172,7 +172,7 @@ func TestSharedWeightsFitMoreHosts(t *testing.T) {
 	require.Equal(t, 26, HostsThatFit(p, cal, total, 0))
 	// Without caches released: the lender with its line (6.685 GB), then borrowers
 	// with one each (1.885 GB): 1 + (24.481 - 6.685) / 1.885 = 10.4.
-	require.Equal(t, 10, SlotsThatFit(p, cal, total, 0))
+	require.Equal(t, 10, ConcurrencyThatFits(p, cal, total, 0))
 	// Ten hosts hold 11.8 GB and leave room for ten 30 s lines; twenty hold 18.8 GB
 	// and leave room for four.
 	require.Equal(t, 10, LongLinesThatFit(p, cal, 10, total, 0))
@@ -189,7 +189,7 @@ func TestBatchingProfileValidation(t *testing.T) {
 	t.Parallel()
 	p := DefaultProfile()
 	require.Equal(t, DefaultBeams, p.Beams)
-	p.Batching, p.MaxSlots, p.Beams, p.KVCacheGiB = true, MaxBatchSequences, 1, 20
+	p.Batching, p.Concurrency, p.Beams, p.KVCacheGiB = true, MaxBatchSequences, 1, 20
 	require.NoError(t, p.Validate())
 	require.Equal(t, 20*GiB, p.KVCacheBytes())
 	require.Equal(t, DefaultBeams, Profile{}.BeamsOrDefault(), "a stored 0 means the default")
@@ -204,15 +204,15 @@ func TestBatchingProfileValidation(t *testing.T) {
 		return out
 	}
 	bad := p
-	bad.MaxSlots, bad.Beams, bad.KVCacheGiB, bad.ShareWeights = MaxBatchSequences+1, MaxBeams+1, -1, true
-	require.Equal(t, map[string]string{"MaxSlots": "gpu.profile.batch_slots_max", "Beams": "gpu.profile.beams_range",
+	bad.Concurrency, bad.Beams, bad.KVCacheGiB, bad.ShareWeights = MaxBatchSequences+1, MaxBeams+1, -1, true
+	require.Equal(t, map[string]string{"Concurrency": "gpu.profile.batch_concurrency_max", "Beams": "gpu.profile.beams_range",
 		"KVCacheGiB": "gpu.profile.kv_cache_range", "ShareWeights": "gpu.profile.batching_share"}, fields(bad))
 	bad = p
 	bad.KVCacheGiB = math.NaN()
 	require.Equal(t, map[string]string{"KVCacheGiB": "gpu.profile.kv_cache_range"}, fields(bad))
 
-	// Without batching, more than 256 slots stay allowed (process hosts).
+	// Without batching, a concurrency over 256 stays allowed (process hosts).
 	many := DefaultProfile()
-	many.MaxSlots, many.LongLaneLimit = 300, 1
+	many.Concurrency, many.LongLaneLimit = 300, 1
 	require.NoError(t, many.Validate())
 }

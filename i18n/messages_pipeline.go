@@ -85,7 +85,7 @@ func init() {
 		"workers.name":    {EN: "Worker", ZH: "工作进程"},
 		"workers.host":    {EN: "Host", ZH: "主机"},
 		"workers.engines": {EN: "Engines", ZH: "引擎"},
-		"workers.slots":   {EN: "Slots", ZH: "并发槽"},
+		"workers.at_once": {EN: "Concurrency", ZH: "并发数"},
 		"workers.seen":    {EN: "Last heartbeat", ZH: "最近心跳"},
 		"workers.alive":   {EN: "Alive", ZH: "在线"},
 		"workers.silent":  {EN: "Silent", ZH: "无响应"},

@@ -37,7 +37,7 @@ type GPUProfile struct {
 // above it.
 type GPUProfileSettings struct {
 	Name                 string
-	MaxSlots             int
+	Concurrency          int
 	ReservePct           float64
 	LongTextThresholdSec float64
 	LongLaneLimit        int
@@ -80,7 +80,7 @@ func (s *Store) SaveGPUProfile(ctx context.Context, userID int64, p *GPUProfile)
 		err = s.db.WithContext(ctx).Omit("CreatedAt", "UpdatedAt").Create(p).Error
 	} else {
 		res := s.db.WithContext(ctx).Model(&GPUProfile{}).Where("id = ?", p.ID).Updates(map[string]any{
-			"name": p.Name, "max_slots": p.MaxSlots, "reserve_pct": p.ReservePct,
+			"name": p.Name, "concurrency": p.Concurrency, "reserve_pct": p.ReservePct,
 			"long_text_threshold_sec": p.LongTextThresholdSec, "long_lane_limit": p.LongLaneLimit,
 			"max_gen_seconds": p.MaxGenSeconds, "segment_tokens": p.SegmentTokens, "fp16": p.FP16,
 			"emotion_text_model": p.EmotionTextModel, "share_weights": p.ShareWeights,
@@ -343,9 +343,9 @@ func (s *Store) GPUCalibrations(ctx context.Context, limit int) ([]GPUCalibratio
 
 // ApplyGPUCalibration puts a finished calibration to use: its GPU runs its
 // prediction curve from now on, with the profile it was made with (recreated under
-// its old name if it was deleted meanwhile), whose slots and long-lane limit become
-// slots and laneLimit.
-func (s *Store) ApplyGPUCalibration(ctx context.Context, userID, id int64, slots, laneLimit int) error {
+// its old name if it was deleted meanwhile), whose concurrency and long-lane limit become
+// concurrency and laneLimit.
+func (s *Store) ApplyGPUCalibration(ctx context.Context, userID, id int64, concurrency, laneLimit int) error {
 	return s.inTx(ctx, func(tx *gorm.DB) error {
 		var c GPUCalibration
 		if err := tx.Clauses(clause.Locking{Strength: "UPDATE"}).First(&c, id).Error; err != nil {
@@ -354,15 +354,15 @@ func (s *Store) ApplyGPUCalibration(ctx context.Context, userID, id int64, slots
 		if c.Status != CalibrationDone {
 			return fmt.Errorf("calibration %d is %s, not done: %w", id, c.Status, ErrConflict)
 		}
-		if slots < 1 {
-			return fmt.Errorf("calibration %d recommends no slot: %w", id, ErrInvalid)
+		if concurrency < 1 {
+			return fmt.Errorf("calibration %d recommends no concurrency: %w", id, ErrInvalid)
 		}
-		laneLimit = min(max(laneLimit, 1), slots)
+		laneLimit = min(max(laneLimit, 1), concurrency)
 		profileID := int64(0)
 		if c.ProfileID != nil {
 			profileID = *c.ProfileID
-			res := tx.Exec(`UPDATE gpu_profiles SET max_slots = ?, long_lane_limit = ?, updated_by = ?, updated_at = now()
-				WHERE id = ?`, slots, laneLimit, userRef(userID), profileID)
+			res := tx.Exec(`UPDATE gpu_profiles SET concurrency = ?, long_lane_limit = ?, updated_by = ?, updated_at = now()
+				WHERE id = ?`, concurrency, laneLimit, userRef(userID), profileID)
 			if res.Error != nil {
 				return res.Error
 			}
@@ -378,13 +378,13 @@ func (s *Store) ApplyGPUCalibration(ctx context.Context, userID, id int64, slots
 			if p.Name == "" {
 				p.Name = "calibrated " + c.GPUUUID
 			}
-			if err := tx.Raw(`INSERT INTO gpu_profiles (name, max_slots, reserve_pct, long_text_threshold_sec,
+			if err := tx.Raw(`INSERT INTO gpu_profiles (name, concurrency, reserve_pct, long_text_threshold_sec,
 				long_lane_limit, max_gen_seconds, segment_tokens, fp16, emotion_text_model, share_weights, batching, beams,
 				kv_cache_gib, updated_by)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-				ON CONFLICT (name) DO UPDATE SET max_slots = excluded.max_slots, long_lane_limit = excluded.long_lane_limit,
+				ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, long_lane_limit = excluded.long_lane_limit,
 				updated_by = excluded.updated_by, updated_at = now() RETURNING id`,
-				p.Name, slots, p.ReservePct, p.LongTextThresholdSec, laneLimit, p.MaxGenSeconds, p.SegmentTokens,
+				p.Name, concurrency, p.ReservePct, p.LongTextThresholdSec, laneLimit, p.MaxGenSeconds, p.SegmentTokens,
 				p.FP16, p.EmotionTextModel, p.ShareWeights, p.Batching, p.Beams, p.KVCacheGiB, userRef(userID)).Scan(&profileID).Error; err != nil {
 				return err
 			}
@@ -551,7 +551,7 @@ func (s *Store) SynthesisHistogram(ctx context.Context, bounds []float64) (count
 	return uint64(n), sumMs / 1000, buckets, nil
 }
 
-// LineSummary names a line without its project: what a GPU slot is rendering.
+// LineSummary names a line without its project: what a GPU seat is rendering.
 type LineSummary struct {
 	ID        int64
 	ProjectID int64

@@ -24,9 +24,9 @@ func setupGPU(t *testing.T) *gpuBundle {
 	return &gpuBundle{store: s, admin: studiotest.User(t, s, studio.RoleAdmin)}
 }
 
-func (b *gpuBundle) profile(t *testing.T, name string, slots int) *studio.GPUProfile {
+func (b *gpuBundle) profile(t *testing.T, name string, concurrency int) *studio.GPUProfile {
 	t.Helper()
-	p := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: name, MaxSlots: slots, ReservePct: 15, LongTextThresholdSec: 15, LongLaneLimit: 1,
+	p := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: name, Concurrency: concurrency, ReservePct: 15, LongTextThresholdSec: 15, LongLaneLimit: 1,
 		MaxGenSeconds: 30, SegmentTokens: 120, FP16: true}}
 	require.NoError(t, b.store.SaveGPUProfile(context.Background(), b.admin.ID, p))
 	return p
@@ -38,22 +38,22 @@ func TestGPUProfilesAndAssignments(t *testing.T) {
 	ctx := context.Background()
 	p := b.profile(t, "h200", 4)
 	require.NotZero(t, p.ID)
-	require.Equal(t, 4, p.MaxSlots)
+	require.Equal(t, 4, p.Concurrency)
 	require.False(t, p.UpdatedAt.IsZero())
 
-	dup := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "h200", MaxSlots: 1, ReservePct: 10, LongTextThresholdSec: 10, LongLaneLimit: 1,
+	dup := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "h200", Concurrency: 1, ReservePct: 10, LongTextThresholdSec: 10, LongLaneLimit: 1,
 		MaxGenSeconds: 20, SegmentTokens: 100}}
 	require.ErrorIs(t, b.store.SaveGPUProfile(ctx, b.admin.ID, dup), studio.ErrConflict)
 
-	p.MaxSlots, p.ReservePct = 6, 20
+	p.Concurrency, p.ReservePct = 6, 20
 	require.NoError(t, b.store.SaveGPUProfile(ctx, b.admin.ID, p))
 	got, err := b.store.GPUProfileByID(ctx, p.ID)
 	require.NoError(t, err)
-	require.Equal(t, 6, got.MaxSlots)
+	require.Equal(t, 6, got.Concurrency)
 	require.InDelta(t, 20, got.ReservePct, 1e-9)
 
 	// The database refuses what validation would (a backstop).
-	bad := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "bad", MaxSlots: 0, ReservePct: 95, LongTextThresholdSec: 1, LongLaneLimit: 1,
+	bad := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "bad", Concurrency: 0, ReservePct: 95, LongTextThresholdSec: 1, LongLaneLimit: 1,
 		MaxGenSeconds: 1, SegmentTokens: 1}}
 	require.Error(t, b.store.SaveGPUProfile(ctx, b.admin.ID, bad))
 
@@ -68,16 +68,18 @@ func TestGPUProfilesAndAssignments(t *testing.T) {
 	settings, err := b.store.GPUSettings(ctx, []string{"GPU-a", "GPU-z"})
 	require.NoError(t, err)
 	require.Len(t, settings, 1, "an unassigned GPU runs the default")
-	require.Equal(t, 6, settings["GPU-a"].Profile.MaxSlots)
+	require.Equal(t, 6, settings["GPU-a"].Profile.Concurrency)
 	require.Nil(t, settings["GPU-a"].Calibration)
 
 	require.NoError(t, b.store.AssignGPUProfile(ctx, b.admin.ID, "GPU-b", 0))
-	as, _ = b.store.GPUAssignments(ctx)
+	as, err = b.store.GPUAssignments(ctx)
+	require.NoError(t, err)
 	require.Len(t, as, 1)
 
 	// Deleting a profile sends its GPUs back to the default.
 	require.NoError(t, b.store.DeleteGPUProfile(ctx, p.ID))
-	as, _ = b.store.GPUAssignments(ctx)
+	as, err = b.store.GPUAssignments(ctx)
+	require.NoError(t, err)
 	require.Empty(t, as)
 	require.ErrorIs(t, b.store.DeleteGPUProfile(ctx, p.ID), studio.ErrNotFound)
 }
@@ -109,30 +111,34 @@ func TestGPUCalibrationLifecycle(t *testing.T) {
 	require.Empty(t, again, "claimed once")
 	require.ErrorIs(t, b.store.CancelGPUCalibration(ctx, c.ID), studio.ErrConflict)
 
-	require.NoError(t, b.store.SetGPUCalibrationProgress(ctx, c.ID, "load test: 2 slots"))
-	got, _ := b.store.GPUCalibrationByID(ctx, c.ID)
-	require.Equal(t, "load test: 2 slots", got.Progress)
+	require.NoError(t, b.store.SetGPUCalibrationProgress(ctx, c.ID, "load test: concurrency 2"))
+	got, err := b.store.GPUCalibrationByID(ctx, c.ID)
+	require.NoError(t, err)
+	require.Equal(t, "load test: concurrency 2", got.Progress)
 	prof, err := got.ProfileValue()
 	require.NoError(t, err)
 	require.Equal(t, "l40s", prof.Name)
 
 	result := json.RawMessage(`{"recommended": 3, "resident_bytes": 5000000000}`)
 	require.NoError(t, b.store.FinishGPUCalibration(ctx, c.ID, result, ""))
-	got, _ = b.store.GPUCalibrationByID(ctx, c.ID)
+	got, err = b.store.GPUCalibrationByID(ctx, c.ID)
+	require.NoError(t, err)
 	require.Equal(t, studio.CalibrationDone, got.Status)
 	require.JSONEq(t, string(result), string(got.Result))
 	require.NotNil(t, got.FinishedAt)
 
-	// Applying: the profile gets the recommended slots, the GPU the curve.
+	// Applying: the profile gets the recommended concurrency, the GPU the curve.
 	require.NoError(t, b.store.ApplyGPUCalibration(ctx, b.admin.ID, c.ID, 3, 5))
-	pp, _ := b.store.GPUProfileByID(ctx, p.ID)
-	require.Equal(t, 3, pp.MaxSlots)
-	require.Equal(t, 3, pp.LongLaneLimit, "the lane limit never exceeds the slots")
+	pp, err := b.store.GPUProfileByID(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, 3, pp.Concurrency)
+	require.Equal(t, 3, pp.LongLaneLimit, "the lane limit never exceeds the concurrency")
 	settings, err := b.store.GPUSettings(ctx, []string{"GPU-a"})
 	require.NoError(t, err)
 	require.Equal(t, c.ID, *settings["GPU-a"].CalibrationID)
 	require.JSONEq(t, string(result), string(settings["GPU-a"].Calibration))
-	got, _ = b.store.GPUCalibrationByID(ctx, c.ID)
+	got, err = b.store.GPUCalibrationByID(ctx, c.ID)
+	require.NoError(t, err)
 	require.NotNil(t, got.AppliedAt)
 
 	// A new run may start once the last ended; a failed one cannot be applied.
@@ -151,7 +157,8 @@ func TestGPUCalibrationLifecycle(t *testing.T) {
 	require.NoError(t, b.store.UnregisterWorker(ctx, "w1"))
 	_, err = b.store.ClaimGPUCalibrations(ctx, "w2", []string{"GPU-b"})
 	require.NoError(t, err)
-	got, _ = b.store.GPUCalibrationByID(ctx, c3.ID)
+	got, err = b.store.GPUCalibrationByID(ctx, c3.ID)
+	require.NoError(t, err)
 	require.Equal(t, studio.CalibrationFailed, got.Status)
 
 	list, err := b.store.GPUCalibrations(ctx, 10)
@@ -166,7 +173,9 @@ func TestApplyCalibrationOfDeletedProfile(t *testing.T) {
 	ctx := context.Background()
 	p := b.profile(t, "gone", 2)
 	c := &studio.GPUCalibration{GPUUUID: "GPU-x", GPUName: "Card", ProfileID: &p.ID, Result: json.RawMessage(`{}`)}
-	c.Profile, _ = json.Marshal(p)
+	pj, err := json.Marshal(p)
+	require.NoError(t, err)
+	c.Profile = pj
 	require.NoError(t, b.store.SaveGPUCalibration(ctx, c))
 	require.Equal(t, studio.CalibrationDone, c.Status)
 	require.NoError(t, b.store.DeleteGPUProfile(ctx, p.ID))
@@ -176,8 +185,9 @@ func TestApplyCalibrationOfDeletedProfile(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, as, 1)
 	require.Equal(t, "gone", as[0].ProfileName, "recreated under its old name")
-	np, _ := b.store.GPUProfileByID(ctx, as[0].ProfileID)
-	require.Equal(t, 4, np.MaxSlots)
+	np, err := b.store.GPUProfileByID(ctx, as[0].ProfileID)
+	require.NoError(t, err)
+	require.Equal(t, 4, np.Concurrency)
 	require.Equal(t, 2, np.LongLaneLimit)
 }
 
@@ -255,7 +265,7 @@ func TestGPUProfileBatchingSettings(t *testing.T) {
 	t.Parallel()
 	b := setupGPU(t)
 	ctx := context.Background()
-	p := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "batch", MaxSlots: 64, ReservePct: 10,
+	p := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "batch", Concurrency: 64, ReservePct: 10,
 		LongTextThresholdSec: 15, LongLaneLimit: 8, MaxGenSeconds: 30, SegmentTokens: 120, FP16: true,
 		Batching: true, Beams: 1, KVCacheGiB: 24.5}}
 	require.NoError(t, b.store.SaveGPUProfile(ctx, b.admin.ID, p))

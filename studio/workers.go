@@ -14,7 +14,7 @@ type WorkerInfo struct {
 	PID         int             `gorm:"column:pid"`
 	Engines     Flags           `gorm:"type:text[]"`
 	GPUs        json.RawMessage `gorm:"column:gpus"`
-	Slots       int
+	Concurrency int
 	StartedAt   time.Time
 	HeartbeatAt time.Time
 }
@@ -30,10 +30,10 @@ func (s *Store) RegisterWorker(ctx context.Context, w WorkerInfo) error {
 	if w.GPUs == nil {
 		w.GPUs = json.RawMessage("[]")
 	}
-	return s.db.WithContext(ctx).Exec(`INSERT INTO workers (name, host, pid, engines, gpus, slots)
+	return s.db.WithContext(ctx).Exec(`INSERT INTO workers (name, host, pid, engines, gpus, concurrency)
 		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-		engines = excluded.engines, gpus = excluded.gpus, slots = excluded.slots, started_at = now(), heartbeat_at = now()`,
-		w.Name, w.Host, w.PID, w.Engines, string(w.GPUs), w.Slots).Error
+		engines = excluded.engines, gpus = excluded.gpus, concurrency = excluded.concurrency, started_at = now(), heartbeat_at = now()`,
+		w.Name, w.Host, w.PID, w.Engines, string(w.GPUs), w.Concurrency).Error
 }
 
 // WorkerHeartbeat marks a worker alive; ErrNotFound when its entry is gone.

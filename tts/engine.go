@@ -24,7 +24,7 @@ import (
 	"unicode/utf8"
 )
 
-// Engine synthesizes speech for one line at a time per declared concurrency slot.
+// Engine synthesizes speech for one line at a time per unit of its declared concurrency.
 // Implementations are safe for concurrent use; an engine whose backend serves one request
 // at a time (an IndexTTS-2 host) declares Concurrency 1 in Info and the caller does not
 // send it more.

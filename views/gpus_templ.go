@@ -86,11 +86,11 @@ type CalibrationVM struct {
 }
 
 // ProfileFields are the profile inputs, in form order.
-var ProfileFields = []string{"Name", "MaxSlots", "ReservePct", "LongTextThresholdSec", "LongLaneLimit", "MaxGenSeconds", "SegmentTokens",
+var ProfileFields = []string{"Name", "Concurrency", "ReservePct", "LongTextThresholdSec", "LongLaneLimit", "MaxGenSeconds", "SegmentTokens",
 	"Beams", "KVCacheGiB"}
 
 var profileLabels = map[string]string{
-	"Name": "gpus.field.name", "MaxSlots": "gpus.field.max_slots", "ReservePct": "gpus.field.reserve",
+	"Name": "gpus.field.name", "Concurrency": "gpus.field.concurrency", "ReservePct": "gpus.field.reserve",
 	"LongTextThresholdSec": "gpus.field.long_threshold", "LongLaneLimit": "gpus.field.lane",
 	"MaxGenSeconds": "gpus.field.max_gen", "SegmentTokens": "gpus.field.segment",
 	"Beams": "gpus.field.beams", "KVCacheGiB": "gpus.field.kv_cache",
@@ -102,7 +102,7 @@ var profileHints = map[string]string{"Beams": "gpus.field.beams_hint", "KVCacheG
 // ProfileFormOf fills a form with a stored profile's values.
 func ProfileFormOf(p studio.GPUProfile) GPUProfileForm {
 	return GPUProfileForm{ID: p.ID, Values: map[string]string{
-		"Name": p.Name, "MaxSlots": fmt.Sprint(p.MaxSlots), "ReservePct": trimFloat(p.ReservePct),
+		"Name": p.Name, "Concurrency": fmt.Sprint(p.Concurrency), "ReservePct": trimFloat(p.ReservePct),
 		"LongTextThresholdSec": trimFloat(p.LongTextThresholdSec), "LongLaneLimit": fmt.Sprint(p.LongLaneLimit),
 		"MaxGenSeconds": trimFloat(p.MaxGenSeconds), "SegmentTokens": fmt.Sprint(p.SegmentTokens),
 		"FP16": boolValue(p.FP16), "EmotionTextModel": boolValue(p.EmotionTextModel),
@@ -227,7 +227,7 @@ func pointText(p Page, n int) string {
 	if n == 0 {
 		return p.T("gpus.calibration.not_reached")
 	}
-	return p.T("gpus.calibration.slots", n)
+	return p.T("gpus.calibration.concurrency", n)
 }
 
 func seconds2(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
@@ -235,14 +235,14 @@ func seconds2(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()
 // calibrationChart is the load test as the chart script reads it.
 func calibrationChart(r *gpu.CalibrationResult) string {
 	type pt struct {
-		Slots      int      `json:"slots"`
-		Throughput *float64 `json:"throughput"`
-		Avg        *float64 `json:"avg"`
-		P95        *float64 `json:"p95"`
+		Concurrency int      `json:"concurrency"`
+		Throughput  *float64 `json:"throughput"`
+		Avg         *float64 `json:"avg"`
+		P95         *float64 `json:"p95"`
 	}
 	var pts []pt
 	for _, s := range r.Verdict.Steps {
-		p := pt{Slots: s.Slots}
+		p := pt{Concurrency: s.Concurrency}
 		if s.Successes > 0 { // a step where nothing ran has no figures, not zeros
 			tp, avg, p95 := s.Throughput, s.AvgLatency.Seconds(), s.P95Latency.Seconds()
 			p.Throughput, p.Avg, p.P95 = &tp, &avg, &p95
@@ -303,7 +303,7 @@ func gpuAssets() templ.Component {
 }
 
 // GPUsPage is the admins' GPU page: every GPU of every live worker with live charts,
-// budget and slots; the concurrency profiles; the calibrations.
+// budget and seats; the concurrency profiles; the calibrations.
 func GPUsPage(p Page, vm GPUsVM) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -1772,9 +1772,9 @@ func GPULive(p Page, i int, c GPUCard) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var90 string
-		templ_7745c5c3_Var90, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("gpus.slots_n", c.GPU.Snapshot.Profile.MaxSlots))
+		templ_7745c5c3_Var90, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("gpus.concurrency_n", c.GPU.Snapshot.Profile.Concurrency))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 469, Col: 121}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 469, Col: 130}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var90))
 		if templ_7745c5c3_Err != nil {
@@ -1975,7 +1975,7 @@ func GPULive(p Page, i int, c GPUCard) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 156, "</div><table class=\"grid small\" data-testid=\"gpu-slots\"><thead><tr><th>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 156, "</div><table class=\"grid small\" data-testid=\"gpu-seats\"><thead><tr><th>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -2032,7 +2032,7 @@ func GPULive(p Page, i int, c GPUCard) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var107 string
-		templ_7745c5c3_Var107, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("gpus.slot"))
+		templ_7745c5c3_Var107, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("gpus.seat"))
 		if templ_7745c5c3_Err != nil {
 			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 505, Col: 27}
 		}
@@ -2071,8 +2071,8 @@ func GPULive(p Page, i int, c GPUCard) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		for _, h := range s.Hosts {
-			for k, sl := range h.Slots {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 164, "<tr data-testid=\"slot-row\">")
+			for k, sl := range h.Seats {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 164, "<tr data-testid=\"seat-row\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -2082,7 +2082,7 @@ func GPULive(p Page, i int, c GPUCard) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var110 string
-					templ_7745c5c3_Var110, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(len(h.Slots))).Resolve(ctx)
+					templ_7745c5c3_Var110, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(len(h.Seats))).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
 						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 515, Col: 40}
 					}
@@ -2169,7 +2169,7 @@ func GPULive(p Page, i int, c GPUCard) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var115 string
-					templ_7745c5c3_Var115, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(len(h.Slots))).Resolve(ctx)
+					templ_7745c5c3_Var115, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(len(h.Seats))).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
 						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 526, Col: 40}
 					}
@@ -2235,7 +2235,7 @@ func GPULive(p Page, i int, c GPUCard) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var119 string
-					templ_7745c5c3_Var119, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(len(h.Slots))).Resolve(ctx)
+					templ_7745c5c3_Var119, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(len(h.Seats))).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
 						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 527, Col: 40}
 					}
@@ -2261,7 +2261,7 @@ func GPULive(p Page, i int, c GPUCard) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var121 string
-					templ_7745c5c3_Var121, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(len(h.Slots))).Resolve(ctx)
+					templ_7745c5c3_Var121, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(len(h.Seats))).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
 						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 528, Col: 40}
 					}
@@ -2287,7 +2287,7 @@ func GPULive(p Page, i int, c GPUCard) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var123 string
-					templ_7745c5c3_Var123, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(len(h.Slots))).Resolve(ctx)
+					templ_7745c5c3_Var123, templ_7745c5c3_Err = templruntime.NewAttributeExpression(itoa(len(h.Seats))).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
 						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 529, Col: 40}
 					}
@@ -2318,7 +2318,7 @@ func GPULive(p Page, i int, c GPUCard) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var125 string
-				templ_7745c5c3_Var125, templ_7745c5c3_Err = templ.JoinStringErrs(itoa(sl.Slot))
+				templ_7745c5c3_Var125, templ_7745c5c3_Err = templ.JoinStringErrs(itoa(sl.Seat))
 				if templ_7745c5c3_Err != nil {
 					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 531, Col: 26}
 				}
@@ -2349,7 +2349,7 @@ func GPULive(p Page, i int, c GPUCard) templ.Component {
 						return templ_7745c5c3_Err
 					}
 				} else {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 190, "<td data-testid=\"slot-request\">")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 190, "<td data-testid=\"seat-request\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
@@ -3564,9 +3564,9 @@ func CalibrationPage(p Page, vm CalibrationVM) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var201 string
-					templ_7745c5c3_Var201, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("gpus.calibration.slots_col"))
+					templ_7745c5c3_Var201, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("gpus.calibration.concurrency_col"))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 696, Col: 58}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 696, Col: 64}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var201))
 					if templ_7745c5c3_Err != nil {
@@ -3673,9 +3673,9 @@ func CalibrationPage(p Page, vm CalibrationVM) templ.Component {
 							return templ_7745c5c3_Err
 						}
 						var templ_7745c5c3_Var209 string
-						templ_7745c5c3_Var209, templ_7745c5c3_Err = templ.JoinStringErrs(itoa(s.Slots))
+						templ_7745c5c3_Var209, templ_7745c5c3_Err = templ.JoinStringErrs(itoa(s.Concurrency))
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 711, Col: 39}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 711, Col: 45}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var209))
 						if templ_7745c5c3_Err != nil {
@@ -3842,14 +3842,14 @@ func CalibrationPage(p Page, vm CalibrationVM) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 320, "\" data-label-slots=\"")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 320, "\" data-label-concurrency=\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var222 string
-					templ_7745c5c3_Var222, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.T("gpus.calibration.slots_col")).Resolve(ctx)
+					templ_7745c5c3_Var222, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.T("gpus.calibration.concurrency_col")).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 725, Col: 250}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 725, Col: 262}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var222)
 					if templ_7745c5c3_Err != nil {
@@ -3891,9 +3891,9 @@ func CalibrationPage(p Page, vm CalibrationVM) templ.Component {
 							return templ_7745c5c3_Err
 						}
 						var templ_7745c5c3_Var225 string
-						templ_7745c5c3_Var225, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("gpus.calibration.failure", f.Slots, orDash(f.Bucket), f.Kind, f.Error))
+						templ_7745c5c3_Var225, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("gpus.calibration.failure", f.Concurrency, orDash(f.Bucket), f.Kind, f.Error))
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 731, Col: 107}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/gpus.templ`, Line: 731, Col: 113}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var225))
 						if templ_7745c5c3_Err != nil {

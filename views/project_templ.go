@@ -4027,9 +4027,9 @@ func WorkersPage(p Page, ws []studio.WorkerInfo, paused bool) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var246 string
-			templ_7745c5c3_Var246, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("workers.slots"))
+			templ_7745c5c3_Var246, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("workers.at_once"))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 504, Col: 139}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 504, Col: 141}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var246))
 			if templ_7745c5c3_Err != nil {
@@ -4042,7 +4042,7 @@ func WorkersPage(p Page, ws []studio.WorkerInfo, paused bool) templ.Component {
 			var templ_7745c5c3_Var247 string
 			templ_7745c5c3_Var247, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("workers.seen"))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 504, Col: 171}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 504, Col: 173}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var247))
 			if templ_7745c5c3_Err != nil {
@@ -4110,9 +4110,9 @@ func WorkersPage(p Page, ws []studio.WorkerInfo, paused bool) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var252 string
-				templ_7745c5c3_Var252, templ_7745c5c3_Err = templ.JoinStringErrs(itoa(w.Slots))
+				templ_7745c5c3_Var252, templ_7745c5c3_Err = templ.JoinStringErrs(itoa(w.Concurrency))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 511, Col: 37}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 511, Col: 43}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var252))
 				if templ_7745c5c3_Err != nil {

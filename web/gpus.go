@@ -19,7 +19,7 @@ import (
 )
 
 // The admin GPU page: every GPU of every live worker (from the registry and the
-// state each worker publishes every two seconds), live charts, budget and slots, the
+// state each worker publishes every two seconds), live charts, budget and seats, the
 // concurrency profiles, their assignment to GPUs and the calibrations. Package fleet
 // reads and checks all of it; the handlers parse, call it and render.
 

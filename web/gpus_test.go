@@ -32,7 +32,7 @@ func publishGPU(t *testing.T, b *testBundle) studio.Line {
 	lines, err := b.store.AllLines(ctx, b.project.ID)
 	require.NoError(t, err)
 	line := lines[0]
-	require.NoError(t, b.store.RegisterWorker(ctx, studio.WorkerInfo{Name: "w1", Host: "gpu-box", PID: 7, Engines: []string{"indextts"}, Slots: 2}))
+	require.NoError(t, b.store.RegisterWorker(ctx, studio.WorkerInfo{Name: "w1", Host: "gpu-box", PID: 7, Engines: []string{"indextts"}, Concurrency: 2}))
 	now := time.Now()
 	var recent []gpu.Point
 	for i := range 5 {
@@ -51,10 +51,10 @@ func publishGPU(t *testing.T, b *testBundle) studio.Line {
 				SafetyFactor: 1.25, Running: 1,
 				Hosts: []gpu.HostSnapshot{
 					{ID: testGPU + "/0", PID: 4001, State: gpu.HostServing, ModelBytes: 5 << 30, CachedBytes: 1 << 30,
-						NVMLBytes: 6 << 30, Slots: []gpu.SlotSnapshot{{Slot: 0, Request: fmt.Sprintf("line %d", line.ID), LineID: line.ID,
+						NVMLBytes: 6 << 30, Seats: []gpu.SeatSnapshot{{Seat: 0, Request: fmt.Sprintf("line %d", line.ID), LineID: line.ID,
 							AudioSeconds: 1.5, PredictedBytes: 200 << 20, Since: now.Add(-2 * time.Second)}}},
 					{ID: testGPU + "/1", PID: 4002, State: gpu.HostServing, ModelBytes: 5 << 30, NVMLBytes: 5 << 30,
-						Slots: []gpu.SlotSnapshot{{Slot: 1}}},
+						Seats: []gpu.SeatSnapshot{{Seat: 1}}},
 				}},
 			Counters: gpu.GPUCounters{Admitted: 12, Completed: 11, OOMs: 1, HostDeaths: 2, LostLeases: 1, CacheReleases: 4},
 			Pool: []gpu.HostStatus{{ID: testGPU + "/0", PID: 4001, State: gpu.HostServing, Restarts: 2, Weights: gpu.WeightsLend},
@@ -111,7 +111,7 @@ func TestGPUPageWithoutGPU(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	require.NoError(t, b.store.RegisterWorker(context.Background(), studio.WorkerInfo{Name: "laptop", Host: "desk", PID: 1,
-		Engines: []string{"espeak"}, Slots: 2}))
+		Engines: []string{"espeak"}, Concurrency: 2}))
 	c := b.as(t, studio.RoleAdmin)
 	d := doc(t, c.get("/admin/gpus"))
 	require.Equal(t, 1, d.Find(`[data-testid=no-gpu]`).Length())
@@ -151,7 +151,7 @@ func TestGPUPageShowsEveryPublishedGPU(t *testing.T) {
 	require.Equal(t, "44%", text("gpu-util"))
 	require.Equal(t, "50 °C", text("gpu-temp"))
 	require.Equal(t, "210 W", text("gpu-power"))
-	require.Contains(t, text("gpu-profile"), "default (built in) · 2 slots")
+	require.Contains(t, text("gpu-profile"), "default (built in) · concurrency 2")
 	require.Contains(t, text("gpu-budget"), "Committed 12.9 GB of a 21.5 GB budget")
 	require.Contains(t, text("gpu-budget"), "×1.25")
 	require.Contains(t, text("gpu-counters"), "1 out of memory")
@@ -161,10 +161,10 @@ func TestGPUPageShowsEveryPublishedGPU(t *testing.T) {
 	samplesURL, _ := card.Find(`[data-testid=gpu-charts]`).Attr("data-samples-url")
 	require.Equal(t, "/admin/gpus/samples.json", samplesURL, "the charts' script polls the URL the page gives")
 
-	rows := card.Find(`[data-testid=slot-row]`)
+	rows := card.Find(`[data-testid=seat-row]`)
 	require.Equal(t, 2, rows.Length())
-	req := rows.First().Find(`[data-testid=slot-request]`)
-	require.Contains(t, req.Text(), line.Text, "the slot names the line it renders")
+	req := rows.First().Find(`[data-testid=seat-request]`)
+	require.Contains(t, req.Text(), line.Text, "the seat names the line it renders")
 	href, _ := req.Find("a").Attr("href")
 	require.Equal(t, fmt.Sprintf("/projects/%d#line-%d", b.project.ID, line.ID), href)
 	require.Contains(t, rows.First().Text(), "restarted 2 times")
@@ -205,7 +205,7 @@ func TestGPUPageShowsEveryPublishedGPU(t *testing.T) {
 }
 
 func profileForm(name string, kv ...string) url.Values {
-	f := url.Values{"Name": {name}, "MaxSlots": {"3"}, "ReservePct": {"15"}, "LongTextThresholdSec": {"15"},
+	f := url.Values{"Name": {name}, "Concurrency": {"3"}, "ReservePct": {"15"}, "LongTextThresholdSec": {"15"},
 		"LongLaneLimit": {"1"}, "MaxGenSeconds": {"30"}, "SegmentTokens": {"120"}, "FP16": {"on"}}
 	for i := 0; i+1 < len(kv); i += 2 {
 		f.Set(kv[i], kv[i+1])
@@ -219,14 +219,14 @@ func TestGPUProfileFormValidatesInline(t *testing.T) {
 	c := b.as(t, studio.RoleAdmin)
 	ctx := context.Background()
 
-	resp := c.post("/admin/gpus/profiles", profileForm("tight", "ReservePct", "95", "MaxSlots", "0", "MaxGenSeconds", "-1",
+	resp := c.post("/admin/gpus/profiles", profileForm("tight", "ReservePct", "95", "Concurrency", "0", "MaxGenSeconds", "-1",
 		"SegmentTokens", "many"), true)
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
 	d := doc(t, resp)
 	row := d.Find(`[data-testid=new-profile]`)
 	errText := func(field string) string { return row.Find(`[data-testid=error-` + field + `]`).Text() }
 	require.Equal(t, "The reserve must be between 0% and 90% of the card's memory.", errText("ReservePct"))
-	require.Equal(t, "At least 1 slot is needed.", errText("MaxSlots"))
+	require.Equal(t, "The concurrency must be at least 1.", errText("Concurrency"))
 	require.Equal(t, "Must be greater than zero.", errText("MaxGenSeconds"))
 	require.Equal(t, "Enter a number.", errText("SegmentTokens"))
 	require.Empty(t, errText("Name"))
@@ -240,9 +240,10 @@ func TestGPUProfileFormValidatesInline(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	d = doc(t, c.get(resp.Header.Get("Location")))
 	require.Contains(t, d.Find(`[data-testid=notice]`).Text(), "Profile h200-fast saved")
-	ps, _ = b.store.GPUProfiles(ctx)
+	ps, err = b.store.GPUProfiles(ctx)
+	require.NoError(t, err)
 	require.Len(t, ps, 1)
-	require.Equal(t, 3, ps[0].MaxSlots)
+	require.Equal(t, 3, ps[0].Concurrency)
 	require.True(t, ps[0].FP16)
 	require.False(t, ps[0].EmotionTextModel)
 	require.False(t, ps[0].ShareWeights)
@@ -252,27 +253,29 @@ func TestGPUProfileFormValidatesInline(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
 	require.Equal(t, "Another profile has this name.", doc(t, resp).Find(`[data-testid=new-profile] [data-testid=error-Name]`).Text())
 
-	// Editing: the lane may not exceed the slots; the error shows in that profile's row.
+	// Editing: the lane may not exceed the concurrency; the error shows in that profile's row.
 	path := fmt.Sprintf("/admin/gpus/profiles/%d", ps[0].ID)
 	resp = c.post(path, profileForm("h200-fast", "LongLaneLimit", "5"), true)
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
 	d = doc(t, resp)
 	require.Contains(t, d.Find(`[data-testid=profile-row] [data-testid=error-LongLaneLimit]`).Text(), "between 1 and 3")
-	resp = c.post(path, profileForm("h200-fast", "MaxSlots", "6", "EmotionTextModel", "on", "ShareWeights", "on"), true)
+	resp = c.post(path, profileForm("h200-fast", "Concurrency", "6", "EmotionTextModel", "on", "ShareWeights", "on"), true)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	p, _ := b.store.GPUProfileByID(ctx, ps[0].ID)
-	require.Equal(t, 6, p.MaxSlots)
+	p, err := b.store.GPUProfileByID(ctx, ps[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, 6, p.Concurrency)
 	require.True(t, p.EmotionTextModel)
 	require.True(t, p.ShareWeights)
 	checked := doc(t, c.get("/admin/gpus")).Find(`[data-testid=profile-row] input[name=ShareWeights][checked]`)
 	require.Equal(t, 1, checked.Length(), "the form shows the stored flag")
 
 	require.Equal(t, http.StatusSeeOther, c.post(path+"/delete", nil, true).StatusCode)
-	ps, _ = b.store.GPUProfiles(ctx)
+	ps, err = b.store.GPUProfiles(ctx)
+	require.NoError(t, err)
 	require.Empty(t, ps)
 }
 
-// A profile that cannot run one slot on a GPU it is assigned to is refused with the
+// A profile that cannot run one synthesis on a GPU it is assigned to is refused with the
 // measured numbers, when assigned and when edited.
 func TestGPUProfileThatCannotFitIsRefused(t *testing.T) {
 	t.Parallel()
@@ -282,7 +285,8 @@ func TestGPUProfileThatCannotFitIsRefused(t *testing.T) {
 	ctx := context.Background()
 	require.Equal(t, http.StatusSeeOther, c.post("/admin/gpus/profiles", profileForm("greedy", "ReservePct", "85"), true).StatusCode)
 	require.Equal(t, http.StatusSeeOther, c.post("/admin/gpus/profiles", profileForm("fine"), true).StatusCode)
-	ps, _ := b.store.GPUProfiles(ctx)
+	ps, err := b.store.GPUProfiles(ctx)
+	require.NoError(t, err)
 	ids := map[string]int64{}
 	for _, p := range ps {
 		ids[p.Name] = p.ID
@@ -291,15 +295,17 @@ func TestGPUProfileThatCannotFitIsRefused(t *testing.T) {
 	resp := c.post("/admin/gpus/assign", url.Values{"gpu_uuid": {testGPU}, "profile_id": {fmt.Sprint(ids["greedy"])}}, true)
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
 	msg := doc(t, resp).Find(`[data-testid=page-error]`).Text()
-	require.Contains(t, msg, "cannot run even one slot")
+	require.Contains(t, msg, "cannot run even one synthesis")
 	require.Contains(t, msg, "85% reserve", "with the numbers")
 	require.Contains(t, msg, "NVIDIA L40S")
-	as, _ := b.store.GPUAssignments(ctx)
+	as, err := b.store.GPUAssignments(ctx)
+	require.NoError(t, err)
 	require.Empty(t, as)
 
 	resp = c.post("/admin/gpus/assign", url.Values{"gpu_uuid": {testGPU}, "profile_id": {fmt.Sprint(ids["fine"])}}, true)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	as, _ = b.store.GPUAssignments(ctx)
+	as, err = b.store.GPUAssignments(ctx)
+	require.NoError(t, err)
 	require.Len(t, as, 1)
 	d := doc(t, c.get("/admin/gpus"))
 	sel, _ := d.Find(`[data-testid=assign-form] option[selected]`).Attr("value")
@@ -308,13 +314,15 @@ func TestGPUProfileThatCannotFitIsRefused(t *testing.T) {
 	// Editing the assigned profile into one that cannot fit is refused too.
 	resp = c.post(fmt.Sprintf("/admin/gpus/profiles/%d", ids["fine"]), profileForm("fine", "ReservePct", "88"), true)
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
-	require.Contains(t, doc(t, resp).Find(`[data-testid=profile-error]`).Text(), "cannot run even one slot")
-	p, _ := b.store.GPUProfileByID(ctx, ids["fine"])
+	require.Contains(t, doc(t, resp).Find(`[data-testid=profile-error]`).Text(), "cannot run even one synthesis")
+	p, err := b.store.GPUProfileByID(ctx, ids["fine"])
+	require.NoError(t, err)
 	require.InDelta(t, 15, p.ReservePct, 1e-9)
 
 	// Back to the default.
 	require.Equal(t, http.StatusSeeOther, c.post("/admin/gpus/assign", url.Values{"gpu_uuid": {testGPU}, "profile_id": {"0"}}, true).StatusCode)
-	as, _ = b.store.GPUAssignments(ctx)
+	as, err = b.store.GPUAssignments(ctx)
+	require.NoError(t, err)
 	require.Empty(t, as)
 }
 
@@ -324,7 +332,7 @@ func simulatedCalibration(t *testing.T, p gpu.Profile) *gpu.CalibrationResult {
 	dev := simdev.New(24 * gpu.GiB)
 	l := &ttshost.SimLauncher{Devices: map[string]*simdev.Device{testGPU: dev}, Config: tts.SimulatorConfig{FollowTarget: true}}
 	res, err := calibrate.Run(context.Background(), calibrate.Config{
-		GPU: gpu.Device{UUID: testGPU, Name: "NVIDIA L40S", TotalBytes: dev.Total()}, Profile: p, MaxSlots: 4,
+		GPU: gpu.Device{UUID: testGPU, Name: "NVIDIA L40S", TotalBytes: dev.Total()}, Profile: p, MaxConcurrency: 4,
 		WorkDir: t.TempDir(),
 		Launch: func(ctx context.Context, i int) (ttshost.EngineHost, error) {
 			return l.LaunchHost(ctx, gpu.LaunchOpts{GPU: testGPU, ID: fmt.Sprint(i), Weights: p.WeightsRole(i)})
@@ -342,7 +350,8 @@ func TestCalibrationFromThePage(t *testing.T) {
 	ctx := context.Background()
 	require.Equal(t, http.StatusSeeOther, c.post("/admin/gpus/profiles", profileForm("cal", "MaxGenSeconds", "12",
 		"LongTextThresholdSec", "8", "ShareWeights", "on"), true).StatusCode)
-	ps, _ := b.store.GPUProfiles(ctx)
+	ps, err := b.store.GPUProfiles(ctx)
+	require.NoError(t, err)
 	prof := ps[0]
 
 	resp := c.post("/admin/gpus/calibrations", url.Values{"gpu_uuid": {"GPU-nowhere"}, "profile_id": {"0"}}, true)
@@ -368,7 +377,7 @@ func TestCalibrationFromThePage(t *testing.T) {
 	require.Len(t, claimed, 1)
 	require.NoError(t, b.store.SetGPUCalibrationProgress(ctx, cal.ID, `{"key":"gpu.calibration.progress.step","args":[3]}`))
 	d = doc(t, c.get("/admin/gpus"))
-	require.Contains(t, d.Find(`[data-testid=calibration-row]`).Text(), "Load test with 3 slots")
+	require.Contains(t, d.Find(`[data-testid=calibration-row]`).Text(), "Load test at concurrency 3")
 	res := simulatedCalibration(t, fleet.ProfileOf(prof))
 	data, err := json.Marshal(res)
 	require.NoError(t, err)
@@ -384,16 +393,17 @@ func TestCalibrationFromThePage(t *testing.T) {
 	var pts []map[string]float64
 	require.NoError(t, json.Unmarshal([]byte(chart), &pts))
 	require.Len(t, pts, len(res.Verdict.Steps))
-	require.Contains(t, d.Find(`[data-testid=calibration-verdict]`).Text(), fmt.Sprintf("recommended: %d slots", res.Recommended))
+	require.Contains(t, d.Find(`[data-testid=calibration-verdict]`).Text(), fmt.Sprintf("recommended: concurrency %d", res.Recommended))
 	apply := d.Find(`[data-testid=apply-calibration]`)
-	require.Equal(t, fmt.Sprintf("Apply: %d slots", res.Recommended), apply.Text())
+	require.Equal(t, fmt.Sprintf("Apply: concurrency %d", res.Recommended), apply.Text())
 
 	resp = c.post(page+"/apply", nil, true)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Contains(t, doc(t, c.get(resp.Header.Get("Location"))).Find(`[data-testid=notice]`).Text(),
-		fmt.Sprintf("runs profile cal with %d slots", res.Recommended))
-	p, _ := b.store.GPUProfileByID(ctx, prof.ID)
-	require.Equal(t, res.Recommended, p.MaxSlots)
+		fmt.Sprintf("runs profile cal at concurrency %d", res.Recommended))
+	p, err := b.store.GPUProfileByID(ctx, prof.ID)
+	require.NoError(t, err)
+	require.Equal(t, res.Recommended, p.Concurrency)
 	settings, err := b.store.GPUSettings(ctx, []string{testGPU})
 	require.NoError(t, err)
 	require.Equal(t, cal.ID, *settings[testGPU].CalibrationID, "the GPU predicts with the measured curve")

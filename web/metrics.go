@@ -39,29 +39,29 @@ var (
 	descLineRetries = desc("line_retries", "Attempts beyond the first of the lines' current renders.")
 	descSynthesis   = desc("synthesis_seconds", "Time the engine took to synthesize a take (every take kept).")
 	descWorkerUp    = desc("worker_up", "1 for each live worker that publishes its GPUs.", "worker", "host", "engine")
-	descWaiting     = desc("gpu_waiting_requests", "Lines waiting for a GPU slot.", "worker")
+	descWaiting     = desc("gpu_waiting_requests", "Lines waiting for a GPU seat.", "worker")
 	descNeverFits   = desc("gpu_never_fits_total", "Lines refused because no GPU could ever run them.", "worker")
 
-	descUsed      = desc("gpu_memory_used_bytes", "GPU memory used (NVML).", gpuLabels...)
-	descTotal     = desc("gpu_memory_total_bytes", "GPU memory (NVML).", gpuLabels...)
-	descUtil      = desc("gpu_utilization_percent", "GPU utilisation over the driver's last sample period.", gpuLabels...)
-	descTemp      = desc("gpu_temperature_celsius", "GPU core temperature.", gpuLabels...)
-	descPower     = desc("gpu_power_watts", "GPU board power draw.", gpuLabels...)
-	descLost      = desc("gpu_lost", "1 when the GPU stopped answering.", gpuLabels...)
-	descBudget    = desc("gpu_budget_bytes", "Memory the executor may commit: total × (1 − reserve) − others' memory.", gpuLabels...)
-	descCommitted = desc("gpu_committed_bytes", "Memory committed: models, caches and predicted peaks in flight.", gpuLabels...)
-	descForeign   = desc("gpu_foreign_bytes", "GPU memory held by processes that are not our model hosts.", gpuLabels...)
-	descSafety    = desc("gpu_safety_factor", "Factor on predicted peaks (rises after an OOM).", gpuLabels...)
-	descSlots     = desc("gpu_slots", "Slots of the GPU's profile.", gpuLabels...)
-	descRunning   = desc("gpu_running", "Syntheses running, by lane.", append(append([]string{}, gpuLabels...), "lane")...)
-	descHosts     = desc("gpu_model_hosts", "Model-host processes by state.", append(append([]string{}, gpuLabels...), "state")...)
-	descAdmitted  = desc("gpu_admitted_total", "Syntheses admitted.", gpuLabels...)
-	descCompleted = desc("gpu_completed_total", "Syntheses that completed.", gpuLabels...)
-	descFailed    = desc("gpu_failed_total", "Syntheses that failed.", gpuLabels...)
-	descOOMs      = desc("gpu_oom_total", "CUDA out-of-memory failures.", gpuLabels...)
-	descRetries   = desc("gpu_retries_total", "Syntheses to run again, by reason.", append(append([]string{}, gpuLabels...), "reason")...)
-	descReleases  = desc("gpu_cache_releases_total", "Requests to model hosts to release their cache.", gpuLabels...)
-	descWaitSec   = desc("gpu_wait_seconds_total", "Time admitted syntheses waited for a slot.", gpuLabels...)
+	descUsed        = desc("gpu_memory_used_bytes", "GPU memory used (NVML).", gpuLabels...)
+	descTotal       = desc("gpu_memory_total_bytes", "GPU memory (NVML).", gpuLabels...)
+	descUtil        = desc("gpu_utilization_percent", "GPU utilisation over the driver's last sample period.", gpuLabels...)
+	descTemp        = desc("gpu_temperature_celsius", "GPU core temperature.", gpuLabels...)
+	descPower       = desc("gpu_power_watts", "GPU board power draw.", gpuLabels...)
+	descLost        = desc("gpu_lost", "1 when the GPU stopped answering.", gpuLabels...)
+	descBudget      = desc("gpu_budget_bytes", "Memory the executor may commit: total × (1 − reserve) − others' memory.", gpuLabels...)
+	descCommitted   = desc("gpu_committed_bytes", "Memory committed: models, caches and predicted peaks in flight.", gpuLabels...)
+	descForeign     = desc("gpu_foreign_bytes", "GPU memory held by processes that are not our model hosts.", gpuLabels...)
+	descSafety      = desc("gpu_safety_factor", "Factor on predicted peaks (rises after an OOM).", gpuLabels...)
+	descConcurrency = desc("gpu_concurrency", "Syntheses the GPU's profile runs at once.", gpuLabels...)
+	descRunning     = desc("gpu_running", "Syntheses running, by lane.", append(append([]string{}, gpuLabels...), "lane")...)
+	descHosts       = desc("gpu_model_hosts", "Model-host processes by state.", append(append([]string{}, gpuLabels...), "state")...)
+	descAdmitted    = desc("gpu_admitted_total", "Syntheses admitted.", gpuLabels...)
+	descCompleted   = desc("gpu_completed_total", "Syntheses that completed.", gpuLabels...)
+	descFailed      = desc("gpu_failed_total", "Syntheses that failed.", gpuLabels...)
+	descOOMs        = desc("gpu_oom_total", "CUDA out-of-memory failures.", gpuLabels...)
+	descRetries     = desc("gpu_retries_total", "Syntheses to run again, by reason.", append(append([]string{}, gpuLabels...), "reason")...)
+	descReleases    = desc("gpu_cache_releases_total", "Requests to model hosts to release their cache.", gpuLabels...)
+	descWaitSec     = desc("gpu_wait_seconds_total", "Time admitted syntheses waited for a seat.", gpuLabels...)
 )
 
 // metricsCollector reads the metrics from the store at each scrape.
@@ -72,7 +72,7 @@ type metricsCollector struct {
 func (m metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descQueue, descLines, descLineRetries, descSynthesis, descWorkerUp, descWaiting,
 		descNeverFits, descUsed, descTotal, descUtil, descTemp, descPower, descLost, descBudget, descCommitted,
-		descForeign, descSafety, descSlots, descRunning, descHosts, descAdmitted, descCompleted, descFailed, descOOMs,
+		descForeign, descSafety, descConcurrency, descRunning, descHosts, descAdmitted, descCompleted, descFailed, descOOMs,
 		descRetries, descReleases, descWaitSec} {
 		ch <- d
 	}
@@ -160,7 +160,7 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descCommitted, float64(sn.CommittedBytes), lv...)
 			gauge(descForeign, float64(sn.ForeignBytes), lv...)
 			gauge(descSafety, sn.SafetyFactor, lv...)
-			gauge(descSlots, float64(sn.Profile.MaxSlots), lv...)
+			gauge(descConcurrency, float64(sn.Profile.Concurrency), lv...)
 			gauge(descRunning, float64(sn.Running-sn.LongRunning), with("normal")...)
 			gauge(descRunning, float64(sn.LongRunning), with("long")...)
 			byState := map[gpu.HostState]int{}

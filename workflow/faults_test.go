@@ -138,7 +138,7 @@ func TestModelHostKilledMidRender(t *testing.T) {
 	ctx := context.Background()
 	b := setupFault(t, 200)
 	hb := setupHosts(t, b, 2, nil)
-	b.startWorkerWith(t, hb.slots, nil)
+	b.startWorkerWith(t, hb.permits, nil)
 	n, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
 	require.Equal(t, 200, n)
@@ -170,7 +170,7 @@ func TestModelHostHangsMidRender(t *testing.T) {
 	ctx := context.Background()
 	b := setupFault(t, 100)
 	hb := setupHosts(t, b, 2, func(c *gpu.PoolConfig) { c.HealthInterval = time.Hour })
-	b.startWorkerWith(t, hb.slots, func(c *workflow.WorkerConfig) {
+	b.startWorkerWith(t, hb.permits, func(c *workflow.WorkerConfig) {
 		c.SynthesisTimeoutBase, c.SynthesisTimeoutPerSecond = 2*time.Second, time.Second
 	})
 	_, err := b.Pipeline.RenderPending(ctx, b.Project.ID)
@@ -183,7 +183,7 @@ func TestModelHostHangsMidRender(t *testing.T) {
 
 	b.WaitSettled(t, 3*time.Minute)
 	b.requireDoneOnce(t, 100)
-	require.GreaterOrEqual(t, hb.slots.hungKills.Load(), int64(1), "the hung host was killed")
+	require.GreaterOrEqual(t, hb.permits.hungKills.Load(), int64(1), "the hung host was killed")
 	require.GreaterOrEqual(t, hb.events.count(gpu.EventExited), 1)
 	var deadlines int
 	require.NoError(t, b.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job, jsonb_array_elements(to_jsonb(errors)) e

@@ -207,9 +207,9 @@ func (l *hostPermit) Done(o workflow.Outcome) {
 // hostBundle is a render against stand-in model hosts kept running by a gpu.Pool.
 type hostBundle struct {
 	*testBundle
-	slots  *hostPermits
-	pool   *gpu.Pool
-	events *eventLog
+	permits *hostPermits
+	pool    *gpu.Pool
+	events  *eventLog
 }
 
 // eventLog keeps the pool's host events.
@@ -277,11 +277,11 @@ func setupHosts(t *testing.T, b *testBundle, hosts int, cfg func(*gpu.PoolConfig
 		require.NoError(t, b.Store.SetCharacterReference(ctx, b.Project.ID, c.ID, blob.SHA256, "ref.wav"))
 	}
 
-	hb := &hostBundle{testBundle: b, slots: newHostPermits(hosts), events: &eventLog{}}
+	hb := &hostBundle{testBundle: b, permits: newHostPermits(hosts), events: &eventLog{}}
 	pc := gpu.PoolConfig{
 		GPU:      "cpu-standin",
 		Launcher: &standinLauncher{python: python, script: script, standin: standin, modelDir: modelDir, sockDir: sockDir},
-		Registry: hb.slots, HealthInterval: 200 * time.Millisecond, HealthTimeout: time.Second, HealthFailures: 3,
+		Registry: hb.permits, HealthInterval: 200 * time.Millisecond, HealthTimeout: time.Second, HealthFailures: 3,
 		RestartBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, StopTimeout: 5 * time.Second,
 		OnEvent: hb.events.add,
 	}
@@ -326,7 +326,7 @@ func (hb *hostBundle) busyHost(t *testing.T, limit time.Duration) int {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		if pids := hb.slots.busyPIDs(); len(pids) > 0 {
+		if pids := hb.permits.busyPIDs(); len(pids) > 0 {
 			return pids[0]
 		}
 		require.True(t, time.Now().Before(deadline), "no host ever served a request")

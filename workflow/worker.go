@@ -229,7 +229,7 @@ func (w *Worker) ensureDirs() error {
 func (w *Worker) register(ctx context.Context) error {
 	host, _ := os.Hostname()
 	return w.store.RegisterWorker(ctx, studio.WorkerInfo{Name: w.cfg.Name, Host: host, PID: os.Getpid(),
-		Engines: w.permits.Engines(), Slots: w.permits.Capacity(), GPUs: json.RawMessage("[]")})
+		Engines: w.permits.Engines(), Concurrency: w.permits.Capacity(), GPUs: json.RawMessage("[]")})
 }
 
 func (w *Worker) heartbeat(ctx context.Context) {

@@ -11,10 +11,10 @@
 #
 # OUT (default ./gpu-results) receives the readings; docs/benchmarks.md has the
 # figures of 2026-11-29 on an H200 and bench/gpu/results/ the files they come from.
-# MAX_SLOTS bounds the load test (the first run used 3, the second 8).
+# MAX_CONCURRENCY bounds the load test (the first run used 3, the second 8).
 set -u
 OUT=${OUT:-./gpu-results}
-MAX_SLOTS=${MAX_SLOTS:-8}
+MAX_CONCURRENCY=${MAX_CONCURRENCY:-8}
 mkdir -p "$OUT"
 (date -u; nvidia-smi
  nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,memory.used,utilization.gpu,temperature.gpu,power.draw --format=csv
@@ -23,13 +23,13 @@ mkdir -p "$OUT"
 .devbin/gpu/gpu.test -test.run 'TestNewMonitorOnThisMachine|TestNVML' -test.v >"$OUT/monitor_test.txt" 2>&1
 # the worker's GPUs (fleet): three bench hosts, mixed lengths, NVML against the budget
 [ -x .devbin/gpu/fleet.test ] && DUBSTUDIO_GPU_TEST=1 DUBSTUDIO_HOSTS_DIR=tts/hosts OUT="$OUT" \
-  .devbin/gpu/fleet.test -test.run TestGPUsOnARealGPU -test.v -test.timeout 300s >"$OUT/gpu_slots_test.txt" 2>&1
+  .devbin/gpu/fleet.test -test.run TestGPUsOnARealGPU -test.v -test.timeout 300s >"$OUT/gpus_test.txt" 2>&1
 # nvidia-smi's view of the hosts' memory, to compare with the monitor's
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader -l 2 >"$OUT/smi_apps.csv" 2>&1 &
 SMI=$!
 DUBSTUDIO_HOSTS_DIR=tts/hosts HOST_PYTHON=python3 LOG_LEVEL=info \
   .devbin/gpu/dubstudio calibrate -engine bench -db=false -max-gen 10 -long-threshold 8 -buckets 2,5,10 \
-  -max-slots "$MAX_SLOTS" -lines-per-step 8 -timeout 380s \
+  -max-concurrency "$MAX_CONCURRENCY" -lines-per-step 8 -timeout 380s \
   -out "$OUT/calibration.json" -samples-out "$OUT/samples.json" >"$OUT/calibrate.txt" 2>"$OUT/calibrate.log"
 rc=$?
 kill $SMI 2>/dev/null

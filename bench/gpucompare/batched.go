@@ -21,19 +21,19 @@ type batchOptions struct {
 func batchProfile(base gpu.Profile, o batchOptions) gpu.Profile {
 	p := base
 	p.Name, p.ShareWeights, p.Batching = "batched", false, true
-	p.MaxSlots, p.Beams, p.KVCacheGiB = o.maxSequences, o.beams, o.kvCacheGiB
+	p.Concurrency, p.Beams, p.KVCacheGiB = o.maxSequences, o.beams, o.kvCacheGiB
 	p.LongLaneLimit = max(o.maxSequences/2, 1)
 	return p
 }
 
 // batched runs the lines through the executor on one batching host (protocol 2):
-// the worker's GPU slots with the batching profile, uncalibrated (the executor
+// the worker's GPUs with the batching profile, uncalibrated (the executor
 // charges each line the activations the host's health predicts), as many lines at
 // once as River hands the worker.
 func (r *rig) batched(ctx context.Context, o batchOptions) *result {
 	p := batchProfile(r.profile, o)
 	mon := r.newMonitor(ctx)
-	res := &result{Situation: r.situation, Method: "batched", Lines: len(r.lines), Hosts: 1, Sequences: p.MaxSlots,
+	res := &result{Situation: r.situation, Method: "batched", Lines: len(r.lines), Hosts: 1, Sequences: p.Concurrency,
 		Profile: &p, BaselineBytes: usedNow(mon, r.dev.UUID)}
 	if err := p.Validate(); err != nil {
 		res.StartError = err.Error()
@@ -42,7 +42,7 @@ func (r *rig) batched(ctx context.Context, o batchOptions) *result {
 	}
 	r.setBatch(p)
 	defer r.setBatch(gpu.Profile{})
-	slots, err := fleet.NewGPUs(fleet.GPUsConfig{Engine: "bench", Monitor: mon,
+	gpus, err := fleet.NewGPUs(fleet.GPUsConfig{Engine: "bench", Monitor: mon,
 		GPUs: []gpu.Device{r.dev}, Launcher: r.launcher, TokensPerSecond: r.tps, Batching: true})
 	if err != nil {
 		res.StartError = err.Error()
@@ -51,15 +51,15 @@ func (r *rig) batched(ctx context.Context, o batchOptions) *result {
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = slots.Stop(sctx)
+		_ = gpus.Stop(sctx)
 	}()
-	if err := slots.Apply(r.dev.UUID, fleet.Setting{Profile: p}); err != nil {
+	if err := gpus.Apply(r.dev.UUID, fleet.Setting{Profile: p}); err != nil {
 		res.StartError = fmt.Sprintf("applying the batching profile: %v", err)
 		return res
 	}
-	slots.Start(ctx)
+	gpus.Start(ctx)
 	// One host serves every sequence: a few warm-up lines suffice.
-	return r.renderThroughPermits(ctx, slots, mon, res, 1, min(p.MaxSlots, 8))
+	return r.renderThroughPermits(ctx, gpus, mon, res, 1, min(p.Concurrency, 8))
 }
 
 // setBatch makes the hosts the rig launches from now on batching hosts of p (the

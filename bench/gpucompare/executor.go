@@ -20,16 +20,16 @@ import (
 // oomRetries is the worker's default OOM_RETRIES.
 const oomRetries = 1
 
-// executor runs dubstudio's way: the worker's GPU slots calibrate the card with
+// executor runs dubstudio's way: the worker's GPUs calibrate the card with
 // the default profile (what the admin page's button does), apply the
 // recommendation, and the lines go through the VRAM-budgeted executor with as many
 // at once as River hands the worker. calOut receives the calibration as JSON.
 func (r *rig) executor(ctx context.Context, memory func(string) calibrate.DeviceMemory, calOut string) *result {
-	// The slots run their own monitor and close it when they stop.
+	// The GPUs run their own monitor and close it when they stop.
 	mon := r.newMonitor(ctx)
 	res := &result{Situation: r.situation, Method: "executor", Lines: len(r.lines),
 		BaselineBytes: usedNow(mon, r.dev.UUID)}
-	slots, err := fleet.NewGPUs(fleet.GPUsConfig{Engine: "bench", Monitor: mon,
+	gpus, err := fleet.NewGPUs(fleet.GPUsConfig{Engine: "bench", Monitor: mon,
 		GPUs: []gpu.Device{r.dev}, Launcher: r.launcher, Memory: memory, TokensPerSecond: r.tps, ShareWeights: true})
 	if err != nil {
 		res.StartError = err.Error()
@@ -38,13 +38,13 @@ func (r *rig) executor(ctx context.Context, memory func(string) calibrate.Device
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = slots.Stop(sctx)
+		_ = gpus.Stop(sctx)
 	}()
-	// A worker's slots run before anyone calibrates (the default profile's hosts);
+	// A worker's GPUs run before anyone calibrates (the default profile's hosts);
 	// the calibration drains them and runs its own.
-	slots.Start(ctx)
+	gpus.Start(ctx)
 	calStart := time.Now()
-	cal, err := slots.Calibrate(ctx, 1, r.dev.UUID, r.profile, func(key string, args ...any) {
+	cal, err := gpus.Calibrate(ctx, 1, r.dev.UUID, r.profile, func(key string, args ...any) {
 		r.log("calibration: %s %v", key, args)
 	})
 	if cal != nil && calOut != "" {
@@ -56,33 +56,33 @@ func (r *rig) executor(ctx context.Context, memory func(string) calibrate.Device
 		res.StartError = fmt.Sprintf("calibration: %v", err)
 		return res
 	}
-	r.log("calibration took %.0f s: recommended %d slots (%s), crash at %d, slowdown at %d",
+	r.log("calibration took %.0f s: recommended concurrency %d (%s), crash at %d, slowdown at %d",
 		time.Since(calStart).Seconds(), cal.Recommended, cal.Verdict.Why, cal.Verdict.CrashAt, cal.Verdict.SlowdownAt)
 	if cal.Recommended == 0 {
-		res.StartError = "the calibration recommends no slot"
+		res.StartError = "the calibration recommends no concurrency"
 		return res
 	}
 	p := cal.RecommendedProfile
-	res.Profile, res.Hosts = &p, p.MaxSlots
-	if err := slots.Apply(r.dev.UUID, fleet.Setting{Profile: p, Calibration: cal.Calibration, CalibrationID: 1}); err != nil {
+	res.Profile, res.Hosts = &p, p.Concurrency
+	if err := gpus.Apply(r.dev.UUID, fleet.Setting{Profile: p, Calibration: cal.Calibration, CalibrationID: 1}); err != nil {
 		res.StartError = fmt.Sprintf("applying the calibration: %v", err)
 		return res
 	}
-	return r.renderThroughPermits(ctx, slots, mon, res, p.MaxSlots, p.MaxSlots)
+	return r.renderThroughPermits(ctx, gpus, mon, res, p.Concurrency, p.Concurrency)
 }
 
 // renderThroughPermits renders the workload through the worker's permits once
 // serving hosts are up: the worker's prepare job (each character once), warmUps short
 // untimed lines in parallel to warm the hosts' kernels, then every line with as many
 // at once as River hands the worker. It fills in res and returns it.
-func (r *rig) renderThroughPermits(ctx context.Context, slots *fleet.GPUs, mon *gpu.Monitor, res *result, serving, warmUps int) *result {
+func (r *rig) renderThroughPermits(ctx context.Context, gpus *fleet.GPUs, mon *gpu.Monitor, res *result, serving, warmUps int) *result {
 	peak := watchPeak(mon, r.dev.UUID)
-	if err := slots.WaitServing(ctx, r.dev.UUID, serving); err != nil {
+	if err := gpus.WaitServing(ctx, r.dev.UUID, serving); err != nil {
 		res.StartError = err.Error()
 		res.PeakUsedBytes = peak.end()
 		return res
 	}
-	sl, err := slots.Acquire(ctx, workflow.PermitRequest{AudioSeconds: 15})
+	sl, err := gpus.Acquire(ctx, workflow.PermitRequest{AudioSeconds: 15})
 	if err == nil {
 		err = r.speakers.prepare(ctx, sl.Engine(), r.work)
 		sl.Done(workflow.Outcome{Failed: err != nil})
@@ -99,7 +99,7 @@ func (r *rig) renderThroughPermits(ctx context.Context, slots *fleet.GPUs, mon *
 		go func() {
 			defer wg.Done()
 			l := line{ID: int64(-1 - i), Seconds: 2, Character: i % len(r.speakers.refs), Text: "A short line to warm the host up."}
-			if _, err := r.slotLine(ctx, slots, l); err != nil {
+			if _, err := r.permitLine(ctx, gpus, l); err != nil {
 				t.warmUpFailed(i, err)
 			}
 		}()
@@ -112,12 +112,12 @@ func (r *rig) renderThroughPermits(ctx context.Context, slots *fleet.GPUs, mon *
 	}
 	close(queue)
 	start := time.Now()
-	for range slots.Capacity() { // what River hands the worker at once
+	for range gpus.Capacity() { // what River hands the worker at once
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for l := range queue {
-				r.executorLine(ctx, slots, l, t)
+				r.executorLine(ctx, gpus, l, t)
 			}
 		}()
 	}
@@ -130,10 +130,10 @@ func (r *rig) renderThroughPermits(ctx context.Context, slots *fleet.GPUs, mon *
 // executorLine renders one line as the worker's synthesize job does: an OOM is
 // retried oomRetries times, a lost host (transient) is retried with a short
 // backoff, anything else fails the line.
-func (r *rig) executorLine(ctx context.Context, slots *fleet.GPUs, l line, t *tally) {
+func (r *rig) executorLine(ctx context.Context, gpus *fleet.GPUs, l line, t *tally) {
 	ooms, lost := 0, 0
 	for {
-		out, took, err := r.slotLineTimed(ctx, slots, l)
+		out, took, err := r.permitLineTimed(ctx, gpus, l)
 		switch {
 		case err == nil:
 			t.done(out, took)
@@ -158,22 +158,22 @@ func (r *rig) executorLine(ctx context.Context, slots *fleet.GPUs, l line, t *ta
 	}
 }
 
-func (r *rig) slotLine(ctx context.Context, slots *fleet.GPUs, l line) (tts.Result, error) {
-	res, _, err := r.slotLineTimed(ctx, slots, l)
+func (r *rig) permitLine(ctx context.Context, gpus *fleet.GPUs, l line) (tts.Result, error) {
+	res, _, err := r.permitLineTimed(ctx, gpus, l)
 	return res, err
 }
 
-// slotLineTimed waits for a slot, then synthesizes; took counts from the moment
-// the slot is granted.
-func (r *rig) slotLineTimed(ctx context.Context, slots *fleet.GPUs, l line) (tts.Result, time.Duration, error) {
-	sl, err := slots.Acquire(ctx, workflow.PermitRequest{LineID: max(l.ID, 1), AudioSeconds: l.Seconds, TextRunes: len([]rune(l.Text))})
+// permitLineTimed waits for a permit, then synthesizes; took counts from the moment
+// the permit is granted.
+func (r *rig) permitLineTimed(ctx context.Context, gpus *fleet.GPUs, l line) (tts.Result, time.Duration, error) {
+	sl, err := gpus.Acquire(ctx, workflow.PermitRequest{LineID: max(l.ID, 1), AudioSeconds: l.Seconds, TextRunes: len([]rune(l.Text))})
 	if err != nil {
 		return tts.Result{}, 0, err
 	}
 	t0 := time.Now()
 	out := filepath.Join(r.work, fmt.Sprintf("line%d-%d.wav", l.ID, time.Now().UnixNano()))
 	defer os.Remove(out)
-	// The slot's engine applies the profile's segment size and generation cap.
+	// The permit's engine applies the profile's segment size and generation cap.
 	req := r.speakers.request(l, out, r.profile, r.tps)
 	req.MaxTextTokensPerSegment, req.MaxMelTokens = 0, 0
 	res, err := sl.Engine().Synthesize(ctx, req)

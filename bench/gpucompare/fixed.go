@@ -24,7 +24,7 @@ type benchHost interface {
 type rig struct {
 	dev     gpu.Device
 	monitor *gpu.Monitor
-	// newMonitor opens another monitor of the same card (the executor's slots own
+	// newMonitor opens another monitor of the same card (the executor's GPUs own
 	// theirs).
 	newMonitor func(ctx context.Context) *gpu.Monitor
 	launcher   gpu.HostLauncher

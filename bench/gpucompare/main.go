@@ -5,7 +5,7 @@
 //     own worker from a bounded queue, one retry after an out-of-memory error; each
 //     N until one fails (a failed line, an OOM, a lost host) or, with -stop-flat,
 //     until the throughput has not improved for that many steps;
-//   - executor: the worker's GPU slots calibrate the card with the default profile,
+//   - executor: the worker's GPUs calibrate the card with the default profile,
 //     apply what the calibration recommends, and render the same lines through the
 //     executor, no hand tuning.
 //
@@ -99,7 +99,7 @@ func parseFlags() options {
 	flag.BoolVar(&o.sim, "sim", false, "simulator hosts on a simulated card (a rehearsal, not a measurement)")
 	flag.DurationVar(&o.timeout, "timeout", 0, "stop after this long (0: no limit); the runs so far are written")
 	flag.BoolVar(&o.shareWeights, "share-weights", false, "the hosts of the GPU share one copy of the weights (both methods; bench_host.py --share-weights)")
-	flag.IntVar(&o.batch.maxSequences, "max-sequences", 64, "batched method: lines the one batching host decodes at once (the profile's slots)")
+	flag.IntVar(&o.batch.maxSequences, "max-sequences", 64, "batched method: lines the one batching host decodes at once (the profile's concurrency)")
 	flag.IntVar(&o.batch.beams, "beams", gpu.DefaultBeams, "batched method: beams per line (1: sampling, one row)")
 	flag.Float64Var(&o.batch.kvCacheGiB, "kv-cache-gib", 0, "batched method: the host's KV cache in GiB (0: the host's own size)")
 	flag.Parse()
@@ -366,7 +366,7 @@ func summary(r *rig, results []*result) string {
 	}
 	if exec != nil && exec.healthy() {
 		if best != nil && best.Throughput > 0 {
-			fmt.Fprintf(&b, "Executor (%d slots after its calibration): %.0f%% of the best fixed N (N=%d).\n", exec.Hosts,
+			fmt.Fprintf(&b, "Executor (concurrency %d after its calibration): %.0f%% of the best fixed N (N=%d).\n", exec.Hosts,
 				100*exec.Throughput/best.Throughput, best.Hosts)
 		}
 		if rule != nil && rule.Throughput > 0 {

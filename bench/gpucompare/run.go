@@ -18,7 +18,7 @@ import (
 type result struct {
 	Situation string `json:"situation"` // "whole card" or "24 GiB"
 	Method    string `json:"method"`    // "fixed" or "executor"
-	// Hosts is N for the fixed method, the profile's slots for the executor, 1 for
+	// Hosts is N for the fixed method, the profile's concurrency for the executor, 1 for
 	// the batched method (whose host decodes Sequences lines at once).
 	Hosts        int     `json:"hosts"`
 	Sequences    int     `json:"sequences,omitempty"`
@@ -215,7 +215,7 @@ type speakers struct {
 
 // request is line l's synthesis request, the same for both methods: the line's slot
 // as target length, its character's prepared conditioning, the default profile's
-// segment size and generation cap (what the executor's slots send).
+// segment size and generation cap (what the executor's permits send).
 func (sp *speakers) request(l line, out string, p gpu.Profile, tokensPerSecond float64) tts.Request {
 	return tts.Request{Text: l.Text, Language: "en", TargetSeconds: l.Seconds,
 		Speaker:                 tts.Speaker{ReferenceAudioPath: sp.refs[l.Character], ConditioningPath: sp.conds[l.Character]},

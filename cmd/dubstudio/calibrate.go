@@ -29,11 +29,11 @@ const calibrateUsage = `Usage: dubstudio calibrate [flags]
 
 Measures one GPU for a concurrency profile: memory after load, the worst peak of
 several runs per line length, the fall-back after each run (leaks), and a stepwise
-load test (1, 2, 3, 4, 6, ... slots) through the executor with the measured
+load test (concurrency 1, 2, 3, 4, 6, ...) through the executor with the measured
 numbers, until a step fails or two steps add no throughput; names the crash and
-slowdown points and recommends the fewest slots within 3% of the best throughput
+slowdown points and recommends the lowest concurrency within 3% of the best throughput
 below the crash. The GPU should be idle: stop the worker that
-owns it, or calibrate from the admin GPU page, which pauses the GPU's slots.
+owns it, or calibrate from the admin GPU page, which pauses the GPU's work.
 
 Flags:
 `
@@ -44,27 +44,27 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	fs.Usage = func() { fmt.Fprint(fs.Output(), calibrateUsage); fs.PrintDefaults() }
 	def := gpu.DefaultProfile()
 	var (
-		gpuSel    = fs.String("gpu", "", "GPU index or UUID (default: the first)")
-		engine    = fs.String("engine", "", "indextts, bench or simulator (default: ENGINE when it is one of them, else indextts when INDEXTTS_MODEL_DIR is set, else bench)")
-		profName  = fs.String("profile", "", "calibrate a stored profile by name (needs the database); the flags below are ignored then")
-		slots     = fs.Int("slots", def.MaxSlots, "profile: most syntheses at once")
-		reserve   = fs.Float64("reserve", def.ReservePct, "profile: percent of the card's memory never budgeted (0-90)")
-		threshold = fs.Float64("long-threshold", def.LongTextThresholdSec, "profile: seconds from which a line takes the long lane")
-		lane      = fs.Int("lane", def.LongLaneLimit, "profile: long-lane requests at once")
-		maxGen    = fs.Float64("max-gen", def.MaxGenSeconds, "profile: longest line in seconds")
-		segment   = fs.Int("segment", def.SegmentTokens, "profile: text tokens per segment")
-		fp16      = fs.Bool("fp16", def.FP16, "profile: half-precision GPT")
-		emoText   = fs.Bool("emotion-text", def.EmotionTextModel, "profile: load the Qwen emotion-from-text model")
-		share     = fs.Bool("share-weights", def.ShareWeights, "profile: the GPU's hosts share one copy of the weights (bench engine)")
-		runs      = fs.Int("runs", 3, "runs per length bucket (at least 3)")
-		buckets   = fs.String("buckets", "", "bucket lengths in seconds, e.g. 2,6,12 (default: 2, 6, 12 and the profile's longest)")
-		perStep   = fs.Int("lines-per-step", 8, "lines per load-test step (at least two per slot)")
-		maxSlots  = fs.Int("max-slots", 0, "highest load-test step (default: the slots the budget fits)")
-		useDB     = fs.Bool("db", true, "store the result in the database (false: no database needed)")
-		apply     = fs.Bool("apply", false, "apply the recommendation to the GPU (needs the database)")
-		out       = fs.String("out", "", "write the result as JSON to this file")
-		samples   = fs.String("samples-out", "", "write the NVML samples taken during the run (every second) as JSON to this file")
-		timeout   = fs.Duration("timeout", 0, "give up after this long (0: never)")
+		gpuSel         = fs.String("gpu", "", "GPU index or UUID (default: the first)")
+		engine         = fs.String("engine", "", "indextts, bench or simulator (default: ENGINE when it is one of them, else indextts when INDEXTTS_MODEL_DIR is set, else bench)")
+		profName       = fs.String("profile", "", "calibrate a stored profile by name (needs the database); the flags below are ignored then")
+		concur         = fs.Int("concurrency", def.Concurrency, "profile: most syntheses at once")
+		reserve        = fs.Float64("reserve", def.ReservePct, "profile: percent of the card's memory never budgeted (0-90)")
+		threshold      = fs.Float64("long-threshold", def.LongTextThresholdSec, "profile: seconds from which a line takes the long lane")
+		lane           = fs.Int("lane", def.LongLaneLimit, "profile: long-lane requests at once")
+		maxGen         = fs.Float64("max-gen", def.MaxGenSeconds, "profile: longest line in seconds")
+		segment        = fs.Int("segment", def.SegmentTokens, "profile: text tokens per segment")
+		fp16           = fs.Bool("fp16", def.FP16, "profile: half-precision GPT")
+		emoText        = fs.Bool("emotion-text", def.EmotionTextModel, "profile: load the Qwen emotion-from-text model")
+		share          = fs.Bool("share-weights", def.ShareWeights, "profile: the GPU's hosts share one copy of the weights (bench engine)")
+		runs           = fs.Int("runs", 3, "runs per length bucket (at least 3)")
+		buckets        = fs.String("buckets", "", "bucket lengths in seconds, e.g. 2,6,12 (default: 2, 6, 12 and the profile's longest)")
+		perStep        = fs.Int("lines-per-step", 8, "lines per load-test step (at least two per synthesis at once)")
+		maxConcurrency = fs.Int("max-concurrency", 0, "highest load-test step (default: the concurrency the budget fits)")
+		useDB          = fs.Bool("db", true, "store the result in the database (false: no database needed)")
+		apply          = fs.Bool("apply", false, "apply the recommendation to the GPU (needs the database)")
+		out            = fs.String("out", "", "write the result as JSON to this file")
+		samples        = fs.String("samples-out", "", "write the NVML samples taken during the run (every second) as JSON to this file")
+		timeout        = fs.Duration("timeout", 0, "give up after this long (0: never)")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -107,7 +107,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		defer s.Pool().Close()
 		store = s
 	}
-	profile := gpu.Profile{Name: "calibration", MaxSlots: *slots, ReservePct: *reserve, LongTextThresholdSec: *threshold,
+	profile := gpu.Profile{Name: "calibration", Concurrency: *concur, ReservePct: *reserve, LongTextThresholdSec: *threshold,
 		LongLaneLimit: *lane, MaxGenSeconds: *maxGen, SegmentTokens: *segment, FP16: *fp16, EmotionTextModel: *emoText,
 		ShareWeights: *share}
 	var stored *studio.GPUProfile
@@ -181,7 +181,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	adm := fleet.NewCalibrationHosts(scfg, dev)
 	defer adm.Stop()
 	ccfg := calibrate.Config{Admission: adm,
-		GPU: dev, Profile: profile, Runs: *runs, LinesPerStep: *perStep, MaxSlots: *maxSlots, Logger: logger,
+		GPU: dev, Profile: profile, Runs: *runs, LinesPerStep: *perStep, MaxConcurrency: *maxConcurrency, Logger: logger,
 		Launch: func(ctx context.Context, i int) (ttshost.EngineHost, error) {
 			h, err := l.Launch(ctx, gpu.LaunchOpts{GPU: dev.UUID, GPUIndex: dev.Index, ID: fmt.Sprintf("%s/cal%d", dev.UUID, i),
 				Env:     []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + dev.UUID},
@@ -235,7 +235,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 			if err := store.ApplyGPUCalibration(ctx, 0, c.ID, res.Recommended, res.RecommendedProfile.LongLaneLimit); err != nil {
 				return fmt.Errorf("applying the result: %w", err)
 			}
-			fmt.Printf("applied: GPU %s runs %d slots\n", dev.UUID, res.Recommended)
+			fmt.Printf("applied: GPU %s runs concurrency %d\n", dev.UUID, res.Recommended)
 		}
 	}
 	return runErr
@@ -320,8 +320,8 @@ func printCalibration(w io.Writer, r *gpu.CalibrationResult) {
 	gb := func(b int64) string { return fmt.Sprintf("%.2f GB", float64(b)/1e9) }
 	fmt.Fprintf(w, "\nGPU %d %s (%s), %s total; engine %s, model %s %s\n", r.GPU.Index, r.GPU.Name, r.GPU.UUID,
 		gb(r.GPU.TotalBytes), r.Engine, r.Model, r.ModelVersion)
-	fmt.Fprintf(w, "profile %q: %d slots, %.0f%% reserve, long lane from %.0f s (%d at once), at most %.0f s, %d tokens a segment, fp16 %v, shared weights %v\n",
-		r.Profile.Name, r.Profile.MaxSlots, r.Profile.ReservePct, r.Profile.LongTextThresholdSec, r.Profile.LongLaneLimit,
+	fmt.Fprintf(w, "profile %q: concurrency %d, %.0f%% reserve, long lane from %.0f s (%d at once), at most %.0f s, %d tokens a segment, fp16 %v, shared weights %v\n",
+		r.Profile.Name, r.Profile.Concurrency, r.Profile.ReservePct, r.Profile.LongTextThresholdSec, r.Profile.LongLaneLimit,
 		r.Profile.MaxGenSeconds, r.Profile.SegmentTokens, r.Profile.FP16, r.Profile.ShareWeights)
 	fmt.Fprintf(w, "\n(1) memory after load: allocator %s; process %s (%s); after warm-up and cache release %s; others held %s before\n",
 		gb(r.LoadedAllocatedBytes), gb(r.LoadedBytes), r.MemoryCounter, gb(r.ResidentBytes), gb(r.BaselineUsedBytes))
@@ -348,17 +348,17 @@ func printCalibration(w io.Writer, r *gpu.CalibrationResult) {
 		fmt.Fprintf(w, "\n%s\n", r.DoesNotFit.In(i18n.EN))
 		return
 	}
-	fmt.Fprintf(w, "\n(4) load test through the executor (the budget fits %d slots in the worst case)\n", r.SlotsThatFit)
-	fmt.Fprintln(tw, "slots\tlines\tok\tfailed\tOOM\tkilled\tavg\tp95\tpeak VRAM\taudio s/s\t")
+	fmt.Fprintf(w, "\n(4) load test through the executor (the budget fits concurrency %d in the worst case)\n", r.ConcurrencyThatFits)
+	fmt.Fprintln(tw, "concurrency\tlines\tok\tfailed\tOOM\tkilled\tavg\tp95\tpeak VRAM\taudio s/s\t")
 	for _, s := range r.Verdict.Steps {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f s\t%.2f s\t%s\t%.2f\t\n", s.Slots, s.Tasks, s.Successes, s.Failures,
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f s\t%.2f s\t%s\t%.2f\t\n", s.Concurrency, s.Tasks, s.Successes, s.Failures,
 			s.OOMs, s.Killed, s.AvgLatency.Seconds(), s.P95Latency.Seconds(), gb(s.PeakVRAMBytes), s.Throughput)
 	}
 	tw.Flush()
 	for _, f := range r.Failures {
-		fmt.Fprintf(w, "failure at %d slots (%s, %s): %s\n", f.Slots, f.Bucket, f.Kind, f.Error)
+		fmt.Fprintf(w, "failure at concurrency %d (%s, %s): %s\n", f.Concurrency, f.Bucket, f.Kind, f.Error)
 	}
-	fmt.Fprintf(w, "crash point: %s; slowdown point: %s; recommended: %d slots, long lane %d (%s)\n",
+	fmt.Fprintf(w, "crash point: %s; slowdown point: %s; recommended: concurrency %d, long lane %d (%s)\n",
 		point(r.Verdict.CrashAt), point(r.Verdict.SlowdownAt), r.Recommended, r.RecommendedProfile.LongLaneLimit,
 		r.Verdict.Why)
 }
@@ -367,5 +367,5 @@ func point(n int) string {
 	if n == 0 {
 		return "not reached"
 	}
-	return fmt.Sprintf("%d slots", n)
+	return fmt.Sprintf("concurrency %d", n)
 }

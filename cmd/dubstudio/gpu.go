@@ -201,7 +201,7 @@ func gpusCmd(ctx context.Context, logger *slog.Logger) error {
 // agent that connects them to the database (registry, live state, history,
 // profiles, calibrations).
 type gpuWorker struct {
-	slots     *fleet.GPUs
+	gpus      *fleet.GPUs
 	agent     *fleet.Agent
 	logger    *slog.Logger
 	stopAgent context.CancelFunc
@@ -247,31 +247,31 @@ func newGPUWorker(ctx context.Context, cfg *config.Config, store *studio.Store, 
 		_ = setup.monitor.Close()
 		return nil, fmt.Errorf("GPUS=%v names none of the GPUs found", cfg.GPUs)
 	}
-	var slots *fleet.GPUs
+	var gpus *fleet.GPUs
 	scfg := fleet.GPUsConfig{Engine: engine, Monitor: setup.monitor, GPUs: devs, Simulated: setup.simulated != nil,
 		TokensPerSecond: tokensPerSecond(cfg, engine), Logger: logger, ShareWeights: sharesWeights(engine),
 		Batching: batches(engine),
-		Launcher: setup.launcher(cfg, engine, func(uuid string) gpu.Profile { return slots.LaunchProfile(uuid) }, logger)}
+		Launcher: setup.launcher(cfg, engine, func(uuid string) gpu.Profile { return gpus.LaunchProfile(uuid) }, logger)}
 	if setup.simulated != nil {
 		scfg.Memory = func(uuid string) calibrate.DeviceMemory { return simulatedMemory{setup.simulated[uuid]} }
 	}
-	slots, err = fleet.NewGPUs(scfg)
+	gpus, err = fleet.NewGPUs(scfg)
 	if err != nil {
 		_ = setup.monitor.Close()
 		return nil, err
 	}
-	agent := fleet.NewAgent(store, slots, fleet.AgentConfig{Worker: cfg.WorkerName, Logger: logger})
+	agent := fleet.NewAgent(store, gpus, fleet.AgentConfig{Worker: cfg.WorkerName, Logger: logger})
 	if err := agent.ApplySettings(ctx); err != nil {
 		logger.WarnContext(ctx, "reading the GPUs' profiles", "err", err)
 	}
 	// The hosts live until the worker has stopped (not until the signal): running
 	// lines finish on them.
-	slots.Start(context.WithoutCancel(ctx))
+	gpus.Start(context.WithoutCancel(ctx))
 	for _, d := range devs {
-		logger.InfoContext(ctx, "GPU slots", "engine", engine, "gpu", d.Index, "uuid", d.UUID, "name", d.Name,
-			"profile", slots.LaunchProfile(d.UUID).Name, "slots", slots.LaunchProfile(d.UUID).MaxSlots)
+		logger.InfoContext(ctx, "GPU ready", "engine", engine, "gpu", d.Index, "uuid", d.UUID, "name", d.Name,
+			"profile", gpus.LaunchProfile(d.UUID).Name, "concurrency", gpus.LaunchProfile(d.UUID).Concurrency)
 	}
-	return &gpuWorker{slots: slots, agent: agent, logger: logger}, nil
+	return &gpuWorker{gpus: gpus, agent: agent, logger: logger}, nil
 }
 
 // run starts the agent (once the worker is registered).
@@ -287,7 +287,7 @@ func (g *gpuWorker) stop(ctx context.Context) {
 		g.stopAgent()
 		<-g.agentDone
 	}
-	if err := g.slots.Stop(ctx); err != nil {
+	if err := g.gpus.Stop(ctx); err != nil {
 		g.logger.Error("stopping the model hosts", "err", err)
 	}
 }

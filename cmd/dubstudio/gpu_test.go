@@ -32,7 +32,7 @@ func TestHostCommandFollowsTheProfile(t *testing.T) {
 	require.Equal(t, []string{"/venv/bin/python", "/hosts/indextts_host.py", "--model-dir", "/opt/ckpt", "--variant", "2.5",
 		"--model-version", "IndexTTS-2.5", "--qwen-emo"}, hostCommand(cfg, engineIndexTTS, p))
 	require.Equal(t, []string{"/venv/bin/python", "/hosts/bench_host.py", "--gpt-dtype", "fp32"}, hostCommand(cfg, engineBench, p))
-	p.Batching, p.MaxSlots, p.Beams, p.KVCacheGiB = true, 64, 1, 2
+	p.Batching, p.Concurrency, p.Beams, p.KVCacheGiB = true, 64, 1, 2
 	require.Equal(t, []string{"/venv/bin/python", "/hosts/bench_host.py", "--gpt-dtype", "fp32", "--batch", "--max-sequences", "64",
 		"--beams", "1", "--kv-cache-bytes", "2147483648"}, hostCommand(cfg, engineBench, p))
 	env := hostEnv(cfg, engineIndexTTS)
@@ -69,7 +69,7 @@ func TestCalibrateCommandWithoutDatabase(t *testing.T) {
 	samples := filepath.Join(t.TempDir(), "samples.json")
 	cfg := testConfig(t, map[string]string{"DATABASE_URL": "postgres://nobody@127.0.0.1:1/none"})
 	err := calibrateCmd(context.Background(), cfg, slog.New(slog.DiscardHandler), []string{"-engine", "simulator", "-db=false",
-		"-max-gen", "2", "-long-threshold", "1", "-buckets", "0.5,1,2", "-max-slots", "2", "-lines-per-step", "3",
+		"-max-gen", "2", "-long-threshold", "1", "-buckets", "0.5,1,2", "-max-concurrency", "2", "-lines-per-step", "3",
 		"-out", out, "-samples-out", samples})
 	require.NoError(t, err)
 	data, err := os.ReadFile(out)
@@ -78,7 +78,7 @@ func TestCalibrateCommandWithoutDatabase(t *testing.T) {
 	require.NoError(t, json.Unmarshal(data, &res))
 	require.Equal(t, simulatedGPU, res.GPU.UUID)
 	require.Len(t, res.Analysis, 3)
-	require.Equal(t, []int{1, 2}, []int{res.Verdict.Steps[0].Slots, res.Verdict.Steps[1].Slots})
+	require.Equal(t, []int{1, 2}, []int{res.Verdict.Steps[0].Concurrency, res.Verdict.Steps[1].Concurrency})
 	require.Positive(t, res.Recommended)
 	data, err = os.ReadFile(samples)
 	require.NoError(t, err)

@@ -16,10 +16,10 @@ import (
 	"dubstudio/workflow"
 )
 
-// newSlots builds the worker's CPU or HTTP engine slots from the configuration; the
+// newLocalPermits builds the worker's CPU or HTTP engine permits from the configuration; the
 // GPU engines (indextts, bench, simulator, and auto on a GPU) are newGPUWorker's.
-func newSlots(cfg *config.Config) (workflow.Permits, error) {
-	n := cfg.WorkerSlots
+func newLocalPermits(cfg *config.Config) (workflow.Permits, error) {
+	n := cfg.WorkerConcurrency
 	switch cfg.Engine {
 	case "auto", "espeak":
 		if n == 0 {
@@ -45,10 +45,10 @@ func startWorker(ctx context.Context, cfg *config.Config, store *studio.Store, p
 	if err != nil {
 		return nil, nil, err
 	}
-	var slots workflow.Permits
+	var permits workflow.Permits
 	if gw != nil {
-		slots = gw.slots
-	} else if slots, err = newSlots(cfg); err != nil {
+		permits = gw.gpus
+	} else if permits, err = newLocalPermits(cfg); err != nil {
 		return nil, nil, err
 	}
 	stopGPU := func(ctx context.Context) {
@@ -56,7 +56,7 @@ func startWorker(ctx context.Context, cfg *config.Config, store *studio.Store, p
 			gw.stop(ctx)
 		}
 	}
-	w, err := workflow.NewWorker(p, slots, workflow.WorkerConfig{Name: cfg.WorkerName, DataDir: cfg.DataDir,
+	w, err := workflow.NewWorker(p, permits, workflow.WorkerConfig{Name: cfg.WorkerName, DataDir: cfg.DataDir,
 		OOMRetries: cfg.OOMRetries, ProxyTimeout: cfg.ProxyTimeout,
 		Proxy: media.ProxyOpts{Height: cfg.ProxyHeight, CRF: cfg.ProxyCRF, Threads: cfg.ProxyThreads}}, logger)
 	if err != nil {
@@ -70,7 +70,7 @@ func startWorker(ctx context.Context, cfg *config.Config, store *studio.Store, p
 	if gw != nil {
 		gw.run(ctx) // registered: it can publish the GPUs now
 	}
-	logger.InfoContext(ctx, "worker started", "name", cfg.WorkerName, "engines", slots.Engines(), "slots", slots.Capacity())
+	logger.InfoContext(ctx, "worker started", "name", cfg.WorkerName, "engines", permits.Engines(), "concurrency", permits.Capacity())
 	stop := func() {
 		// Running jobs get 30 s to finish; River retries the rest on another worker.
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

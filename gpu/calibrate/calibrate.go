@@ -8,13 +8,13 @@
 //     runs each with the same speaker and seed, keeping the highest peak, never the
 //     mean;
 //  3. the fall-back after each run, with a leak warning when it creeps upward;
-//  4. a stepwise load test (1, 2, 3, 4, 6, ... slots) with enough lines per step,
+//  4. a stepwise load test (concurrency 1, 2, 3, 4, 6, ...) with enough lines per step,
 //     recording successes, failures, out-of-memory errors, killed hosts, average and
 //     p95 latency, peak VRAM and throughput: through the executor (Config.Admission,
 //     as the worker renders), or with the calibration's own hosts unmanaged.
 //
 // The analysis (worst peaks, leaks, crash and slowdown points, the recommendation of
-// the fewest slots near the best throughput) is package gpu's (AnalyzeCalibration,
+// the lowest concurrency near the best throughput) is package gpu's (AnalyzeCalibration,
 // AnalyzeLoadTest);
 // this package drives the runs through the same interfaces the worker uses, so that
 // it runs against real model hosts (gpu/ttshost.Launcher) on a GPU and against the
@@ -69,12 +69,12 @@ type Config struct {
 	// Runs per bucket; default and minimum 3.
 	Runs int
 	// LinesPerStep is how many lines each load-test step renders at least (always at
-	// least two per slot unmanaged, three through Admission, rounded up to whole
+	// least two per synthesis at once unmanaged, three through Admission, rounded up to whole
 	// rounds of the buckets or of their mix); default 8.
 	LinesPerStep int
-	// MaxSlots bounds the load test; 0: the slots the budget fits with the measured
-	// curve, at most 32 (gpu.HostsThatFit with Admission, else gpu.SlotsThatFit).
-	MaxSlots int
+	// MaxConcurrency bounds the load test; 0: the concurrency the budget fits with the measured
+	// curve, at most 32 (gpu.HostsThatFit with Admission, else gpu.ConcurrencyThatFits).
+	MaxConcurrency int
 	// Reference is the speaker's reference recording; empty: an 8 s synthetic one in
 	// WorkDir.
 	Reference string
@@ -100,10 +100,10 @@ type Config struct {
 
 // Admission runs load-test lines through the executor (fleet.CalibrationHosts).
 type Admission interface {
-	// Prepare readies the slots of profile p (p.MaxSlots of them) admitted by cal:
+	// Prepare readies the seats of profile p (p.Concurrency of them) admitted by cal:
 	// the hosts started and serving.
 	Prepare(ctx context.Context, p gpu.Profile, cal gpu.Calibration) error
-	// Synthesize waits for a slot for a line of audioSeconds and runs req there.
+	// Synthesize waits for a seat for a line of audioSeconds and runs req there.
 	Synthesize(ctx context.Context, req tts.Request, audioSeconds float64) (tts.Result, error)
 }
 
@@ -171,7 +171,7 @@ type runner struct {
 	hosts []ttshost.EngineHost
 	seq   int
 	mu    sync.Mutex
-	// admitted is the slot count of the last admitted step (its hosts are warm).
+	// admitted is the concurrency of the last admitted step (its hosts are warm).
 	admitted int
 }
 
@@ -306,12 +306,12 @@ func (r *runner) run(ctx context.Context) error {
 		r.res.RecommendedProfile = r.cfg.Profile
 		return nil
 	}
-	r.res.SlotsThatFit = gpu.SlotsThatFit(r.cfg.Profile, rep.Calibration, total, foreign)
+	r.res.ConcurrencyThatFits = gpu.ConcurrencyThatFits(r.cfg.Profile, rep.Calibration, total, foreign)
 
 	// (4) The stepwise load test.
-	limit := r.cfg.MaxSlots
+	limit := r.cfg.MaxConcurrency
 	if limit <= 0 {
-		fit := r.res.SlotsThatFit
+		fit := r.res.ConcurrencyThatFits
 		if r.cfg.Admission != nil {
 			// The executor frees caches and keeps long lines apart: hosts fit by
 			// their models, beside one longest line.
@@ -351,8 +351,8 @@ func (r *runner) run(ctx context.Context) error {
 	case v.Recommended > 0 && r.cfg.Admission != nil:
 		p = r.stepProfile(v.Recommended, rep.Calibration, total, foreign)
 	case v.Recommended > 0:
-		p.MaxSlots = v.Recommended
-		p.LongLaneLimit = min(p.LongLaneLimit, p.MaxSlots)
+		p.Concurrency = v.Recommended
+		p.LongLaneLimit = min(p.LongLaneLimit, p.Concurrency)
 	}
 	r.res.RecommendedProfile = p
 	return nil
@@ -374,11 +374,11 @@ func (r *runner) settled(ctx context.Context, h ttshost.EngineHost) (int64, erro
 	return b, err
 }
 
-// stepProfile is the profile with n slots and a long lane as wide as memory allows:
+// stepProfile is the profile with concurrency n and a long lane as wide as memory allows:
 // under the executor, long lines need holding back only where they would not fit.
 func (r *runner) stepProfile(n int, cal gpu.Calibration, total, foreign int64) gpu.Profile {
 	p := r.cfg.Profile
-	p.MaxSlots = n
+	p.Concurrency = n
 	p.LongLaneLimit = gpu.LongLinesThatFit(p, cal, n, total, foreign)
 	return p
 }
@@ -491,7 +491,7 @@ type outcome struct {
 // loadStep runs one step with n hosts from a bounded queue: n workers, each bound
 // to a host, take the step's lines until none is left.
 func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
-	step := gpu.LoadStep{Slots: n}
+	step := gpu.LoadStep{Concurrency: n}
 	rounds := int(math.Ceil(float64(max(r.cfg.LinesPerStep, 2*n)) / float64(len(r.cfg.Buckets))))
 	step.Tasks = rounds * len(r.cfg.Buckets)
 	first := len(r.hosts)
@@ -509,12 +509,12 @@ func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
 			} else {
 				step.Failures++
 			}
-			r.fail(gpu.CalibrationFailure{Slots: n, Kind: kind, Error: err.Error()})
+			r.fail(gpu.CalibrationFailure{Concurrency: n, Kind: kind, Error: err.Error()})
 			return step, nil
 		}
 		if err := r.prepare(ctx, h); err != nil {
 			step.Failures++
-			r.fail(gpu.CalibrationFailure{Slots: n, Kind: "start", Error: err.Error()})
+			r.fail(gpu.CalibrationFailure{Concurrency: n, Kind: "start", Error: err.Error()})
 			return step, nil //nolint:nilerr // the failure is the step's result, recorded above
 		}
 	}
@@ -595,12 +595,12 @@ func (r *runner) loadStep(ctx context.Context, n int) (gpu.LoadStep, error) {
 	})
 }
 
-// admittedStep is a load-test step through cfg.Admission: p.MaxSlots slots
-// admitted by the measured calibration, as many lines at once as slots, in the mix
-// of a script (mostly short lines, few long ones; see mix), at least three a slot.
+// admittedStep is a load-test step through cfg.Admission: p.Concurrency seats
+// admitted by the measured calibration, as many lines at once as seats, in the mix
+// of a script (mostly short lines, few long ones; see mix), at least three a seat.
 func (r *runner) admittedStep(ctx context.Context, p gpu.Profile, cal gpu.Calibration) (gpu.LoadStep, error) {
-	n := p.MaxSlots
-	step := gpu.LoadStep{Slots: n}
+	n := p.Concurrency
+	step := gpu.LoadStep{Concurrency: n}
 	round := r.mix()
 	rounds := int(math.Ceil(float64(max(r.cfg.LinesPerStep, 3*n)) / float64(len(round))))
 	step.Tasks = rounds * len(round)
@@ -692,12 +692,12 @@ func (r *runner) tasks(rounds int) <-chan task {
 	return q
 }
 
-// timedStep runs the queued lines with step.Slots workers, each calling run, and
+// timedStep runs the queued lines with step.Concurrency workers, each calling run, and
 // measures the step: successes and failures, latency, throughput and the card's
 // peak (from cfg.Device, else hostsMemory after the step).
 func (r *runner) timedStep(ctx context.Context, step gpu.LoadStep, queue <-chan task,
 	run func(ctx context.Context, worker int, b gpu.CalibrationBucket) outcome, hostsMemory func() int64) (gpu.LoadStep, error) {
-	n := step.Slots
+	n := step.Concurrency
 	var peak int64
 	pt, exact := r.cfg.Device.(peakTracker)
 	stopPoll := make(chan struct{})
@@ -777,7 +777,7 @@ func (r *runner) timedStep(ctx context.Context, step gpu.LoadStep, queue <-chan 
 	case hostsMemory != nil:
 		step.PeakVRAMBytes = hostsMemory()
 	}
-	r.log.InfoContext(ctx, "load test step", "slots", n, "tasks", step.Tasks, "ok", step.Successes,
+	r.log.InfoContext(ctx, "load test step", "concurrency", n, "tasks", step.Tasks, "ok", step.Successes,
 		"failures", step.Failures, "ooms", step.OOMs, "killed", step.Killed, "avg", step.AvgLatency,
 		"p95", step.P95Latency, "peak_bytes", step.PeakVRAMBytes, "throughput", step.Throughput)
 	return step, nil
@@ -788,13 +788,13 @@ func (r *runner) count(step *gpu.LoadStep, n int, o outcome) {
 	switch {
 	case o.killed:
 		step.Killed++
-		r.fail(gpu.CalibrationFailure{Slots: n, Bucket: o.b.Name, Kind: "killed", Error: o.err.Error()})
+		r.fail(gpu.CalibrationFailure{Concurrency: n, Bucket: o.b.Name, Kind: "killed", Error: o.err.Error()})
 	case errors.Is(o.err, tts.ErrOutOfMemory):
 		step.OOMs++
-		r.fail(gpu.CalibrationFailure{Slots: n, Bucket: o.b.Name, Kind: "oom", Error: o.err.Error()})
+		r.fail(gpu.CalibrationFailure{Concurrency: n, Bucket: o.b.Name, Kind: "oom", Error: o.err.Error()})
 	default:
 		step.Failures++
-		r.fail(gpu.CalibrationFailure{Slots: n, Bucket: o.b.Name, Kind: "failed", Error: o.err.Error()})
+		r.fail(gpu.CalibrationFailure{Concurrency: n, Bucket: o.b.Name, Kind: "failed", Error: o.err.Error()})
 	}
 }
 

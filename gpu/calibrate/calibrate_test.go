@@ -67,7 +67,7 @@ func setup(t *testing.T, parallel bool) *testBundle {
 				return nil
 			}},
 	}
-	p := gpu.Profile{Name: "sim", MaxSlots: 2, ReservePct: 5, LongTextThresholdSec: 12, LongLaneLimit: 1,
+	p := gpu.Profile{Name: "sim", Concurrency: 2, ReservePct: 5, LongTextThresholdSec: 12, LongLaneLimit: 1,
 		MaxGenSeconds: 20, SegmentTokens: 120, FP16: true}
 	b.cfg = calibrate.Config{
 		GPU:     gpu.Device{UUID: "GPU-sim", Name: "Simulated", TotalBytes: b.dev.Total()},
@@ -77,9 +77,9 @@ func setup(t *testing.T, parallel bool) *testBundle {
 			b.launches.Add(1)
 			return sl.LaunchHost(ctx, gpu.LaunchOpts{GPU: "GPU-sim", ID: fmt.Sprint(i)})
 		},
-		MaxSlots: 6,
-		WorkDir:  t.TempDir(),
-		Now:      b.clock.Now,
+		MaxConcurrency: 6,
+		WorkDir:        t.TempDir(),
+		Now:            b.clock.Now,
 	}
 	return b
 }
@@ -126,7 +126,7 @@ func TestCalibrationFindsTheCrashPoint(t *testing.T) {
 	steps := res.Verdict.Steps
 	require.Len(t, steps, 5)
 	for i, n := range []int{1, 2, 3, 4} {
-		require.Equal(t, n, steps[i].Slots)
+		require.Equal(t, n, steps[i].Concurrency)
 		require.True(t, steps[i].Healthy(), "%+v", steps[i])
 		require.Equal(t, 8, steps[i].Tasks)
 		require.Positive(t, steps[i].AvgLatency)
@@ -135,12 +135,12 @@ func TestCalibrationFindsTheCrashPoint(t *testing.T) {
 		require.LessOrEqual(t, steps[i].PeakVRAMBytes, b.dev.Total())
 	}
 	require.InDelta(t, 4*steps[0].Throughput, steps[3].Throughput, 1e-6*steps[0].Throughput, "perfect scaling")
-	require.Equal(t, 6, steps[4].Slots)
+	require.Equal(t, 6, steps[4].Concurrency)
 	require.Equal(t, 1, steps[4].OOMs)
 	require.Equal(t, 6, res.Verdict.CrashAt)
 	require.Zero(t, res.Verdict.SlowdownAt)
 	require.Equal(t, 4, res.Recommended, "one step below the crash")
-	require.Equal(t, 4, res.RecommendedProfile.MaxSlots)
+	require.Equal(t, 4, res.RecommendedProfile.Concurrency)
 	require.Equal(t, 1, res.RecommendedProfile.LongLaneLimit)
 	require.Len(t, res.Failures, 1)
 	require.Equal(t, "oom", res.Failures[0].Kind)
@@ -156,7 +156,7 @@ func TestCalibrationFindsTheSlowdownPoint(t *testing.T) {
 	res, err := calibrate.Run(context.Background(), b.cfg)
 	require.NoError(t, err)
 	v := res.Verdict
-	require.Equal(t, 2, v.SlowdownAt, "a second slot adds no throughput")
+	require.Equal(t, 2, v.SlowdownAt, "a second synthesis at once adds no throughput")
 	require.Zero(t, v.CrashAt, "the load test stops when two steps add no throughput")
 	require.Len(t, v.Steps, 3)
 	require.Equal(t, 1, res.Recommended)

@@ -26,7 +26,7 @@ type SimLauncher struct {
 	// context); default SimBorrowerBytes.
 	BorrowerBytes int64
 	// Profile, when set, is the profile a GPU's next host starts with: with
-	// Batching the host is a batching simulator of the profile's slots, beams and
+	// Batching the host is a batching simulator of the profile's concurrency, beams and
 	// KV cache, as the real launcher passes them (BatchArgs), shaped otherwise by
 	// Config.Batch; without, a version-1 simulator (Config.Batch ignored).
 	Profile func(gpu string) gpu.Profile
@@ -64,7 +64,7 @@ func (l *SimLauncher) LaunchHost(ctx context.Context, opts gpu.LaunchOpts) (*Sim
 			if cfg.Batch != nil {
 				b = *cfg.Batch
 			}
-			b.MaxSequences, b.Beams = p.MaxSlots, p.BeamsOrDefault()
+			b.MaxSequences, b.Beams = p.Concurrency, p.BeamsOrDefault()
 			if p.KVCacheGiB > 0 {
 				b.KVCacheBytes = p.KVCacheBytes()
 			}

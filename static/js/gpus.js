@@ -1,7 +1,7 @@
 // Admin GPU page (views/gpus.templ): live charts of VRAM, utilisation, temperature and
 // power per GPU, drawn with the vendored uPlot from the charts' data-samples-url
 // (/admin/gpus/samples.json), polled every two seconds (the workers publish their samples every two seconds); and the
-// load-test chart of a calibration page. The numbers, budget and slots next to the
+// load-test chart of a calibration page. The numbers, budget and seats next to the
 // charts are refreshed by htmx (hx-get="/admin/gpus/live").
 (function () {
   "use strict";
@@ -95,12 +95,12 @@
     });
   }
 
-  // A calibration's load test: throughput and average latency by slots.
+  // A calibration's load test: throughput and average latency by concurrency.
   document.querySelectorAll("[data-calibration-chart]").forEach(function (el) {
     var steps = JSON.parse(el.dataset.calibrationChart || "[]");
     if (!steps.length) return;
     var data = [
-      steps.map(function (s) { return s.slots; }),
+      steps.map(function (s) { return s.concurrency; }),
       steps.map(function (s) { return s.throughput; }),
       steps.map(function (s) { return s.avg; }),
     ];
@@ -114,11 +114,11 @@
         lat: { range: function (u, min, max) { return [0, (max || 1) * 1.15]; } },
       },
       series: [
-        { label: el.dataset.labelSlots },
+        { label: el.dataset.labelConcurrency },
         { label: el.dataset.labelThroughput, stroke: "#4f6bed", width: 2, points: { size: 7 } },
         { label: el.dataset.labelLatency, stroke: "#d4812f", width: 2, scale: "lat", points: { size: 7 } },
       ],
-      axes: [{ label: el.dataset.labelSlots }, { size: 50 }, { scale: "lat", side: 1, grid: { show: false }, size: 50 }],
+      axes: [{ label: el.dataset.labelConcurrency }, { size: 50 }, { scale: "lat", side: 1, grid: { show: false }, size: 50 }],
     }, data, el);
     el.dataset.ready = "true";
   });
