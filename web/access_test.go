@@ -112,6 +112,7 @@ var managerRoutes = map[string]bool{
 var absentHere = map[string]bool{
 	"/projects/:pid/exports/:eid/download": true,
 	"/projects/:pid/lines/:lid/source.wav": true,
+	"/projects/:pid/video/proxy.mp4":       true,
 }
 
 // projectSnapshot is what a refused change must leave as it was.
