@@ -148,7 +148,8 @@ func TestSplitAndMerge(t *testing.T) {
 	require.Equal(t, 1500, second.EndMs)
 	require.Equal(t, 2, second.Idx)
 
-	page, _ = b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
+	page, err = b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
+	require.NoError(t, err)
 	require.Len(t, page.Lines, 4)
 	for i, x := range page.Lines {
 		require.Equal(t, i+1, x.Idx, "indices stay dense")
@@ -158,7 +159,8 @@ func TestSplitAndMerge(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, l.Text, merged.Text)
 	require.Equal(t, 1500, merged.EndMs)
-	page, _ = b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
+	page, err = b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
+	require.NoError(t, err)
 	require.Len(t, page.Lines, 3)
 	require.Equal(t, []int{1, 2, 3}, []int{page.Lines[0].Idx, page.Lines[1].Idx, page.Lines[2].Idx})
 

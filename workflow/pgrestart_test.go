@@ -48,8 +48,10 @@ func startPrivatePostgres(t *testing.T) *privatePostgres {
 		if err != nil {
 			t.Skip("cannot restart PostgreSQL in this test: running as root and there is no postgres user to run a server as")
 		}
-		uid, _ = strconv.Atoi(u.Uid)
-		gid, _ = strconv.Atoi(u.Gid)
+		uid, err = strconv.Atoi(u.Uid)
+		require.NoError(t, err)
+		gid, err = strconv.Atoi(u.Gid)
+		require.NoError(t, err)
 		pg.runAs = "postgres"
 	}
 	pg.sweep()
