@@ -29,14 +29,14 @@ type Export struct {
 	ID        int64
 	ProjectID int64
 	ExportOptions
-	State        ExportState
-	Progress     int
-	Lines        int
-	SizeBytes    int64
-	Error        string
-	CreatedBy    *int64
-	CreatedAt    time.Time
-	FinishedAt   *time.Time
+	State      ExportState
+	Progress   int
+	Lines      int
+	SizeBytes  int64
+	Error      string
+	CreatedBy  *int64
+	CreatedAt  time.Time
+	FinishedAt *time.Time
 	// LeftOut lists the lines the export left out because their take is stale.
 	LeftOut []LeftOutLine `gorm:"serializer:json"`
 }
@@ -202,10 +202,10 @@ type ExportLine struct {
 	Take      Take
 }
 
-// Stale reports whether the line changed after its take t was rendered: every edit
-// (text, character, emotion, slot, notes) bumps the line's revision, and a take keeps
-// the revision it was rendered from.
-func (el ExportLine) Stale() bool { return el.Take.Revision != el.Line.Revision }
+// Stale reports whether what the line sounds like changed after its take was
+// rendered: its text, character, emotion or slot (Audible; not its notes). A take keeps
+// the revision it was rendered from, a line the revision of its last audible change.
+func (el ExportLine) Stale() bool { return el.Line.AudibleRevision > el.Take.Revision }
 
 // ExportLines returns the lines to export with their takes, in script order: the
 // approved take of each line, or (approvedOnly false) the approved or else current
