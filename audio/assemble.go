@@ -29,6 +29,12 @@ type AssembleParams struct {
 	// Samples is the output's length in sample frames.
 	Samples int64
 	Clips   []Clip
+	// BitDepth of the output: 16 (default) or 24. A 24-bit output holds the 16-bit
+	// sum scaled up by 256, so it has the same levels and headroom.
+	BitDepth int
+	// TimeReference, when not nil, writes a Broadcast WAV bext chunk placing the
+	// output's first frame this many sample frames after midnight (WAVFormat).
+	TimeReference *int64
 }
 
 // assembleBlock is how many frames are mixed at a time; it bounds memory on long
@@ -39,7 +45,7 @@ const assembleBlock = 1 << 16
 // sample count of a slot, or the offset of a line's start.
 func SamplesFor(ms, rate int) int64 { return int64(ms) * int64(rate) / 1000 }
 
-// Assemble writes a 16-bit PCM WAV of exactly p.Samples frames with each clip added
+// Assemble writes a 16-bit (or 24-bit) PCM WAV of exactly p.Samples frames with each clip added
 // at its sample offset; where clips overlap their samples are summed and clipped to
 // 16 bits. It is done here rather than with ffmpeg filters so that placement is exact
 // to the sample and the same input always gives the same bytes. As long as nothing
@@ -61,7 +67,7 @@ func Assemble(ctx context.Context, p AssembleParams) error {
 	if p.Samples < 0 {
 		return fmt.Errorf("%w: assemble: length of %d samples", ErrInvalid, p.Samples)
 	}
-	header, err := wavHeader(p.SampleRate, p.Channels, p.Samples)
+	header, err := WAVHeader(WAVFormat{SampleRate: p.SampleRate, Channels: p.Channels, BitDepth: p.BitDepth, TimeReference: p.TimeReference}, p.Samples)
 	if err != nil {
 		return fmt.Errorf("assemble: %w", err)
 	}
@@ -75,6 +81,10 @@ func Assemble(ctx context.Context, p AssembleParams) error {
 		ch := int64(p.Channels)
 		acc := make([]int32, assembleBlock*ch)
 		out := make([]int16, assembleBlock*ch)
+		var out24 []byte
+		if p.BitDepth == 24 {
+			out24 = make([]byte, 3*assembleBlock*ch)
+		}
 		var active []placed
 		next := 0
 		for start := int64(0); start < p.Samples; start += assembleBlock {
@@ -97,11 +107,21 @@ func Assemble(ctx context.Context, p AssembleParams) error {
 			for _, c := range active {
 				c.addTo(acc[:n], start, end, ch)
 			}
-			for i, v := range acc[:n] {
-				out[i] = int16(min(max(v, math.MinInt16), math.MaxInt16))
-			}
-			if err := writeSamples(w, out[:n]); err != nil {
-				return err
+			if out24 != nil {
+				for i, v := range acc[:n] {
+					v = min(max(v, math.MinInt16), math.MaxInt16) << 8
+					out24[3*i], out24[3*i+1], out24[3*i+2] = byte(v), byte(v>>8), byte(v>>16)
+				}
+				if _, err := w.Write(out24[:3*n]); err != nil {
+					return err
+				}
+			} else {
+				for i, v := range acc[:n] {
+					out[i] = int16(min(max(v, math.MinInt16), math.MaxInt16))
+				}
+				if err := writeSamples(w, out[:n]); err != nil {
+					return err
+				}
 			}
 			active = slices.DeleteFunc(active, func(c placed) bool { return c.end() <= end })
 		}

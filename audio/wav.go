@@ -40,8 +40,6 @@ const (
 	wavFormatPCM        = 1
 	wavFormatExtensible = 0xFFFE
 	wavHeaderSize       = 44
-	// maxWAVData is the largest data chunk a RIFF size field can describe.
-	maxWAVData = math.MaxUint32 - (wavHeaderSize - 8)
 )
 
 // wavFormat is what a WAV header says about the data that follows.
@@ -207,27 +205,105 @@ func ReadWAVFile(path string) (PCM, error) {
 
 // wavHeader returns the canonical 44-byte header for frames of 16-bit PCM.
 func wavHeader(rate, channels int, frames int64) ([]byte, error) {
-	if rate < 1 || channels < 1 || channels > 8 {
-		return nil, fmt.Errorf("%w: WAV of %d channels at %d Hz", ErrInvalid, channels, rate)
+	return WAVHeader(WAVFormat{SampleRate: rate, Channels: channels}, frames)
+}
+
+// WAVFormat is how WAVHeader lays out a PCM WAV file.
+type WAVFormat struct {
+	SampleRate int
+	Channels   int
+	// BitDepth is 16 (default) or 24.
+	BitDepth int
+	// TimeReference, when not nil, adds a Broadcast WAV (EBU Tech 3285) bext chunk
+	// whose TimeReference is this many sample frames since midnight: where the file's
+	// first sample sits on a timeline.
+	TimeReference *int64
+}
+
+// bextSize is the size of a version 1 bext chunk without coding history.
+const bextSize = 602
+
+// bextTimeRefAt is where TimeReference (low 32 bits, then high) sits in a bext chunk:
+// after Description (256), Originator (32), OriginatorReference (32),
+// OriginationDate (10) and OriginationTime (8).
+const bextTimeRefAt = 338
+
+// WAVHeader returns the header for frames of integer PCM in format f: RIFF, fmt, an
+// optional bext chunk, and the data chunk's header. It is the same bytes for the same
+// format and length (the bext chunk carries no date), so exports stay reproducible.
+func WAVHeader(f WAVFormat, frames int64) ([]byte, error) {
+	if f.BitDepth == 0 {
+		f.BitDepth = 16
 	}
-	data := frames * int64(channels) * 2
-	if frames < 0 || data > maxWAVData {
+	if f.SampleRate < 1 || f.Channels < 1 || f.Channels > 8 || (f.BitDepth != 16 && f.BitDepth != 24) {
+		return nil, fmt.Errorf("%w: WAV of %d channels at %d Hz, %d bits", ErrInvalid, f.Channels, f.SampleRate, f.BitDepth)
+	}
+	if f.TimeReference != nil && *f.TimeReference < 0 {
+		return nil, fmt.Errorf("%w: WAV time reference %d", ErrInvalid, *f.TimeReference)
+	}
+	bytesPer := f.BitDepth / 8
+	size := wavHeaderSize
+	if f.TimeReference != nil {
+		size += 8 + bextSize
+	}
+	data := frames * int64(f.Channels) * int64(bytesPer)
+	if frames < 0 || data > math.MaxUint32-int64(size-8) {
 		return nil, fmt.Errorf("%w: %d frames do not fit in a WAV file", ErrInvalid, frames)
 	}
-	h := make([]byte, wavHeaderSize)
+	h := make([]byte, size)
 	copy(h[0:], "RIFF")
-	binary.LittleEndian.PutUint32(h[4:], uint32(data+wavHeaderSize-8))
+	binary.LittleEndian.PutUint32(h[4:], uint32(data+int64(size)-8))
 	copy(h[8:], "WAVEfmt ")
 	binary.LittleEndian.PutUint32(h[16:], 16)
 	binary.LittleEndian.PutUint16(h[20:], wavFormatPCM)
-	binary.LittleEndian.PutUint16(h[22:], uint16(channels))
-	binary.LittleEndian.PutUint32(h[24:], uint32(rate))
-	binary.LittleEndian.PutUint32(h[28:], uint32(rate*channels*2))
-	binary.LittleEndian.PutUint16(h[32:], uint16(channels*2))
-	binary.LittleEndian.PutUint16(h[34:], 16)
-	copy(h[36:], "data")
-	binary.LittleEndian.PutUint32(h[40:], uint32(data))
+	binary.LittleEndian.PutUint16(h[22:], uint16(f.Channels))
+	binary.LittleEndian.PutUint32(h[24:], uint32(f.SampleRate))
+	binary.LittleEndian.PutUint32(h[28:], uint32(f.SampleRate*f.Channels*bytesPer))
+	binary.LittleEndian.PutUint16(h[32:], uint16(f.Channels*bytesPer))
+	binary.LittleEndian.PutUint16(h[34:], uint16(f.BitDepth))
+	at := 36
+	if f.TimeReference != nil {
+		copy(h[at:], "bext")
+		binary.LittleEndian.PutUint32(h[at+4:], bextSize)
+		b := h[at+8 : at+8+bextSize]
+		copy(b[256:], "dubstudio")
+		binary.LittleEndian.PutUint64(b[bextTimeRefAt:], uint64(*f.TimeReference))
+		binary.LittleEndian.PutUint16(b[bextTimeRefAt+8:], 1) // version 1
+		at += 8 + bextSize
+	}
+	copy(h[at:], "data")
+	binary.LittleEndian.PutUint32(h[at+4:], uint32(data))
 	return h, nil
+}
+
+// ReadTimeReference reads the chunks of a WAV file up to its data and returns the
+// TimeReference of its bext chunk; ok is false when it has none.
+func ReadTimeReference(r io.Reader) (ref int64, ok bool, err error) {
+	var riff [12]byte
+	if _, err := io.ReadFull(r, riff[:]); err != nil || string(riff[0:4]) != "RIFF" || string(riff[8:12]) != "WAVE" {
+		return 0, false, fmt.Errorf("%w: not a RIFF WAVE file", ErrNotAudio)
+	}
+	for {
+		var ch [8]byte
+		if _, err := io.ReadFull(r, ch[:]); err != nil {
+			return 0, false, fmt.Errorf("%w: WAV file without a data chunk: %w", ErrNotAudio, err)
+		}
+		id, n := string(ch[0:4]), int64(binary.LittleEndian.Uint32(ch[4:]))
+		switch {
+		case id == "data":
+			return 0, false, nil
+		case id == "bext" && n >= bextTimeRefAt+8:
+			b := make([]byte, bextTimeRefAt+8)
+			if _, err := io.ReadFull(r, b); err != nil {
+				return 0, false, fmt.Errorf("%w: short bext chunk: %w", ErrNotAudio, err)
+			}
+			return int64(binary.LittleEndian.Uint64(b[bextTimeRefAt:])), true, nil
+		default:
+			if _, err := io.CopyN(io.Discard, r, n+n&1); err != nil {
+				return 0, false, fmt.Errorf("%w: short WAV %q chunk: %w", ErrNotAudio, id, err)
+			}
+		}
+	}
 }
 
 // WriteWAV writes p as a canonical 16-bit PCM WAV file (44-byte header, nothing

@@ -3,6 +3,8 @@ package studio
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -24,17 +26,88 @@ const (
 // Export is one export of a project's audio: a zip of per-line WAVs, the assembled
 // track, stems, subtitles and a manifest.
 type Export struct {
-	ID           int64
-	ProjectID    int64
+	ID        int64
+	ProjectID int64
+	ExportOptions
+	State      ExportState
+	Progress   int
+	Lines      int
+	SizeBytes  int64
+	Error      string
+	CreatedBy  *int64
+	CreatedAt  time.Time
+	FinishedAt *time.Time
+	// LeftOut lists the lines the export left out because their take is stale.
+	LeftOut []LeftOutLine `gorm:"serializer:json"`
+}
+
+// ExportOptions are what an export request chooses (docs/exports.md). The zero value
+// is the default except for BitDepth, StartTimecode and FPS, which Normalize fills in.
+type ExportOptions struct {
 	ApprovedOnly bool
-	State        ExportState
-	Progress     int
-	Lines        int
-	SizeBytes    int64
-	Error        string
-	CreatedBy    *int64
-	CreatedAt    time.Time
-	FinishedAt   *time.Time
+	// IncludeStale puts in takes whose line changed after they were rendered; by
+	// default they are left out and listed.
+	IncludeStale bool
+	// Stereo writes mixes and stems as two identical channels (dual-mono).
+	Stereo bool
+	// BitDepth of mixes and stems: 16 (default) or 24.
+	BitDepth int
+	// SpeakerNames prefixes each subtitle with its character's name.
+	SpeakerNames bool
+	// StartTimecode (HH:MM:SS:FF at FPS) is the programme's first sample; mixes and
+	// stems carry it as a Broadcast WAV time reference. Default 00:00:00:00.
+	StartTimecode string
+	// FPS of StartTimecode: 24, 25 (default) or 30.
+	FPS int
+}
+
+// DefaultStartTimecode is the programme's start when an export does not say.
+const DefaultStartTimecode = "00:00:00:00"
+
+// Normalize fills in the defaults and checks the options; bad ones give an error that
+// unwraps to ErrInvalid.
+func (o *ExportOptions) Normalize() error {
+	if o.BitDepth == 0 {
+		o.BitDepth = 16
+	}
+	if o.FPS == 0 {
+		o.FPS = 25
+	}
+	if strings.TrimSpace(o.StartTimecode) == "" {
+		o.StartTimecode = DefaultStartTimecode
+	}
+	o.StartTimecode = strings.TrimSpace(o.StartTimecode)
+	if o.BitDepth != 16 && o.BitDepth != 24 {
+		return i18n.Errorf(ErrInvalid, "export.bad_bit_depth", o.BitDepth)
+	}
+	if o.FPS != 24 && o.FPS != 25 && o.FPS != 30 {
+		return i18n.Errorf(ErrInvalid, "export.bad_fps", o.FPS)
+	}
+	_, err := TimecodeSamples(o.StartTimecode, o.FPS, 48000)
+	return err
+}
+
+// TimecodeSamples returns the time since midnight of the timecode tc ("HH:MM:SS:FF",
+// frames at fps) in sample frames at rate, rounded down: the Broadcast WAV
+// TimeReference of a programme that starts at tc. A malformed timecode gives an error
+// that unwraps to ErrInvalid.
+func TimecodeSamples(tc string, fps, rate int) (int64, error) {
+	var h, m, sec, f int
+	n, _ := fmt.Sscanf(tc, "%2d:%2d:%2d:%2d", &h, &m, &sec, &f)
+	if n != 4 || len(tc) != len("00:00:00:00") || h < 0 || h > 23 || m < 0 || m > 59 || sec < 0 || sec > 59 || f < 0 || f >= fps {
+		return 0, i18n.Errorf(ErrInvalid, "export.bad_timecode", tc, fps-1)
+	}
+	return int64((h*60+m)*60+sec)*int64(rate) + int64(f)*int64(rate)/int64(fps), nil
+}
+
+// LeftOutLine is a line an export left out, and why ("changed": its line was edited
+// after the take was rendered).
+type LeftOutLine struct {
+	Index  int    `json:"index"`
+	LineID int64  `json:"line_id"`
+	TakeID int64  `json:"take_id"`
+	Reason string `json:"reason"`
+	Text   string `json:"text"`
 }
 
 // QueueExportFunc inserts an export's job inside tx.
@@ -43,11 +116,14 @@ type QueueExportFunc func(ctx context.Context, tx *sql.Tx, e *Export) error
 // CreateExport records a requested export and, in the same transaction, runs queue
 // (which inserts its job). A project whose programme (its last line's end) is longer
 // than Limits.ExportMs is refused with an error that unwraps to ErrInvalid.
-func (s *Store) CreateExport(ctx context.Context, projectID, userID int64, approvedOnly bool, queue QueueExportFunc) (*Export, error) {
-	e := &Export{ProjectID: projectID, ApprovedOnly: approvedOnly, State: ExportQueued, CreatedBy: &userID}
+func (s *Store) CreateExport(ctx context.Context, projectID, userID int64, opts ExportOptions, queue QueueExportFunc) (*Export, error) {
+	if err := opts.Normalize(); err != nil {
+		return nil, err
+	}
+	e := &Export{ProjectID: projectID, ExportOptions: opts, State: ExportQueued, CreatedBy: &userID, LeftOut: []LeftOutLine{}}
 	err := s.inTx(ctx, func(tx *gorm.DB) error {
-		var programmeMs int
-		if err := tx.Raw("SELECT coalesce(max(end_ms), 0) FROM lines WHERE project_id = ?", projectID).Scan(&programmeMs).Error; err != nil {
+		programmeMs, err := programmeMs(tx, projectID)
+		if err != nil {
 			return err
 		}
 		if most := s.Limits.ExportMs(); programmeMs > most {
@@ -63,6 +139,22 @@ func (s *Store) CreateExport(ctx context.Context, projectID, userID int64, appro
 		return queue(ctx, t, e)
 	})
 	return e, err
+}
+
+// programmeMs is how long a project's programme is: to the end of its last line's
+// slot, or its source audio's duration when that is longer.
+func programmeMs(tx *gorm.DB, projectID int64) (int, error) {
+	var ms int
+	err := tx.Raw(`SELECT greatest((SELECT coalesce(max(end_ms), 0) FROM lines WHERE project_id = ?),
+		(SELECT coalesce(max(duration_ms), 0) FROM project_sources WHERE project_id = ?))`, projectID, projectID).Scan(&ms).Error
+	return ms, err
+}
+
+// ProgrammeMs is how long a project's programme is, and so every mix and stem of its
+// exports: to the end of the last line's slot, or the source audio's duration when the
+// project has one and it is longer.
+func (s *Store) ProgrammeMs(ctx context.Context, projectID int64) (int, error) {
+	return programmeMs(s.db.WithContext(ctx), projectID)
 }
 
 // Export returns one export of a project.
@@ -85,14 +177,22 @@ func (s *Store) ExportProgress(ctx context.Context, id int64, progress int) erro
 }
 
 // FinishExport records an export's outcome.
-func (s *Store) FinishExport(ctx context.Context, id int64, lines int, size int64, exportErr string) error {
+// leftOut (nil for none) is what the export left out.
+func (s *Store) FinishExport(ctx context.Context, id int64, lines int, size int64, leftOut []LeftOutLine, exportErr string) error {
 	state := ExportDone
 	if exportErr != "" {
 		state = ExportFailed
 	}
+	if leftOut == nil {
+		leftOut = []LeftOutLine{}
+	}
+	b, err := json.Marshal(leftOut)
+	if err != nil {
+		return err
+	}
 	return s.db.WithContext(ctx).Exec(`UPDATE exports SET state = ?, progress = CASE WHEN ? THEN 100 ELSE progress END,
-		lines = ?, size_bytes = ?, error = ?, finished_at = now() WHERE id = ?`,
-		state, exportErr == "", lines, size, exportErr, id).Error
+		lines = ?, size_bytes = ?, left_out = ?, error = ?, finished_at = now() WHERE id = ?`,
+		state, exportErr == "", lines, size, string(b), exportErr, id).Error
 }
 
 // ExportLine is one line as it goes into an export.
@@ -102,10 +202,32 @@ type ExportLine struct {
 	Take      Take
 }
 
+// Stale reports whether what the line sounds like changed after its take was
+// rendered: its text, character, emotion or slot (Audible; not its notes). A take keeps
+// the revision it was rendered from, a line the revision of its last audible change.
+func (el ExportLine) Stale() bool { return el.Line.AudibleRevision > el.Take.Revision }
+
 // ExportLines returns the lines to export with their takes, in script order: the
 // approved take of each line, or (approvedOnly false) the approved or else current
-// take of each line that has one. Lines without such a take are left out.
-func (s *Store) ExportLines(ctx context.Context, projectID int64, approvedOnly bool) ([]ExportLine, error) {
+// take of each line that has one. Lines without such a take are left out. Unless
+// includeStale, so are lines whose take is stale (ExportLine.Stale); those are
+// returned as leftOut.
+func (s *Store) ExportLines(ctx context.Context, projectID int64, approvedOnly, includeStale bool) (out []ExportLine, leftOut []LeftOutLine, err error) {
+	all, err := s.exportLines(ctx, projectID, approvedOnly)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, el := range all {
+		if !includeStale && el.Stale() {
+			leftOut = append(leftOut, LeftOutLine{Index: el.Line.Idx, LineID: el.Line.ID, TakeID: el.Take.ID, Reason: "changed", Text: el.Line.Text})
+			continue
+		}
+		out = append(out, el)
+	}
+	return out, leftOut, nil
+}
+
+func (s *Store) exportLines(ctx context.Context, projectID int64, approvedOnly bool) ([]ExportLine, error) {
 	lines, err := s.AllLines(ctx, projectID)
 	if err != nil {
 		return nil, err

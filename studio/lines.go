@@ -135,6 +135,10 @@ type Line struct {
 	CurrentTakeID  *int64
 	ApprovedTakeID *int64
 	StateChangedAt time.Time
+
+	// AudibleRevision is the revision of the last change to what the line sounds
+	// like (Audible): a take rendered from an earlier revision is stale.
+	AudibleRevision int
 }
 
 // DurationMs is the slot's length: the target duration of the dubbed line.
@@ -440,13 +444,16 @@ func writeLine(tx *gorm.DB, userID int64, action string, before, l *Line) error 
 	l.Revision++
 	l.UpdatedBy = &userID
 	l.UpdatedAt = time.Now()
-	if before != nil && Audible(before, l) && !l.State.Active() {
-		l.State = StateDraft
+	if before != nil && Audible(before, l) {
+		l.AudibleRevision = l.Revision
+		if !l.State.Active() {
+			l.State = StateDraft
+		}
 	}
 	err := tx.Model(&Line{}).Where("id = ?", l.ID).Updates(map[string]any{
 		"text": l.Text, "character_id": l.CharacterID, "emotion": l.Emotion, "notes": l.Notes,
 		"start_ms": l.StartMs, "end_ms": l.EndMs, "duration_lock": l.DurationLock,
-		"revision": l.Revision, "state": l.State, "updated_by": userID, "updated_at": l.UpdatedAt,
+		"revision": l.Revision, "audible_revision": l.AudibleRevision, "state": l.State, "updated_by": userID, "updated_at": l.UpdatedAt,
 	}).Error
 	if err != nil {
 		return err

@@ -266,7 +266,7 @@ func TestExportOfALongProgrammeIsRefused(t *testing.T) {
 	b.store.Limits.MaxExportMs = last.EndMs - 1
 	queued := 0
 	queue := func(context.Context, *sql.Tx, *studio.Export) error { queued++; return nil }
-	_, err = b.store.CreateExport(ctx, b.project.ID, b.editor.ID, false, queue)
+	_, err = b.store.CreateExport(ctx, b.project.ID, b.editor.ID, studio.ExportOptions{}, queue)
 	require.ErrorIs(t, err, studio.ErrInvalid)
 	var ie *i18n.Error
 	require.ErrorAs(t, err, &ie)
@@ -278,7 +278,7 @@ func TestExportOfALongProgrammeIsRefused(t *testing.T) {
 	require.Empty(t, exports)
 
 	b.store.Limits.MaxExportMs = last.EndMs
-	_, err = b.store.CreateExport(ctx, b.project.ID, b.editor.ID, false, queue)
+	_, err = b.store.CreateExport(ctx, b.project.ID, b.editor.ID, studio.ExportOptions{}, queue)
 	require.NoError(t, err, "a programme at the limit is exported")
 	require.Equal(t, 1, queued)
 }

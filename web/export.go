@@ -11,13 +11,14 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"dubstudio/i18n"
 	"dubstudio/studio"
 	"dubstudio/views"
 )
 
 // Exporter queues export jobs (the workflow pipeline).
 type Exporter interface {
-	Export(ctx context.Context, projectID, userID int64, approvedOnly bool) (*studio.Export, error)
+	Export(ctx context.Context, projectID, userID int64, opts studio.ExportOptions) (*studio.Export, error)
 }
 
 func (s *Server) showExports(c echo.Context) error {
@@ -43,14 +44,42 @@ func (s *Server) startExport(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	approvedOnly := c.FormValue("takes") != "done"
-	if _, err := s.exporter.Export(c.Request().Context(), p.ID, currentUser(c).ID, approvedOnly); err != nil {
+	opts, err := exportOptions(c)
+	if err != nil {
+		return err
+	}
+	if _, err := s.exporter.Export(c.Request().Context(), p.ID, currentUser(c).ID, opts); err != nil {
 		return err
 	}
 	if !isHTMX(c) {
 		return c.Redirect(http.StatusSeeOther, "/projects/"+strconv.FormatInt(p.ID, 10)+"/exports")
 	}
 	return s.showExports(c)
+}
+
+// exportOptions reads the export form (docs/exports.md); a field left out is its
+// default, so a form without the options exports as before.
+func exportOptions(c echo.Context) (studio.ExportOptions, error) {
+	o := studio.ExportOptions{
+		ApprovedOnly:  c.FormValue("takes") != "done",
+		IncludeStale:  c.FormValue("include_stale") != "",
+		Stereo:        c.FormValue("channels") == "stereo",
+		SpeakerNames:  c.FormValue("speaker_names") != "",
+		StartTimecode: c.FormValue("start_timecode"),
+	}
+	for _, f := range []struct {
+		name, key string
+		to        *int
+	}{{"bit_depth", "export.bad_bit_depth", &o.BitDepth}, {"fps", "export.bad_fps", &o.FPS}} {
+		if v := strings.TrimSpace(c.FormValue(f.name)); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return o, i18n.Errorf(studio.ErrInvalid, f.key, v)
+			}
+			*f.to = n
+		}
+	}
+	return o, o.Normalize()
 }
 
 // downloadExport sends a finished archive, named after the project. The file path

@@ -83,12 +83,12 @@ func TestDownloadsKeepTheProjectName(t *testing.T) {
 	ctx := context.Background()
 	editor := b.users[studio.RoleEditor]
 	require.NoError(t, b.store.RenameProject(ctx, b.project.ID, "Épisode 1 – 港口/夜"))
-	ex, err := b.store.CreateExport(ctx, b.project.ID, editor.ID, false, func(context.Context, *sql.Tx, *studio.Export) error { return nil })
+	ex, err := b.store.CreateExport(ctx, b.project.ID, editor.ID, studio.ExportOptions{}, func(context.Context, *sql.Tx, *studio.Export) error { return nil })
 	require.NoError(t, err)
 	dir := filepath.Join(b.cfg.DataDir, "exports")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("export-%d.zip", ex.ID)), []byte("PK\x05\x06"+strings.Repeat("\x00", 18)), 0o644))
-	require.NoError(t, b.store.FinishExport(ctx, ex.ID, 3, 22, ""))
+	require.NoError(t, b.store.FinishExport(ctx, ex.ID, 3, 22, nil, ""))
 
 	c := b.as(t, studio.RoleEditor)
 	resp := c.get(fmt.Sprintf("/projects/%d/exports/%d/download", b.project.ID, ex.ID))

@@ -25,9 +25,10 @@ func (ExportArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: QueueExport, UniqueOpts: river.UniqueOpts{ByArgs: true}}
 }
 
-// Export queues an export of a project's approved takes (or all done takes).
-func (p *Pipeline) Export(ctx context.Context, projectID, userID int64, approvedOnly bool) (*studio.Export, error) {
-	return p.store.CreateExport(ctx, projectID, userID, approvedOnly, func(ctx context.Context, tx *sql.Tx, e *studio.Export) error {
+// Export queues an export of a project's approved takes (or all done takes) with the
+// options opts chooses (studio.ExportOptions; docs/exports.md).
+func (p *Pipeline) Export(ctx context.Context, projectID, userID int64, opts studio.ExportOptions) (*studio.Export, error) {
+	return p.store.CreateExport(ctx, projectID, userID, opts, func(ctx context.Context, tx *sql.Tx, e *studio.Export) error {
 		_, err := p.inserter.InsertTx(ctx, tx, ExportArgs{ExportID: e.ID, ProjectID: projectID}, nil)
 		return err
 	})
@@ -38,11 +39,18 @@ func ExportPath(dataDir string, exportID int64) string {
 	return filepath.Join(dataDir, "exports", "export-"+strconv.FormatInt(exportID, 10)+".zip")
 }
 
-// ManifestLine is one line of an export's manifest.
+// ManifestLine is one line of an export's manifest. StartMs and EndMs are its final
+// span (where its take sits in the mix, and its subtitle's times); SlotStartMs and
+// SlotEndMs the slot the script gave it. BorrowedMs is how much of the gap after the
+// slot the take took when fitting (EndMs - SlotEndMs when it starts at its slot).
 type ManifestLine struct {
 	Index        int     `json:"index"`
 	StartMs      int     `json:"start_ms"`
 	EndMs        int     `json:"end_ms"`
+	SlotStartMs  int     `json:"slot_start_ms"`
+	SlotEndMs    int     `json:"slot_end_ms"`
+	BorrowedMs   int     `json:"borrowed_ms"`
+	Stale        bool    `json:"stale,omitempty"`
 	Character    string  `json:"character"`
 	Text         string  `json:"text"`
 	SpokenText   string  `json:"spoken_text"`
@@ -57,11 +65,19 @@ type ManifestLine struct {
 	SHA256       string  `json:"sha256"`
 }
 
-// Manifest describes an export.
+// Manifest describes an export. Samples is the length of the mix and of every stem:
+// the whole programme (studio.Store.ProgrammeMs). TimeReference is the Broadcast WAV
+// time reference of mixes and stems (StartTimecode in samples since midnight).
 type Manifest struct {
-	Project    string         `json:"project"`
-	SampleRate int            `json:"sample_rate"`
-	Samples    int64          `json:"samples"`
-	Lines      []ManifestLine `json:"lines"`
-	Stems      []string       `json:"stems"`
+	Project       string               `json:"project"`
+	SampleRate    int                  `json:"sample_rate"`
+	Channels      int                  `json:"channels"`
+	BitDepth      int                  `json:"bit_depth"`
+	StartTimecode string               `json:"start_timecode"`
+	FPS           int                  `json:"fps"`
+	TimeReference int64                `json:"time_reference"`
+	Samples       int64                `json:"samples"`
+	Lines         []ManifestLine       `json:"lines"`
+	Stems         []string             `json:"stems"`
+	LeftOut       []studio.LeftOutLine `json:"left_out"`
 }

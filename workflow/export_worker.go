@@ -48,13 +48,13 @@ func (e *exportWorker) Work(ctx context.Context, job *river.Job[ExportArgs]) err
 	if err != nil {
 		return err
 	}
-	n, size, err := w.buildExport(ctx, ex)
+	n, size, leftOut, err := w.buildExport(ctx, ex)
 	if err != nil {
 		msg := err.Error()
 		if errors.Is(err, audio.ErrNoSpace) {
 			msg = "no space left on the data disk"
 		}
-		if ferr := w.store.FinishExport(ctx, ex.ID, 0, 0, msg); ferr != nil {
+		if ferr := w.store.FinishExport(ctx, ex.ID, 0, 0, nil, msg); ferr != nil {
 			return errors.Join(err, ferr)
 		}
 		if job.Attempt >= job.MaxAttempts {
@@ -62,7 +62,7 @@ func (e *exportWorker) Work(ctx context.Context, job *river.Job[ExportArgs]) err
 		}
 		return err
 	}
-	return w.store.FinishExport(ctx, ex.ID, n, size, "")
+	return w.store.FinishExport(ctx, ex.ID, n, size, leftOut, "")
 }
 
 // safeName turns a character name into a file name part: letters and digits of any
@@ -117,29 +117,48 @@ func timecodeName(ms int) string {
 }
 
 // buildExport writes the archive: per-line WAVs, the mix, stems, subtitles with final
-// timings and the manifest. It returns how many lines went in.
-func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64, error) {
+// timings and the manifest. It returns how many lines went in and which were left out.
+func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64, []studio.LeftOutLine, error) {
 	project, err := w.store.Project(ctx, ex.ProjectID)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
-	lines, err := w.store.ExportLines(ctx, ex.ProjectID, ex.ApprovedOnly)
+	lines, leftOut, err := w.store.ExportLines(ctx, ex.ProjectID, ex.ApprovedOnly, ex.IncludeStale)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
+	}
+	if len(lines) == 0 && len(leftOut) > 0 {
+		return 0, 0, nil, errors.New("no takes to export: every take is of a line changed since it was rendered; render them again, or include changed lines")
 	}
 	if len(lines) == 0 {
-		return 0, 0, errors.New("no takes to export: approve takes first, or export all done takes")
+		return 0, 0, nil, errors.New("no takes to export: approve takes first, or export all done takes")
+	}
+	programme, err := w.store.ProgrammeMs(ctx, ex.ProjectID)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	const rate = audio.DefaultSampleRate
+	timeRef, err := studio.TimecodeSamples(ex.StartTimecode, ex.FPS, rate)
+	if err != nil {
+		return 0, 0, nil, err
 	}
 	work, err := os.MkdirTemp(filepath.Join(w.cfg.DataDir, "tmp"), "export-*")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	defer os.RemoveAll(work)
-	const rate = audio.DefaultSampleRate
 	progress := func(p int) { _ = w.store.ExportProgress(ctx, ex.ID, p) }
 	progress(1)
 
-	man := Manifest{Project: project.Name, SampleRate: rate}
+	channels := 1
+	if ex.Stereo {
+		channels = 2
+	}
+	man := Manifest{Project: project.Name, SampleRate: rate, Channels: channels, BitDepth: ex.BitDepth,
+		StartTimecode: ex.StartTimecode, FPS: ex.FPS, TimeReference: timeRef, LeftOut: leftOut}
+	if man.LeftOut == nil {
+		man.LeftOut = []studio.LeftOutLine{}
+	}
 	byChar := map[string][]audio.Clip{}
 	var all []audio.Clip
 	type entry struct{ name, path string }
@@ -148,14 +167,14 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 	for i, el := range lines {
 		src, err := w.blobs.Path(el.Take.AudioSHA256)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 		pcm, err := audio.ReadWAVFile(src)
 		if err != nil {
-			return 0, 0, fmt.Errorf("take %d: %w", el.Take.ID, err)
+			return 0, 0, nil, fmt.Errorf("take %d: %w", el.Take.ID, err)
 		}
 		if pcm.SampleRate != rate {
-			return 0, 0, fmt.Errorf("take %d is %d Hz, not %d", el.Take.ID, pcm.SampleRate, rate)
+			return 0, 0, nil, fmt.Errorf("take %d is %d Hz, not %d", el.Take.ID, pcm.SampleRate, rate)
 		}
 		frames := int64(pcm.Frames())
 		offset := audio.SamplesFor(el.Line.StartMs, rate)
@@ -168,23 +187,32 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 		files = append(files, entry{name, src})
 		endMs := el.Line.StartMs + int(frames*1000/rate)
 		man.Lines = append(man.Lines, ManifestLine{Index: el.Line.Idx, StartMs: el.Line.StartMs, EndMs: endMs,
+			SlotStartMs: el.Line.StartMs, SlotEndMs: el.Line.EndMs, BorrowedMs: el.Take.BorrowedMs, Stale: el.Stale(),
 			Character: el.Character, Text: el.Line.Text, SpokenText: el.Take.SpokenText, TakeID: el.Take.ID,
 			Approved: el.Line.ApprovedTakeID != nil && *el.Line.ApprovedTakeID == el.Take.ID, Engine: el.Take.Engine,
 			ModelVersion: el.Take.ModelVersion, DurationMs: int(frames * 1000 / rate), Samples: frames,
 			StretchRatio: el.Take.StretchRatio, File: name, SHA256: el.Take.AudioSHA256})
-		cues = append(cues, script.Cue{Start: time.Duration(el.Line.StartMs) * time.Millisecond,
-			End: time.Duration(endMs) * time.Millisecond, Character: el.Character, Text: el.Line.Text})
+		cue := script.Cue{Start: time.Duration(el.Line.StartMs) * time.Millisecond,
+			End: time.Duration(endMs) * time.Millisecond, Text: el.Line.Text}
+		if ex.SpeakerNames {
+			cue.Character = el.Character
+		}
+		cues = append(cues, cue)
 		if i%50 == 0 {
 			progress(1 + 30*i/len(lines))
 		}
 	}
-	// The programme runs to the last line's end or its audio, whichever is later.
-	if last := lines[len(lines)-1].Line.EndMs; audio.SamplesFor(last, rate) > man.Samples {
-		man.Samples = audio.SamplesFor(last, rate)
+	// The programme runs to the end of the last line's slot (or the source audio's
+	// end), whichever is later, or to the end of a take that runs past both; every mix
+	// and stem is that long, with silence where a line is not exported.
+	man.Samples = max(man.Samples, audio.SamplesFor(programme, rate))
+	assemble := func(path string, clips []audio.Clip) error {
+		return audio.Assemble(ctx, audio.AssembleParams{OutputPath: path, SampleRate: rate, Channels: channels,
+			BitDepth: ex.BitDepth, TimeReference: &timeRef, Samples: man.Samples, Clips: clips})
 	}
 	mix := filepath.Join(work, "mix.wav")
-	if err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: mix, SampleRate: rate, Channels: 1, Samples: man.Samples, Clips: all}); err != nil {
-		return 0, 0, err
+	if err := assemble(mix, all); err != nil {
+		return 0, 0, nil, err
 	}
 	files = append(files, entry{"mix.wav", mix})
 	progress(55)
@@ -196,8 +224,8 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 	sort.Strings(stems)
 	for i, name := range stems {
 		path := filepath.Join(work, "stem-"+strconv.Itoa(i)+".wav")
-		if err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: path, SampleRate: rate, Channels: 1, Samples: man.Samples, Clips: byChar[stemFiles[name]]}); err != nil {
-			return 0, 0, err
+		if err := assemble(path, byChar[stemFiles[name]]); err != nil {
+			return 0, 0, nil, err
 		}
 		files = append(files, entry{"stems/" + name + ".wav", path})
 		man.Stems = append(man.Stems, "stems/"+name+".wav")
@@ -205,32 +233,34 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 	}
 	var srt, vtt, manifestCSV bytes.Buffer
 	if err := script.WriteSRT(&srt, cues); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	if err := script.WriteVTT(&vtt, cues); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	manifestJSON, err := json.MarshalIndent(man, "", "  ")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	cw := csv.NewWriter(&manifestCSV)
-	cw.Write([]string{"index", "start_ms", "end_ms", "character", "text", "take_id", "approved", "duration_ms", "samples", "stretch_ratio", "file", "sha256"})
+	cw.Write([]string{"index", "start_ms", "end_ms", "character", "text", "take_id", "approved", "duration_ms", "samples", "stretch_ratio", "file", "sha256",
+		"slot_start_ms", "slot_end_ms", "borrowed_ms", "stale"})
 	for _, l := range man.Lines {
 		cw.Write([]string{strconv.Itoa(l.Index), strconv.Itoa(l.StartMs), strconv.Itoa(l.EndMs), studio.CSVCell(l.Character), studio.CSVCell(l.Text),
 			strconv.FormatInt(l.TakeID, 10), strconv.FormatBool(l.Approved), strconv.Itoa(l.DurationMs),
-			strconv.FormatInt(l.Samples, 10), strconv.FormatFloat(l.StretchRatio, 'f', 4, 64), l.File, l.SHA256})
+			strconv.FormatInt(l.Samples, 10), strconv.FormatFloat(l.StretchRatio, 'f', 4, 64), l.File, l.SHA256,
+			strconv.Itoa(l.SlotStartMs), strconv.Itoa(l.SlotEndMs), strconv.Itoa(l.BorrowedMs), strconv.FormatBool(l.Stale)})
 	}
 	cw.Flush()
 
 	dst := ExportPath(w.cfg.DataDir, ex.ID)
 	if err := os.MkdirAll(filepath.Dir(dst), perm.Dir); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	tmp := dst + ".part"
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, perm.File)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	zw := zip.NewWriter(f)
 	add := func(name string, r io.Reader) error {
@@ -269,16 +299,16 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 	if err != nil {
 		os.Remove(tmp)
 		if errors.Is(err, syscall.ENOSPC) {
-			return 0, 0, fmt.Errorf("%w: %w", audio.ErrNoSpace, err)
+			return 0, 0, nil, fmt.Errorf("%w: %w", audio.ErrNoSpace, err)
 		}
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	if err := os.Rename(tmp, dst); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	fi, err := os.Stat(dst)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
-	return len(lines), fi.Size(), nil
+	return len(lines), fi.Size(), leftOut, nil
 }

@@ -38,6 +38,7 @@ var exportScript = []studio.NewLine{
 
 // exported is an export archive read back.
 type exported struct {
+	row      *studio.Export
 	sum      [32]byte
 	entries  map[string][]byte
 	manifest workflow.Manifest
@@ -58,8 +59,14 @@ func (e exported) wav(t *testing.T, name string) audio.PCM {
 // and opens the archive.
 func (b *testBundle) export(t *testing.T, approvedOnly bool) exported {
 	t.Helper()
+	return b.exportWith(t, studio.ExportOptions{ApprovedOnly: approvedOnly})
+}
+
+// exportWith is export with options.
+func (b *testBundle) exportWith(t *testing.T, opts studio.ExportOptions) exported {
+	t.Helper()
 	ctx := context.Background()
-	ex, err := b.Pipeline.Export(ctx, b.Project.ID, b.Editor.ID, approvedOnly)
+	ex, err := b.Pipeline.Export(ctx, b.Project.ID, b.Editor.ID, opts)
 	require.NoError(t, err)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -79,7 +86,7 @@ func (b *testBundle) export(t *testing.T, approvedOnly bool) exported {
 	require.EqualValues(t, len(data), ex.SizeBytes)
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	require.NoError(t, err)
-	out := exported{sum: sha256.Sum256(data), entries: map[string][]byte{}}
+	out := exported{row: ex, sum: sha256.Sum256(data), entries: map[string][]byte{}}
 	for _, f := range zr.File {
 		r, err := f.Open()
 		require.NoError(t, err)

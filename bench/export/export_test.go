@@ -104,7 +104,7 @@ func BenchmarkExportHour(b *testing.B) {
 	var size int64
 	b.ResetTimer()
 	for range b.N {
-		ex, err := bb.pipeline.Export(ctx, bb.project.ID, bb.editor.ID, true)
+		ex, err := bb.pipeline.Export(ctx, bb.project.ID, bb.editor.ID, studio.ExportOptions{ApprovedOnly: true})
 		require.NoError(b, err)
 		for ex.State != studio.ExportDone {
 			time.Sleep(20 * time.Millisecond)
