@@ -329,7 +329,7 @@ var options = []option{
 			c.MaxLineMs = n * 1000
 			return nil
 		}},
-	{name: "MAX_EXPORT_SECONDS", def: "14400", help: "longest programme (the last line's end) an export accepts",
+	{name: "MAX_EXPORT_SECONDS", def: "14400", help: "longest programme an export accepts (the last line's end or the source's, whichever is later)",
 		setFunc: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 60 || n > 86400 {
