@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,6 +85,9 @@ func TestRenderOverSSE(t *testing.T) {
 	})()`))
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(css(`[data-testid=render-pending]`))))
+	text, class := notice(t, ctx, "Queued")
+	require.Equal(t, "Queued 8 lines.", text)
+	require.Contains(t, class, "ok")
 
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -109,4 +113,29 @@ func TestRenderOverSSE(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 8, plays, "each row offers its take")
 	screenshot(t, ctx, "render.png")
+
+	// Nothing left to render: said as such, without the success colour.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(css(`[data-testid=render-pending]`))))
+	text, class = notice(t, ctx, "Nothing")
+	require.Equal(t, "Nothing to queue: no line here is waiting to be rendered.", text)
+	require.NotContains(t, class, "ok")
+}
+
+// notice waits for the project page's notice to start with prefix and returns its
+// text and class.
+func notice(t *testing.T, ctx context.Context, prefix string) (string, string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(() => {
+			const n = document.querySelector('[data-testid=notice]');
+			return n ? [n.textContent.trim(), n.className] : ['', ''];
+		})()`))
+		require.NoError(t, err)
+		if strings.HasPrefix(got[0], prefix) {
+			return got[0], got[1]
+		}
+		require.True(t, time.Now().Before(deadline), "notice %q, waiting for %q", got[0], prefix)
+		time.Sleep(100 * time.Millisecond)
+	}
 }

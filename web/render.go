@@ -40,7 +40,14 @@ func (s *Server) afterRender(c echo.Context, p *studio.Project, n int, key strin
 	if err != nil {
 		return err
 	}
-	vm.Notice = s.t(c, key, n)
+	switch n {
+	case 0: // nothing changed: said without the success colour
+		vm.Notice, vm.NoticeNeutral = s.t(c, key+"_none"), true
+	case 1:
+		vm.Notice = s.t(c, key+"_one")
+	default:
+		vm.Notice = s.t(c, key, n)
+	}
 	return s.render(c, http.StatusOK, views.LinesTable(s.page(c, p.Name, "projects"), vm))
 }
 
@@ -221,7 +228,7 @@ func (s *Server) listWorkers(c echo.Context) error {
 			return err
 		}
 	}
-	return s.render(c, http.StatusOK, views.WorkersPage(s.page(c, s.t(c, "workers.title"), "gpus"), ws, paused))
+	return s.render(c, http.StatusOK, views.WorkersPage(s.page(c, s.t(c, "workers.title"), "workers"), ws, paused))
 }
 
 // selectedLines reads the line_id values of a bulk form.
