@@ -156,6 +156,9 @@ func (s *Server) showProjectSettings(c echo.Context) error {
 		return err
 	}
 	vm.Fit.Saved = c.QueryParam("saved") == "fit"
+	if c.QueryParam("delete") == "wrong" {
+		vm.Form.DeleteErr = s.t(c, "project.delete_confirm_wrong")
+	}
 	return s.renderSettings(c, http.StatusOK, vm)
 }
 
@@ -273,12 +276,8 @@ func (s *Server) deleteProject(c echo.Context) error {
 		return err
 	}
 	if c.FormValue("confirm") != p.Name {
-		vm, err := s.settingsVM(c, p)
-		if err != nil {
-			return err
-		}
-		vm.Form.DeleteErr = s.t(c, "project.delete_confirm_wrong")
-		return s.renderSettings(c, http.StatusUnprocessableEntity, vm)
+		// Back to the settings page (not left on /projects/N/delete), saying why.
+		return c.Redirect(http.StatusSeeOther, "/projects/"+strconv.FormatInt(p.ID, 10)+"/settings?delete=wrong")
 	}
 	if err := s.store.DeleteProject(c.Request().Context(), p.ID); err != nil {
 		return err
