@@ -76,6 +76,9 @@ type Config struct {
 	// MaxFormBytes bounds the body of every request that uploads no file (MAX_FORM_KB).
 	MaxFormBytes int64
 
+	// MaxScriptBytes bounds an imported script file (MAX_SCRIPT_MB).
+	MaxScriptBytes int64
+
 	// A source video's proxy: its largest height (PROXY_HEIGHT), x264's quality
 	// (PROXY_CRF), ffmpeg's threads (PROXY_THREADS, 0: one per core) and how long one
 	// transcoding may run (PROXY_TIMEOUT_SECONDS).
@@ -309,6 +312,15 @@ var options = []option{
 				return err
 			}
 			c.ProxyTimeout = time.Duration(n) * time.Second
+			return nil
+		}},
+	{name: "MAX_SCRIPT_MB", def: "16", help: "largest script file an import accepts, in MiB (20,000 cues take about 2 MiB)",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 1024 {
+				return errors.New("must be a whole number of MiB between 1 and 1024")
+			}
+			c.MaxScriptBytes = int64(n) << 20
 			return nil
 		}},
 	{name: "MAX_FORM_KB", def: "1024", help: "largest accepted body of a request that uploads no file, in KiB (uploads have MAX_UPLOAD_MB and SOURCE_MAX_UPLOAD_MB)",

@@ -31,9 +31,10 @@ func TestAllProblemsReportedTogether(t *testing.T) {
 		"HTTP_ADDR":      "nope",
 		"SESSION_SECRET": "short",
 		"MAX_UPLOAD_MB":  "0",
+		"MAX_SCRIPT_MB":  "0",
 	}))
 	require.Error(t, err)
-	for _, want := range []string{"DATABASE_URL", "HTTP_ADDR", "SESSION_SECRET=\"***\"", "MAX_UPLOAD_MB"} {
+	for _, want := range []string{"DATABASE_URL", "HTTP_ADDR", "SESSION_SECRET=\"***\"", "MAX_UPLOAD_MB", "MAX_SCRIPT_MB"} {
 		require.Contains(t, err.Error(), want)
 	}
 	require.NotContains(t, err.Error(), "short", "secrets are never echoed")

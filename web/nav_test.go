@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -45,4 +46,22 @@ func TestWrongDeleteConfirmationReturnsToSettings(t *testing.T) {
 	require.Contains(t, d.Find(`[data-testid=delete-form]`).Text(), "The name does not match; nothing was deleted.")
 	_, err := b.store.Project(context.Background(), b.project.ID)
 	require.NoError(t, err, "the project is still there")
+}
+
+// TestScriptImportHasItsOwnLimit: a script file past MAX_SCRIPT_MB is refused with the
+// limit said and nothing imported (the limit is a setting, here 1 MiB).
+func TestScriptImportHasItsOwnLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.MaxScriptBytes = 1 << 20
+	c := b.as(t, studio.RoleEditor)
+	before := b.allLines(t)
+	cue := "1\n00:00:01,000 --> 00:00:02,000\nA line of a script.\n\n"
+	script := []byte(strings.Repeat(cue, (1<<20)/len(cue)+10))
+	body, ct := multipartBody(t, "file", "long.srt", script)
+	resp := c.do("POST", fmt.Sprintf("/projects/%d/import", b.project.ID), body, ct,
+		map[string]string{"HX-Request": "true", "X-CSRF-Token": c.csrf})
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	require.Contains(t, readAll(t, resp), "the limit is 1 MB")
+	require.Equal(t, before, b.allLines(t), "nothing imported")
 }

@@ -19,9 +19,6 @@ import (
 	"dubstudio/views"
 )
 
-// maxScriptBytes bounds an imported script; 20,000 cues fit easily.
-const maxScriptBytes = 16 << 20
-
 // importScript previews an import (preview=1) or does it. A preview runs the whole
 // import in a transaction that is rolled back (studio.ImportOpts.DryRun) and keeps
 // nothing: the confirm step uploads the file again, with the SHA-256 of the bytes
@@ -36,15 +33,15 @@ func (s *Server) importScript(c echo.Context) error {
 	if err != nil {
 		return echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "import.no_file"))
 	}
-	if fh.Size > maxScriptBytes {
-		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", maxScriptBytes>>20))
+	if fh.Size > s.cfg.MaxScriptBytes {
+		return echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", s.cfg.MaxScriptBytes>>20))
 	}
 	f, err := fh.Open()
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxScriptBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, s.cfg.MaxScriptBytes+1))
 	if err != nil {
 		return err
 	}
