@@ -77,18 +77,18 @@ func (s *Server) changeMembers(c echo.Context, change func(p *studio.Project) er
 	if !isHTMX(c) && msg == "" {
 		return c.Redirect(http.StatusSeeOther, "/projects/"+strconv.FormatInt(p.ID, 10)+"/settings#members")
 	}
+	if !isHTMX(c) {
+		svm, err := s.settingsVM(c, p) // a manager's settings carry the Members panel
+		if err != nil {
+			return err
+		}
+		svm.Members.Error = msg
+		return s.renderSettings(c, status, svm)
+	}
 	vm, err := s.membersVM(c, p)
 	if err != nil {
 		return err
 	}
 	vm.Error = msg
-	if !isHTMX(c) {
-		svm, err := s.settingsVM(c, p)
-		if err != nil {
-			return err
-		}
-		svm.Members = &vm
-		return s.renderSettings(c, status, svm)
-	}
 	return s.render(c, status, views.MembersPanel(s.page(c, "", ""), vm))
 }

@@ -34,7 +34,6 @@ func (s *Server) sourceVM(c echo.Context, p *studio.Project) (views.SourceVM, er
 type Media interface {
 	SetCharacterReference(ctx context.Context, projectID, characterID int64, up media.Upload) error
 	SetCharacterEmotionAudio(ctx context.Context, projectID, characterID int64, up media.Upload, weight float64) error
-	SetProjectSource(ctx context.Context, projectID, userID int64, up media.Upload) (*studio.ProjectSource, error)
 	SetProjectSourceVideo(ctx context.Context, projectID, userID int64, up media.Upload) (*studio.ProjectSource, *studio.ProjectVideo, error)
 	PreviewMix(ctx context.Context, projectID int64, opts media.PreviewOpts) (*studio.Blob, error)
 	DeleteProjectSource(ctx context.Context, projectID int64) error
