@@ -130,7 +130,7 @@ func decode(data []byte) *source { return decodeAs(data, "") }
 // decodeAs turns the bytes of a file into lines, read in encoding enc, or, when enc is
 // "", in the encoding detected: a byte-order mark (UTF-8, UTF-16, UTF-32), then UTF-16
 // without a mark by its NUL pattern (sniffUTF16), then UTF-8 if the bytes are valid,
-// else a legacy code page (detectLegacy). A byte-order mark of enc is skipped. Lines
+// else a legacy code page (detectLegacy). A byte-order mark is skipped whatever enc is. Lines
 // end with CRLF, LF or a lone CR. Invalid encoding and control characters are problems
 // of the line they are on; a NUL byte means the file is not text at all.
 func decodeAs(data []byte, enc string) *source {
@@ -140,9 +140,9 @@ func decodeAs(data []byte, enc string) *source {
 			if enc == "" {
 				enc = b.encoding
 			}
-			if enc == b.encoding {
-				data = data[len(b.mark):]
-			}
+			// The mark is never text, also when the user reads the file as another
+			// encoding than the mark says.
+			data = data[len(b.mark):]
 			break
 		}
 	}

@@ -100,3 +100,17 @@ func TestImportLatin1(t *testing.T) {
 	require.Equal(t, "A coffee at the café?", res.Cues[0].Text)
 	require.Equal(t, "Don't be naïve.", res.Cues[1].Text)
 }
+
+// TestChosenEncodingDropsTheMark: a byte-order mark is never text, also when the user
+// reads the file as another encoding than the mark's (UTF-8 with a mark read as
+// Windows-1252: no "ï»¿" before the first cue, which would also hide the SRT number).
+func TestChosenEncodingDropsTheMark(t *testing.T) {
+	t.Parallel()
+	srt := "1\r\n00:00:01,000 --> 00:00:02,000\r\nHello.\r\n"
+	res, err := Import("bom.srt", append([]byte("\xEF\xBB\xBF"), srt...), EncodingWindows1252)
+	require.NoError(t, err)
+	require.Len(t, res.Cues, 1)
+	require.Equal(t, "Hello.", res.Cues[0].Text)
+	require.Equal(t, FormatSRT, res.Format)
+
+}
