@@ -103,14 +103,13 @@ func TestImportLatin1(t *testing.T) {
 
 // TestChosenEncodingDropsTheMark: a byte-order mark is never text, also when the user
 // reads the file as another encoding than the mark's (UTF-8 with a mark read as
-// Windows-1252: no "ï»¿" before the first cue, which would also hide the SRT number).
+// Windows-1252: no "ï»¿" before the WEBVTT header).
 func TestChosenEncodingDropsTheMark(t *testing.T) {
 	t.Parallel()
-	srt := "1\r\n00:00:01,000 --> 00:00:02,000\r\nHello.\r\n"
-	res, err := Import("bom.srt", append([]byte("\xEF\xBB\xBF"), srt...), EncodingWindows1252)
+	vtt := "WEBVTT\r\n\r\n00:00:01.000 --> 00:00:02.000\r\nHello.\r\n"
+	res, err := Import("bom.vtt", append([]byte("\xEF\xBB\xBF"), vtt...), EncodingWindows1252)
 	require.NoError(t, err)
+	require.Equal(t, FormatVTT, res.Format)
 	require.Len(t, res.Cues, 1)
 	require.Equal(t, "Hello.", res.Cues[0].Text)
-	require.Equal(t, FormatSRT, res.Format)
-
 }
