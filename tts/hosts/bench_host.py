@@ -432,9 +432,11 @@ class S2Mel(_Module):
         prompt[..., :p] = ref_mel
         x[..., :p] = 0
         ts = torch.linspace(0, 1, steps + 1, device=cond.device)
-        cond2 = torch.cat([cond, torch.zeros_like(cond)])
-        prompt2 = torch.cat([prompt, torch.zeros_like(prompt)])
-        style2 = torch.cat([style, torch.zeros_like(style)])
+        # In the DiT's dtype once, not at each step (the estimator's casts are then no-ops).
+        dit = self.inp.weight.dtype
+        cond2 = torch.cat([cond, torch.zeros_like(cond)]).to(dit)
+        prompt2 = torch.cat([prompt, torch.zeros_like(prompt)]).to(dit)
+        style2 = torch.cat([style, torch.zeros_like(style)]).to(dit)
         for i in range(steps):
             t, dt = ts[i], ts[i + 1] - ts[i]
             v = self.estimator(torch.cat([x, x]), prompt2, cond2, style2, t)
@@ -467,9 +469,11 @@ class S2Mel(_Module):
         x = x.masked_fill(is_prompt, 0)
         style = torch.cat([s for _, _, s, _ in items])
         ts = torch.linspace(0, 1, steps + 1, device=dev)
-        cond2 = torch.cat([cond, torch.zeros_like(cond)])
-        prompt2 = torch.cat([prompt, torch.zeros_like(prompt)])
-        style2 = torch.cat([style, torch.zeros_like(style)])
+        # In the DiT's dtype once, not at each step (the estimator's casts are then no-ops).
+        dit = self.inp.weight.dtype
+        cond2 = torch.cat([cond, torch.zeros_like(cond)]).to(dit)
+        prompt2 = torch.cat([prompt, torch.zeros_like(prompt)]).to(dit)
+        style2 = torch.cat([style, torch.zeros_like(style)]).to(dit)
         mask2 = torch.cat([mask, mask])
         for i in range(steps):
             t_, dt = ts[i], ts[i + 1] - ts[i]
@@ -679,15 +683,22 @@ class BenchBackend:
             modules = self._build("meta")
             for name, t in tensors.items():
                 _assign(modules, name, t)
+            # The lender's dtypes come with its tensors: a borrower asking for others
+            # would silently run the lender's.
+            got = (self.gpt.head.weight.dtype, self.s2mel.inp.weight.dtype)
+            if got != (self.gpt_dtype, self.s2mel_dtype):
+                raise RuntimeError(f"the lender's weights are {got[0]} (GPT) and {got[1]} (s2mel DiT); this host "
+                                   f"asks for {self.gpt_dtype} and {self.s2mel_dtype}: start both with the same "
+                                   f"--gpt-dtype and --s2mel-dtype")
         else:
             torch.manual_seed(self.opts.weight_seed)
             modules = self._build(self.device)
             for m in modules.values():
                 _init(m)
             self.gpt.to(self.gpt_dtype)  # fp16 applies to the GPT only, as in IndexTTS-2
-            # --s2mel-dtype bf16: the DiT, as vllm-omni runs IndexTTS-2 (the Euler updates stay
-            # fp32); the s2mel conditioning (codebook, regulator) too, so caches keep one
-            # dtype, and the vocoder (about 14% of s2mel's time here) stay fp32.
+            # --s2mel-dtype bf16 casts the DiT only, as vllm-omni runs IndexTTS-2. The Euler
+            # updates, s2mel's conditioning (codebook, regulator: caches keep one dtype)
+            # and the vocoder (about 14% of s2mel's time here) stay fp32.
             for m in self.s2mel.dit():
                 m.to(self.s2mel_dtype)
             if share:

@@ -222,7 +222,7 @@ class BatchingTest(unittest.TestCase):
 
     def test_s2mel_in_bf16(self):
         """--s2mel-dtype bf16: the same line's audio as in fp32 up to bf16 rounding (the
-        DiT and vocoder really ran in bf16: the samples are not identical)."""
+        DiT really ran in bf16: the samples are not identical)."""
         import array
 
         pcm = {}
