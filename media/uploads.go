@@ -75,7 +75,8 @@ func (l *Library) SetProjectSource(ctx context.Context, projectID, userID int64,
 	if err != nil {
 		return nil, err
 	}
-	need := int64(probed.Duration.Seconds()*48000) * 2 * int64(max(1, probed.Channels))
+	// ExtractAudio writes 16-bit samples at 48 kHz, at most two channels.
+	need := int64(probed.Duration.Seconds()*audio.DefaultSampleRate) * 2 * int64(min(max(1, probed.Channels), 2))
 	if free-need < lim.MinFreeBytes {
 		return nil, i18n.Errorf(audio.ErrNoSpace, "upload.no_space", need>>20, free>>20, lim.MinFreeBytes>>20)
 	}

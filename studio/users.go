@@ -234,7 +234,7 @@ func (s *Store) SetUserPassword(ctx context.Context, id int64, password string) 
 		if res.RowsAffected == 0 {
 			return fmt.Errorf("user %d: %w", id, ErrNotFound)
 		}
-		if err := tx.Exec("DELETE FROM login_failures WHERE lower(username) = (SELECT lower(username) FROM users WHERE id = ?)", id).Error; err != nil {
+		if err := unlockLogin(tx, id); err != nil {
 			return err
 		}
 		return tx.Exec("DELETE FROM sessions WHERE user_id = ?", id).Error
@@ -245,7 +245,11 @@ func (s *Store) SetUserPassword(ctx context.Context, id int64, password string) 
 // throttle an attacker ran up ends at once (an admin's unlock; a new password does
 // the same).
 func (s *Store) UnlockLogin(ctx context.Context, id int64) error {
-	return s.db.WithContext(ctx).Exec("DELETE FROM login_failures WHERE lower(username) = (SELECT lower(username) FROM users WHERE id = ?)", id).Error
+	return unlockLogin(s.db.WithContext(ctx), id)
+}
+
+func unlockLogin(db *gorm.DB, id int64) error {
+	return db.Exec("DELETE FROM login_failures WHERE lower(username) = (SELECT lower(username) FROM users WHERE id = ?)", id).Error
 }
 
 // ThrottledLogins counts, per user ID, the addresses whose failed logins since a time

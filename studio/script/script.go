@@ -159,12 +159,8 @@ func (e *ParseError) Error() string {
 // content (a WEBVTT header, an SRT cue, a CSV header row); the extension of filename
 // decides only when the content does not.
 func Parse(filename string, data []byte) ([]Cue, error) {
-	src := decode(data)
-	f := detect(filename, src)
-	if f == "" && src.fatal() == nil {
-		src.add(1, "script.unknown_format")
-	}
-	return parseSource(f, src)
+	res, err := Import(filename, data, "")
+	return res.Cues, err
 }
 
 // Result is what Import read from a file.
