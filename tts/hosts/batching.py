@@ -220,7 +220,7 @@ class Batcher:
         self.ready_cv = threading.Condition()
         self.s2mel_max_wait = s2mel_max_wait
         self.lock = threading.Lock()
-        self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "ooms": 0}
+        self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0}
         self.rate = []  # (time, tokens) of recent steps
 
     # -- setup ------------------------------------------------------------------------
@@ -278,7 +278,7 @@ class Batcher:
                 "activation_bytes_per_second": self.a.activation_bytes_per_second,
                 "decoding": decoding, "waiting": len(self.waiting), "in_s2mel": self.stats["in_s2mel"],
                 "decode_tokens_per_second": round(rate, 1), "batch_rows_max": self.stats["batch_rows_max"],
-                "steps": self.stats["steps"], "ooms": self.stats["ooms"],
+                "steps": self.stats["steps"],
             }
 
     # -- the GPT loop -------------------------------------------------------------------
@@ -559,11 +559,8 @@ class Batcher:
         line.kv_bytes = self.pool.settle(line) * self.pool.block_bytes()
 
     def _error(self, e):
-        err = protocol.host_error(e, self.meter)
-        if err.code == OUT_OF_MEMORY:
-            with self.lock:
-                self.stats["ooms"] += 1
-        return err
+        # Out-of-memory errors are counted once, per request, in the host's counters.
+        return protocol.host_error(e, self.meter)
 
     def _fail_batch(self, e):
         """A step failed (an OOM most likely): the lines decoding now fail with it and
