@@ -226,6 +226,44 @@ def divergence(host, refs, tmp, n_others=31):
             "audio_relative_difference": relative_difference(pcm(alone["output_path"]), pcm(batched["output_path"])), "batch_rows_mean": batched["sequence"]["batch_rows_mean"]}
 
 
+def profile(host, lengths, refs, tmp, concurrency, out):
+    """Where a decode step's time goes at full load: every step's wall time and rows
+    (Batcher._step wrapped), then the same run under torch.profiler, its operator
+    tables by CUDA and by CPU time written to out."""
+    b = host.batcher
+    steps = []
+    inner = b._step
+
+    def timed():
+        t = time.perf_counter()
+        n = sum(len(s.rows) for s in b.active)
+        inner()
+        steps.append((n, time.perf_counter() - t))
+
+    b._step = timed
+    plain = run_batch(host, lengths, refs, tmp, concurrency)
+    b._step = inner
+    buckets = {}
+    for n, dt in steps:
+        k = min(n // 32 * 32, 192)
+        buckets.setdefault(k, []).append(dt)
+    res = {"run": {k: plain[k] for k in ("audio_per_wall", "wall_seconds", "p95_upto_5s")}, "steps": len(steps),
+           "step_seconds_sum": round(sum(dt for _, dt in steps), 1),
+           "step_ms_by_rows": {f"{k}-{k + 31}": {"steps": len(v), "median_ms": round(statistics.median(v) * 1e3, 2)}
+                               for k, v in sorted(buckets.items())}}
+    from torch.profiler import ProfilerActivity  # noqa: PLC0415
+    from torch.profiler import profile as torch_profile  # noqa: PLC0415
+    os.makedirs(out, exist_ok=True)
+    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        prof_run = run_batch(host, lengths[:60], refs, tmp, concurrency)
+    ka = prof.key_averages()
+    for key in ("cuda_time_total", "cpu_time_total", "self_cpu_time_total"):
+        with open(os.path.join(out, f"profile-{key}.txt"), "w") as f:
+            f.write(ka.table(sort_by=key, row_limit=40, max_name_column_width=60))
+    res["profiled_run"] = {k: prof_run[k] for k in ("audio_per_wall", "wall_seconds")}
+    return res
+
+
 def pcm(path):
     import array
 
@@ -279,6 +317,9 @@ def main():
                    help="first: one 3 s line on one-request hosts with s2mel in fp32 and in bf16, compared")
     p.add_argument("--stage-costs", action="store_true", help="time s2mel and the vocoder alone first")
     p.add_argument("--name", default="", help="suffix of the result file")
+    p.add_argument("--profile", type=int, default=0,
+                   help="at this concurrency, time every decode step and profile the run with torch.profiler "
+                        "(tables in DIR/profile-*.txt)")
     a = p.parse_args()
     conc = [int(c) for c in a.concurrency.split(",")]
     lengths = workload(os.path.join(ROOT, "bench", "gpucompare", "testdata", "film_cues.tsv"))[:a.lines]
@@ -324,6 +365,9 @@ def main():
             r = run_batch(host, lengths, refs, tmp, c)
             report["runs"].append(r)
             print(json.dumps(r), flush=True)
+        if a.profile:
+            report["profile"] = profile(host, lengths, refs, tmp, a.profile, a.out)
+            print(json.dumps({"profile": report["profile"]}), flush=True)
         if a.divergence:
             report["divergence"] = divergence(host, refs, tmp)
             print(json.dumps({"divergence": report["divergence"]}), flush=True)
