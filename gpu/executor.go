@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -124,11 +123,6 @@ type ReadyHost struct {
 	// GPU uncalibrated, lines on the GPU are admitted by it alone: their KV is in
 	// ModelBytes.
 	LineBytesPerSecond float64
-	// GroupLines and StepBytes are a batching host's BatchFigures: its lines' activations
-	// are counted for the GroupLines largest in flight only (no more are in s2mel at
-	// once), plus StepBytes for its decode step. 0: every line's activations count.
-	GroupLines int
-	StepBytes  int64
 	// Releaser empties the host's cache; nil if the host cannot.
 	Releaser CacheReleaser
 	// Handle is handed back on leases for this host (the caller's client for it).
@@ -335,9 +329,6 @@ type hostState struct {
 	model    int64
 	cached   int64
 	inflight int64 // sum of predicted peaks of its leases
-	// group and step: a batching host's ReadyHost.GroupLines and StepBytes (load).
-	group int
-	step  int64
 	busy     []*Lease
 	placed   bool // its model memory is counted (start admitted)
 	ready    bool // serving
@@ -357,37 +348,7 @@ func (h *hostState) committed() int64 {
 	if !h.placed {
 		return 0
 	}
-	return h.model + max(h.cached, h.load(0))
-}
-
-// load is the memory the host's requests in flight are predicted to use beyond its
-// model, with one more request of peak extra (0: none): the sum of their predicted
-// peaks; for a batching host, whose lines hold activations only while in its s2mel
-// group, the sum of the group largest plus its decode step's temporaries.
-func (h *hostState) load(extra int64) int64 {
-	if h.group <= 0 {
-		return h.inflight + extra
-	}
-	peaks := make([]int64, 0, len(h.busy)+1)
-	for _, l := range h.busy {
-		if l != nil {
-			peaks = append(peaks, l.PredictedBytes)
-		}
-	}
-	if extra > 0 {
-		peaks = append(peaks, extra)
-	}
-	slices.SortFunc(peaks, func(a, b int64) int { return cmp.Compare(b, a) })
-	var sum int64
-	for _, p := range peaks[:min(h.group, len(peaks))] {
-		sum += p
-	}
-	return h.step + sum
-}
-
-// growth is how much admitting a request of peak grows the host's committed memory.
-func (h *hostState) growth(peak int64) int64 {
-	return max(h.cached, h.load(peak)) - max(h.cached, h.load(0))
+	return h.model + max(h.cached, h.inflight)
 }
 
 func (h *hostState) nBusy() int {
@@ -662,7 +623,6 @@ func (e *Executor) HostReady(uuid, id string, r ReadyHost) error {
 		h.model = r.ModelBytes
 	}
 	g.lineRate = r.LineBytesPerSecond
-	h.group, h.step = r.GroupLines, r.StepBytes
 	if h.nBusy() == 0 {
 		h.busy = make([]*Lease, r.Concurrency)
 	}
@@ -1014,7 +974,7 @@ func (e *Executor) evaluate(w *waiter, g *gpuState) (gpuStatus, candidate) {
 		if !h.ready || !h.placed || h.releasing || h.nBusy() >= layout[1] {
 			continue
 		}
-		growth := h.growth(peak)
+		growth := max(h.cached, h.inflight+peak) - max(h.cached, h.inflight)
 		c := candidate{g: g, h: h, peak: peak, base: g.peakBytes(s), lane: lane,
 			headroom: budget - committed - growth}
 		for k, l := range h.busy {
@@ -1191,7 +1151,7 @@ func (e *Executor) releaseForLocked(w *waiter, g *gpuState) {
 		if !h.ready || h.releasing || h.nBusy() >= layout[1] {
 			continue
 		}
-		growth := h.growth(peak)
+		growth := max(h.cached, h.inflight+peak) - max(h.cached, h.inflight)
 		need := committed + growth - budget
 		var freed int64
 		var set []*hostState

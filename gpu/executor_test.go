@@ -757,40 +757,6 @@ func TestBatchingHostTakesSeveralRequests(t *testing.T) {
 	}
 }
 
-func TestBatchingHostCountsItsS2MelGroup(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	e := NewExecutor(ExecutorConfig{})
-	p := testProfile()
-	p.Concurrency = 8
-	require.NoError(t, e.AddGPU(GPUConfig{UUID: "GPU-a", TotalBytes: 80 * GiB, Profile: p}))
-	require.NoError(t, e.AddHost(ctx, "GPU-a", HostSpec{ID: "batch"}))
-	// Lines hold activations only while in the host's s2mel group of two; its decode
-	// step needs 100 MiB whatever runs.
-	require.NoError(t, e.HostReady("GPU-a", "batch", ReadyHost{PID: 9, Concurrency: 8, ModelBytes: 10 * GiB,
-		LineBytesPerSecond: float64(100 * MiB), GroupLines: 2, StepBytes: 100 * MiB}))
-	committed := func() int64 { return e.Snapshot()[0].CommittedBytes }
-	require.Equal(t, 10*GiB+100*MiB, committed(), "idle: the model and the decode step")
-
-	var leases []*Lease
-	for i, secs := range []float64{1, 4, 2, 3} {
-		l, err := e.Acquire(ctx, Request{ID: fmt.Sprint(i), AudioSeconds: secs})
-		require.NoError(t, err)
-		leases = append(leases, l)
-	}
-	peak := func(i int) int64 { return leases[i].PredictedBytes }
-	require.Greater(t, peak(1), peak(3))
-	require.Greater(t, peak(3), peak(2))
-	// Four lines in flight, the two largest counted (4 s and 3 s), not all four.
-	require.Equal(t, 10*GiB+100*MiB+peak(1)+peak(3), committed())
-	require.NoError(t, leases[1].Done(Outcome{NotRun: true}))
-	require.Equal(t, 10*GiB+100*MiB+peak(3)+peak(2), committed(), "the next largest takes its place")
-	for _, l := range []*Lease{leases[0], leases[2], leases[3]} {
-		require.NoError(t, l.Done(Outcome{NotRun: true}))
-	}
-	require.Equal(t, 10*GiB+100*MiB, committed())
-}
-
 func TestFollowFeedsSamples(t *testing.T) {
 	t.Parallel()
 	dev := &fakeDevice{uuid: "GPU-a", used: 30}

@@ -29,27 +29,12 @@ type Host interface {
 }
 
 // BatchingHost is a Host that decodes many lines in one process (protocol 2). Batch
-// reports what its health said (BatchFigures); ok is false for a host that does not
-// batch.
+// reports what its health said: the memory it holds (weights and the preallocated KV
+// pool) and the activation bytes per audio second of one line; ok is false for a
+// host that does not batch.
 type BatchingHost interface {
 	Host
-	Batch() (f BatchFigures, ok bool)
-}
-
-// BatchFigures are the memory figures of a batching host's health.
-type BatchFigures struct {
-	// ResidentBytes is what the host holds after load: weights and the preallocated
-	// KV pool.
-	ResidentBytes int64
-	// LineBytesPerSecond is one line's activation bytes per audio second (its s2mel
-	// and vocoder stage).
-	LineBytesPerSecond float64
-	// GroupLines is the most lines the host runs through s2mel and the vocoder at
-	// once; 0 if it does not say (then every line in flight counts its activations).
-	GroupLines int
-	// StepBytes bounds the temporaries of one GPT decode step at the host's most rows
-	// and positions.
-	StepBytes int64
+	Batch() (residentBytes int64, lineBytesPerSecond float64, ok bool)
 }
 
 // LaunchOpts says what host to start where.
@@ -521,9 +506,8 @@ func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSeat) (time.Duration
 	started := p.cfg.Now()
 	ready := ReadyHost{PID: pid, Concurrency: host.Concurrency(), Releaser: host, Handle: host}
 	if bh, ok := host.(BatchingHost); ok {
-		if f, batching := bh.Batch(); batching {
-			ready.ModelBytes, ready.LineBytesPerSecond = f.ResidentBytes, f.LineBytesPerSecond
-			ready.GroupLines, ready.StepBytes = f.GroupLines, f.StepBytes
+		if resident, rate, batching := bh.Batch(); batching {
+			ready.ModelBytes, ready.LineBytesPerSecond = resident, rate
 		}
 	}
 	if err := p.cfg.Registry.HostReady(uuid, s.id, ready); err != nil {

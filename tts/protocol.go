@@ -115,11 +115,6 @@ type BatchInfo struct {
 	// ActivationBytesPerSecond is the predicted activation bytes per audio second of
 	// one line (s2mel, vocoder, GPT step), beyond the KV pool.
 	ActivationBytesPerSecond float64 `json:"activation_bytes_per_second"`
-	// S2MelBatch is the most lines in one s2mel and vocoder group (only those hold
-	// activations at once); StepBytes bounds one decode step's temporaries at the most
-	// rows and positions. 0: not reported (every line in flight counts its activations).
-	S2MelBatch int   `json:"s2mel_batch"`
-	StepBytes  int64 `json:"step_bytes"`
 	// Decoding, InS2Mel and Waiting count sequences by stage now.
 	Decoding int `json:"decoding"`
 	InS2Mel  int `json:"in_s2mel"`

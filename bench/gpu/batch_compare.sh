@@ -6,7 +6,7 @@
 # on the whole card; part "latency": s2mel in bf16 at 32 lines at once, and each line
 # alone. Each part fits in ten minutes. Build gpucompare first (see
 # compare.sh), then run from the repository root:
-#   OUT=./out bench/gpu/batch_compare.sh whole|24gib|latency|all|admission|ab
+#   OUT=./out bench/gpu/batch_compare.sh whole|24gib|latency|all
 # LIMIT (seconds per gpucompare, default 260), LINES1 (stride-1 lines, default 30) and
 # FIXED0/FIXED1 (fixed host counts, defaults 8 and 3: the whole card's best and the
 # rule's N for 24 GiB) can be set.
@@ -43,28 +43,6 @@ case "${1:-all}" in
     CUDA_VISIBLE_DEVICES=$GPU timeout 150 python3 bench/gpu/batch_bench.py --stride 4 --concurrency 16,32 \
       --baseline 12 --s2mel-dtype bf16 --out "$OUT/batch-bench" --name=-latency-bf16 >"$OUT/batch-bench-bf16.log" 2>&1
     echo "== batch_bench bf16 rc=$?"; tail -n 4 "$OUT/batch-bench-bf16.log" ;;
-esac
-case "${1:-all}" in
-  admission) # 2026-12-02: a batching host's lines counted by its s2mel group, the decode
-    # step's gather in bounded chunks and the allocator's expandable segments, against
-    # the executor before (gpucompare-old, built from 2cdfd1e) with fixed segments and the
-    # fixed pool; 24 GiB, s2mel in bf16 (the fixed pool's too); then the whole card
-    GNEW=$G
-    G=.devbin/gpu/gpucompare-old
-    PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False cmp $GPU 24 24gib-old-fixedseg batched 1 4 150 "--s2mel-dtype bf16"
-    G=$GNEW
-    cmp $GPU 24 24gib-group fixed,batched "$FIXED1" 4 150 "--s2mel-dtype bf16"
-    cmp $GPU 0 whole-group batched 1 4 150 "--s2mel-dtype bf16" ;;
-esac
-case "${1:-all}" in
-  ab) # the same A/B twice, interleaved: the executor before (expandable segments on) and now
-    GNEW=$G
-    for i in 1 2; do
-      G=.devbin/gpu/gpucompare-old
-      cmp $GPU 24 24gib-old-$i batched 1 4 150 "--s2mel-dtype bf16"
-      G=$GNEW
-      cmp $GPU 24 24gib-new-$i batched 1 4 150 "--s2mel-dtype bf16"
-    done ;;
 esac
 case "${1:-all}" in
   latency|all) # s2mel in bf16 at 32 lines at once, and each line alone (C = 1) for the latency ratio

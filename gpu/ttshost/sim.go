@@ -145,13 +145,12 @@ func (h *SimHost) ResidentBytes() int64 {
 
 // Batch reports a batching simulator's resident memory (weights and KV pool) and
 // its activation bytes per audio second of a line (gpu.BatchingHost).
-func (h *SimHost) Batch() (gpu.BatchFigures, bool) {
+func (h *SimHost) Batch() (residentBytes int64, lineBytesPerSecond float64, ok bool) {
 	b := h.sim.BatchInfo()
 	if b == nil {
-		return gpu.BatchFigures{}, false
+		return 0, 0, false
 	}
-	return gpu.BatchFigures{ResidentBytes: h.ResidentBytes(), LineBytesPerSecond: b.ActivationBytesPerSecond,
-		GroupLines: b.S2MelBatch, StepBytes: b.StepBytes}, true
+	return h.ResidentBytes(), b.ActivationBytesPerSecond, true
 }
 
 // PID returns the simulated process id.

@@ -197,12 +197,11 @@ func (h *PinnedHost) PID() int { return h.proc.PID() }
 // Batch reports a batching host's resident memory (weights and KV pool) and its
 // activation bytes per audio second of a line, from its health at start
 // (gpu.BatchingHost).
-func (h *PinnedHost) Batch() (gpu.BatchFigures, bool) {
+func (h *PinnedHost) Batch() (residentBytes int64, lineBytesPerSecond float64, ok bool) {
 	if h.batch == nil {
-		return gpu.BatchFigures{}, false
+		return 0, 0, false
 	}
-	return gpu.BatchFigures{ResidentBytes: h.info.ResidentBytes, LineBytesPerSecond: h.batch.ActivationBytesPerSecond,
-		GroupLines: h.batch.S2MelBatch, StepBytes: h.batch.StepBytes}, true
+	return h.info.ResidentBytes, h.batch.ActivationBytesPerSecond, true
 }
 
 // BatchArgs are the flags that start a batching host for profile p (protocol 2,

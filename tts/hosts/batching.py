@@ -63,35 +63,13 @@ def attention(q, k, v, mask=None, causal=False):
     return torch.softmax(scores, dim=-1) @ v
 
 
-# Bytes a decode step may gather from the KV pool at once (one layer's K and V for a
-# chunk of rows, and the attention's scores if the kernel spells them out): a step of
-# more rows attends in chunks of rows, so its temporaries stay this size whatever the
-# batch and the lines' lengths.
-GATHER_BYTES = 256 << 20
-
-
-def gather_row_bytes(positions, kv_bytes_per_token, layers, heads, stride):
-    """One row's share of a layer's gather at positions: its K and V, and float scores."""
-    return positions * (kv_bytes_per_token // layers + heads * stride * 4)
-
-
-def step_bytes(rows, positions, kv_bytes_per_token, layers, heads, stride, vocab):
-    """A bound on one decode step's temporaries beyond the KV pool at rows rows of at
-    most positions: the gather (GATHER_BYTES, or one row at the most positions if that
-    is larger), the beam choice's float copies of the logits, and the layers'
-    activations (a generous 16 copies of the rows' hidden states in float; the model
-    width is the KV bytes per token over the layers' K and V)."""
-    width = kv_bytes_per_token // (2 * layers)  # in KV dtype bytes: at most the width x 4
-    return max(GATHER_BYTES, gather_row_bytes(positions, kv_bytes_per_token, layers, heads, stride)) + \
-        8 * rows * vocab * 4 + 16 * rows * stride * width * 4
-
-
 def use_expandable_segments():
     """Lets PyTorch's allocator grow and shrink its segments: a batching host's
-    temporaries change size at every step and every s2mel group, and with fixed
-    segments the reserve they leave behind grew to 17 GiB beyond the memory in use
-    (one H200, 64 lines at once), which the worker must count as taken. A setting the
-    operator gave in PYTORCH_CUDA_ALLOC_CONF is left as it is."""
+    temporaries change size at every decode step and every s2mel group, and with fixed
+    segments the reserve they leave behind grew to 17 GiB beyond the memory in use (one
+    H200, 64 lines at once), which the worker must count as taken. On the card shrunk to
+    24 GiB the host then peaked 7 GB lower and rendered 15% more (bench/results/
+    2026-12-02-admission). A setting the operator gave in PYTORCH_CUDA_ALLOC_CONF stays."""
     if torch is not None and torch.cuda.is_available() and not os.environ.get("PYTORCH_CUDA_ALLOC_CONF"):
         settings = getattr(torch._C, "_accelerator_setAllocatorSettings", None) or \
             torch.cuda.memory._set_allocator_settings
@@ -268,8 +246,6 @@ class Batcher:
         n_blocks = max(2, self.kv_cache_bytes // (per_token * BLOCK_TOKENS))
         self.pool = KVPool(a.layers, a.heads, a.head_dim, n_blocks, a.kv_dtype, a.device)
         self.kv_bytes_per_token = per_token
-        self.step_bytes = step_bytes(self.max_sequences * self.beams, -(-a.max_positions // BLOCK_TOKENS) * BLOCK_TOKENS,
-                                     per_token, a.layers, a.heads, self.stride, a.vocab)
         cuda = a.device.type == "cuda"
         # Both threads launch kernels under the GIL: hand it over every 0.2 ms instead of
         # every 5 ms, so that one thread's launches do not stall the other's GPU work.
@@ -313,7 +289,6 @@ class Batcher:
                 self.pool.block_bytes(), "kv_free_bytes": max(0, self.pool.available()) * self.pool.block_bytes(),
                 "prefix_tokens": self.a.prefix_tokens, "tokens_per_second": self.a.tokens_per_second,
                 "activation_bytes_per_second": self.a.activation_bytes_per_second,
-                "s2mel_batch": self.s2mel_batch, "step_bytes": self.step_bytes,
                 "decoding": decoding, "waiting": len(self.waiting), "in_s2mel": self.stats["in_s2mel"],
                 "decode_tokens_per_second": round(rate, 1), "batch_rows_max": self.stats["batch_rows_max"],
                 "steps": self.stats["steps"],
@@ -521,23 +496,14 @@ class Batcher:
             torch.arange(k, device=a.device)
         tokens = torch.tensor([[t] * k for s in feed for t in s.last], device=a.device)
         x = a.embed_codes(tokens, mel_pos)  # [R, k, D]
-        span = width * BLOCK_TOKENS
-        chunk = max(1, GATHER_BYTES // gather_row_bytes(span, self.kv_bytes_per_token, a.layers, a.heads, k))
         for li, layer in enumerate(a.layers_list):
             q, kk, vv = layer.qkv(x)  # [R, H, k, hd]
             pool.k[li][wblk, woff] = kk.transpose(1, 2).reshape(n * k, a.heads, a.head_dim)
             pool.v[li][wblk, woff] = vv.transpose(1, 2).reshape(n * k, a.heads, a.head_dim)
-            # One gather per tensor and chunk of rows (see GATHER_BYTES); the reshape is a
-            # view, the transpose a stride change.
-            parts = []
-            for i in range(0, n, chunk):
-                rows_table = table[i:i + chunk]
-                m = rows_table.shape[0]
-                kc = pool.k[li][rows_table].view(m, span, a.heads, a.head_dim).transpose(1, 2)
-                vc = pool.v[li][rows_table].view(m, span, a.heads, a.head_dim).transpose(1, 2)
-                parts.append(attention(q[i:i + chunk], kc, vc, mask=mask[i:i + chunk]))
-                del kc, vc
-            x = layer.finish(x, parts[0] if len(parts) == 1 else torch.cat(parts))
+            # One gather per tensor; the reshape is a view, the transpose a stride change.
+            kc = pool.k[li][table].view(n, width * BLOCK_TOKENS, a.heads, a.head_dim).transpose(1, 2)
+            vc = pool.v[li][table].view(n, width * BLOCK_TOKENS, a.heads, a.head_dim).transpose(1, 2)
+            x = layer.finish(x, attention(q, kc, vc, mask=mask))
         logits = a.head(x[:, -1])
         i = 0
         for s in feed:
