@@ -7,6 +7,7 @@ from indextts._standin import StandIn
 
 class IndexTTS2(StandIn):
     tokens_per_second = 25
+    variant = "2.5"
 
     def __init__(
             self, cfg_path="checkpoints/config.yaml", model_dir="checkpoints", use_bf16=False, device=None,
@@ -14,6 +15,8 @@ class IndexTTS2(StandIn):
     ):
         super().__init__(cfg_path, model_dir, use_cuda_kernel, use_deepspeed, use_qwen_emo, device)
         self.use_bf16 = use_bf16
+        if hasattr(torch, "nn"):
+            self.dtype = torch.bfloat16 if use_bf16 else None
 
     def infer(self, spk_audio_prompt, text, output_path, lang,
               emo_audio_prompt=None, emo_alpha=1.0,
