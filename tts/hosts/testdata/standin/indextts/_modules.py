@@ -61,8 +61,9 @@ def seeded_init(module, seed):
                 p.zero_()
             elif isinstance(p, nn.Parameter) and (".ln" in name or "norm" in name) and p.dim() == 1:
                 p.fill_(1.0)
-            else:
-                p.copy_(torch.randn(p.shape, generator=g) * 0.2)
+            else:  # about unit-variance activations through every layer
+                fan_in = p[0].numel() if p.dim() > 1 else p.shape[0]
+                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(fan_in))
 
 
 def causal_attention(q, k, v, mask=None):
