@@ -38,8 +38,8 @@ with the stand-ins in testdata/standin/indextts/_modules.py.
 """
 
 import contextlib
-import math
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -242,12 +242,12 @@ class IndexTTSAdapter:
         return {**spk, "conds": conds, "lang": lang, "factor": (req.duration_factor or 1.0)
                 if self.variant == "2.5" else 1.0, "language": req.language}
 
+    def _module(self):
+        """The module IndexTTS2 comes from (infer_v2_5 holds 2.5's text functions)."""
+        return sys.modules[type(self.tts).__module__]
+
     def _lang_token(self, code):
-        try:
-            from indextts.utils.tokenizer import lang_to_token  # noqa: PLC0415 (2.5's table)
-        except ImportError:
-            return sorted(indextts_host.LANGUAGES["2.5"]).index(code) + 1
-        return lang_to_token(code)
+        return self._module().lang_to_token(code)
 
     def _gpt_conditioning(self, spk, req):
         """What IndexTTS2.infer computes before inference_speech, and inference_speech's
@@ -290,18 +290,45 @@ class IndexTTSAdapter:
                                    gpt.speed_emb(speed).unsqueeze(1)), 1)
         return conds.to(self.dtype)
 
+    def _texts_2_5(self, text, lang, max_seg):
+        """2.5's text front end as infer_generator runs it (text_normalization on):
+        token ids per segment, each led by the language's special token."""
+        tts, mod = self.tts, self._module()
+        tp = tts.text_process
+        text = tp.clean_pattern.sub(lambda m: tp.char_rep_map[m.group()], text)
+        if lang in ("zh", "zhen", "en"):
+            text = tp.normalize(text)
+        elif lang in ("ja", "es"):
+            text = mod.nemo_text_normalize(text, lang)
+        if lang in ("ja", "zh", "zhen", "en"):
+            text = text.lower()
+        if lang == "es":
+            text = text.upper()
+        text = mod.apply_pronunciation_annotations(text)
+        if lang == "ja":
+            text = tts.ja_text_process.process_ja_text(text)
+        text = re.sub(r"<\|([^|]+)\|>", lambda m: f"<|{m.group(1).upper()}|>", text)
+        if not text.strip():
+            return []
+        prefix = f"<|{lang}|> "
+        return [tts.tokenizer.encode(prefix + seg, allowed_special="all")
+                for seg in tts.split_text_by_tokens(text, max_seg, prefix)]
+
     def segments(self, req):
         """(text tokens [1, T], mel tokens at most, seconds) per segment, split as
         IndexTTS2.infer splits the text."""
         torch, tok, gpt = self.torch, self.tts.tokenizer, self.gpt
         max_seg = min(req.max_text_tokens_per_segment, self.backend.max_segment_cap)
         limit = min(req.max_mel_tokens, self.backend.max_mel_cap)
-        tokens = tok.tokenize(req.text)
-        if not tokens:
+        if self.variant == "2.5":
+            lang = indextts_host.model_language(self.variant, req.language, req.text)
+            texts = self._texts_2_5(req.text, lang, max_seg)
+        else:
+            texts = [tok.convert_tokens_to_ids(seg) for seg in tok.split_segments(tok.tokenize(req.text), max_seg)]
+        if not texts or not any(texts):
             raise invalid("the text has nothing to say")
         out = []
-        for seg in tok.split_segments(tokens, max_seg):
-            ids = tok.convert_tokens_to_ids(seg)
+        for ids in texts:
             if len(ids) > gpt.max_text_tokens:
                 raise invalid(f"a segment of {len(ids)} text tokens passes the model's {gpt.max_text_tokens}")
             secs = min(limit / self.tokens_per_second, max(0.5, len(ids) / 3.0))

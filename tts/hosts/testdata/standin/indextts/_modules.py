@@ -5,7 +5,7 @@ Each class has the attribute paths, call signatures and tensor shapes of the mod
 stands for (upstream file in brackets), at tiny widths, with weights drawn from a seeded
 generator (INDEXTTS_STANDIN_SEED, default 0), so the same seed gives the same model:
 
-    UnifiedVoice   [indextts/gpt/model_v2.py] .gpt is a GPT-2 model (HF GPT2Model's .h[i]
+    UnifiedVoice   [indextts/gpt/model_v2.py; 2.5: spk_cond_mode="campplus"] .gpt is a GPT-2 model (HF GPT2Model's .h[i]
                    with ln_1, attn.c_attn / attn.c_proj as Conv1D, ln_2, mlp; .ln_f);
                    get_conditioning, get_emovec, merge_emovec, speed_emb, spk_emb_proj and
                    lang_embedding (2.5), text/mel embeddings and LearnedPositionEmbeddings,
@@ -22,6 +22,9 @@ generator (INDEXTTS_STANDIN_SEED, default 0), so the same seed gives the same mo
     CAMPPlus       [indextts/s2mel/modules/campplus/DTDNN.py] fbank [1, T, 80] -> [1, 192]
     BigVGAN        [indextts/s2mel/modules/bigvgan] mel [B, 80, F] -> [B, 1, 256 F]
     TextTokenizer  [indextts/utils/front.py] tokenize, split_segments, convert_tokens_to_ids
+    2.5's text     [indextts/infer_v2_5.py, utils/tokenizer.py] tokenizer.encode (tiktoken),
+                   text_process, ja_text_process, split_text_by_tokens, lang_to_token,
+                   nemo_text_normalize, apply_pronunciation_annotations
 
 INDEXTTS_STANDIN_DIMS (JSON) overrides the widths in DIMS.
 """
@@ -527,6 +530,71 @@ class TextTokenizer:
         return merged
 
 
+class Tiktoken:
+    """2.5's tokenizer (get_tokenizer: a tiktoken encoding): encode(text,
+    allowed_special="all"), a special token such as <|en|> one id."""
+
+    def __init__(self, vocab_size):
+        self.vocab_size = vocab_size
+
+    def encode(self, text, allowed_special="all"):
+        out = []
+        for special, word in re.findall(r"(<\|[^|]+\|>)|([\u3040-\u30ff\u4e00-\u9fff]|[A-Za-z0-9']+|[^\sA-Za-z0-9'])",
+                                        text):
+            tok = special or word
+            out.append(3 + zlib.crc32(tok.encode("utf-8")) % (self.vocab_size - 3))
+        return out
+
+
+class TextProcess:
+    """2.5's text_process (TextNormalizer): clean_pattern, char_rep_map, normalize."""
+
+    clean_pattern = re.compile("[\u201c\u201d]")
+    char_rep_map = {"\u201c": '"', "\u201d": '"'}
+
+    def normalize(self, text):
+        return re.sub(r"\s+", " ", text).strip()
+
+
+class JapaneseG2PProcessor:
+    def process_ja_text(self, text):
+        return text
+
+
+LANGUAGES = ("zh", "en", "ja", "es", "zhen", "common")
+
+
+def lang_to_token(lang):
+    lang = lang.lower()
+    return LANGUAGES.index(lang if lang in LANGUAGES else "common")
+
+
+def nemo_text_normalize(text, lang):
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def apply_pronunciation_annotations(text):
+    return text
+
+
+def split_text_by_tokens(tts, text, max_tokens, lang_prefix=""):
+    """2.5's IndexTTS2.split_text_by_tokens: sentences packed under the token budget."""
+    capacity = tts.gpt.text_pos_embedding.emb.num_embeddings
+    budget = max(1, min(max_tokens, capacity - 2) - len(tts.tokenizer.encode(lang_prefix)))
+    chunks, cur = [], ""
+    for part in re.split(r"(?<=[，。！？、；：,.!?;:\n])", text):
+        if not part:
+            continue
+        if cur and len(tts.tokenizer.encode(cur + part)) > budget:
+            chunks.append(cur)
+            cur = part
+        else:
+            cur += part
+    if cur:
+        chunks.append(cur)
+    return [c for c in chunks if c.strip()] or [text]
+
+
 # ---------------------------------------------------------------------------------------
 # Building an IndexTTS2 instance's modules
 
@@ -573,8 +641,13 @@ def build(tts, cfg_text, variant):
     n = sum(tts.emo_num)
     tts.emo_matrix = torch.split(torch.randn(n, d["model_dim"], generator=g).to(dev), tts.emo_num)
     tts.spk_matrix = torch.split(torch.randn(n, STYLE_DIM, generator=g).to(dev), tts.emo_num)
-    tts.normalizer = TextNormalizer()
-    tts.tokenizer = TextTokenizer(tts.gpt.number_text_tokens, tts.normalizer)
+    if variant == "2.5":
+        tts.tokenizer = Tiktoken(tts.gpt.number_text_tokens)
+        tts.text_process = TextProcess()
+        tts.ja_text_process = JapaneseG2PProcessor()
+    else:
+        tts.normalizer = TextNormalizer()
+        tts.tokenizer = TextTokenizer(tts.gpt.number_text_tokens, tts.normalizer)
     tts.stop_mel_token = tts.gpt.stop_mel_token
     tts.dtype = None
     mel_proj = torch.randn(1024, N_MELS, generator=g).to(dev) / 30
