@@ -53,7 +53,7 @@ func hostCommand(cfg *config.Config, engine string, p gpu.Profile) []string {
 		} else {
 			argv = append(argv, "--no-qwen-emo")
 		}
-		return argv
+		return append(argv, ttshost.BatchArgs(p)...)
 	}
 }
 
@@ -81,8 +81,10 @@ func hostEnv(cfg *config.Config, engine string) []string {
 func sharesWeights(engine string) bool { return engine == engineBench || engine == engineSimulator }
 
 // batches reports whether engine's hosts can batch (gpu.Profile.Batching, protocol
-// 2): the bench host can (bench_host.py --batch); the IndexTTS host cannot yet.
-func batches(engine string) bool { return engine == engineBench }
+// 2): the bench host (bench_host.py --batch) and the IndexTTS host (indextts_host.py
+// --batch, the adapter in indextts_batching.py; docs/engines.md says what of it has
+// run against real weights).
+func batches(engine string) bool { return engine == engineBench || engine == engineIndexTTS }
 
 // tokensPerSecond is the engine's mel tokens per second of audio.
 func tokensPerSecond(cfg *config.Config, engine string) float64 {

@@ -35,6 +35,12 @@ func TestHostCommandFollowsTheProfile(t *testing.T) {
 	p.Batching, p.Concurrency, p.Beams, p.KVCacheGiB = true, 64, 1, 2
 	require.Equal(t, []string{"/venv/bin/python", "/hosts/bench_host.py", "--gpt-dtype", "fp32", "--batch", "--max-sequences", "64",
 		"--beams", "1", "--kv-cache-bytes", "2147483648"}, hostCommand(cfg, engineBench, p))
+	require.Equal(t, []string{"/venv/bin/python", "/hosts/indextts_host.py", "--model-dir", "/opt/ckpt", "--variant", "2.5",
+		"--model-version", "IndexTTS-2.5", "--qwen-emo", "--batch", "--max-sequences", "64", "--beams", "1",
+		"--kv-cache-bytes", "2147483648"}, hostCommand(cfg, engineIndexTTS, p))
+	require.True(t, batches(engineIndexTTS))
+	require.True(t, batches(engineBench))
+	require.False(t, batches(engineSimulator))
 	env := hostEnv(cfg, engineIndexTTS)
 	require.Contains(t, env, "HF_HUB_OFFLINE=1")
 	require.Contains(t, env[len(env)-1], "PYTHONPATH=/src/index-tts")

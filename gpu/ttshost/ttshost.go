@@ -205,7 +205,7 @@ func (h *PinnedHost) Batch() (residentBytes int64, lineBytesPerSecond float64, o
 }
 
 // BatchArgs are the flags that start a batching host for profile p (protocol 2,
-// bench_host.py --batch): as many sequences as the profile's concurrency, its beams and KV
+// bench_host.py or indextts_host.py --batch): as many sequences as the profile's concurrency, its beams and KV
 // cache (0: the host's own size); nil without batching.
 func BatchArgs(p gpu.Profile) []string {
 	if !p.Batching {

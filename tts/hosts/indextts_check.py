@@ -279,10 +279,11 @@ def human(n):
 # The checks
 
 
-def check_install(model_dir, variant, cfg_path=None, qwen_emo=False, cuda_kernel=None, startup=False):
+def check_install(model_dir, variant, cfg_path=None, qwen_emo=False, cuda_kernel=None, startup=False, device=None):
     """Runs every check and returns the results in order. startup=True is what a host
     runs before loading: the BigVGAN kernel is left to the model's constructor (it
-    builds it), and free memory only warns (the pool budgets the GPU)."""
+    builds it), and free memory only warns (the pool budgets the GPU). A host started
+    with --device cpu needs no CUDA device."""
     cfg_path = cfg_path or os.path.join(model_dir, "config.yaml")
     out = [check_python()]
     torch = None
@@ -293,7 +294,10 @@ def check_install(model_dir, variant, cfg_path=None, qwen_emo=False, cuda_kernel
                           "run the host with the Python of the IndexTTS environment (HOST_PYTHON; scripts/indextts_env.sh)"))
     else:
         out.append(Result("torch", OK, f"torch {getattr(torch, '__version__', '?')}"))
-        out.append(check_cuda(torch))
+        if device and str(device).startswith("cpu"):
+            out.append(Result("cuda", OK, "not needed: the host runs on the CPU (--device cpu)"))
+        else:
+            out.append(check_cuda(torch))
         if not startup:
             out.append(check_imports(variant))
     out.extend(check_model_files(model_dir, variant))

@@ -124,7 +124,7 @@ class IndexTTSBackend:
         doctor's lines on stderr."""
         self.checks = indextts_check.check_install(self.opts.model_dir, self.variant, self.opts.cfg,
                                                    qwen_emo=self.opts.qwen_emo, cuda_kernel=self.opts.cuda_kernel,
-                                                   startup=True)
+                                                   startup=True, device=self.opts.device)
         bad = indextts_check.failed(self.checks)
         for r in self.checks:
             if r.status in (indextts_check.FAIL, indextts_check.WARN):
@@ -415,6 +415,22 @@ def parse_args(argv=None):
     p.add_argument("--check", action="store_true",
                    help="check the install (one line per check), build the BigVGAN kernel, and exit: 1 when a check fails")
     p.add_argument("--json", action="store_true", help="with --check: one JSON object per line")
+    # The batching host (protocol 2, indextts_batching.py): one process per GPU.
+    p.add_argument("--batch", action="store_true", default=env_bool("INDEXTTS_BATCH", False),
+                   help="one batching host for the GPU (protocol 2): many lines decode in one batch")
+    p.add_argument("--max-sequences", type=int, default=int(env("INDEXTTS_MAX_SEQUENCES", "32")),
+                   help="with --batch: the most lines decoding at once")
+    p.add_argument("--beams", type=int, default=int(env("INDEXTTS_BEAMS", "3")),
+                   help="with --batch: beams per sequence (3 as IndexTTS; 1 is greedy)")
+    p.add_argument("--kv-cache-bytes", type=int, default=int(env("INDEXTTS_KV_CACHE_BYTES", "0")),
+                   help="with --batch: the paged KV cache's size (0: 40%% of the memory free after load)")
+    p.add_argument("--s2mel-batch", type=int, default=int(env("INDEXTTS_S2MEL_BATCH", "16")),
+                   help="with --batch: the most lines in one s2mel and vocoder batch")
+    p.add_argument("--s2mel-max-wait", type=float, default=float(env("INDEXTTS_S2MEL_MAX_WAIT", "5")),
+                   help="with --batch: seconds a line waits for s2mel before it goes first, whatever its length")
+    p.add_argument("--diffusion-steps", type=int, default=int(env("INDEXTTS_DIFFUSION_STEPS", "25")),
+                   help="with --batch: s2mel's flow-matching steps (25 as IndexTTS2.infer)")
+    p.add_argument("--return-codes", action="store_true", help=argparse.SUPPRESS)  # tests: the mel codes
     protocol.add_listen_args(p)
     return p.parse_args(argv)
 
@@ -426,6 +442,10 @@ def main(argv=None):
                                                cuda_kernel=opts.cuda_kernel)
         indextts_check.print_results(results, opts.json)
         return 1 if indextts_check.failed(results) else 0
+    if opts.batch:
+        import indextts_batching  # noqa: PLC0415 (version-1 hosts never load it)
+
+        return protocol.run_host(None, opts, host=indextts_batching.batching_host(opts))
     return protocol.run_host(IndexTTSBackend(opts), opts)
 
 

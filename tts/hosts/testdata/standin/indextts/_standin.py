@@ -52,6 +52,12 @@ def _config_int(text, key, default):
     return int(m.group(1)) if m else default
 
 
+# The torch shim (../torch) has no nn: under it the stand-in is the one-request model
+# of infer(); under real PyTorch it also builds stand-ins of IndexTTS2's own modules
+# (_modules.py) for the batching adapter, whose infer() it does not run.
+REAL_TORCH = hasattr(torch, "nn")
+
+
 class DeviceAssert(RuntimeError):
     pass
 
@@ -119,6 +125,7 @@ def split_segments(tokens, max_tokens):
 
 class StandIn:
     tokens_per_second = 50
+    variant = "2"
 
     def __init__(self, cfg_path, model_dir, use_cuda_kernel, use_deepspeed, use_qwen_emo, device):
         if not os.path.isdir(model_dir):
@@ -145,9 +152,15 @@ class StandIn:
         self.cfg_path = cfg_path
         self.model_dir = model_dir
         self.qwen_emo = _Qwen() if use_qwen_emo else None
-        self.gpt = _GPT(self)
         self.broken = False
-        torch.cuda._alloc(RESIDENT_BYTES)
+        if REAL_TORCH:
+            # Under real PyTorch: IndexTTS2's own modules, for the batching adapter.
+            from indextts import _modules
+
+            _modules.build(self, cfg, self.variant)
+        else:
+            self.gpt = _GPT(self)
+            torch.cuda._alloc(RESIDENT_BYTES)
         self.cache_spk_cond = None
         self.cache_s2mel_style = None
         self.cache_s2mel_prompt = None
@@ -156,6 +169,24 @@ class StandIn:
         self.cache_emo_audio_prompt = None
         self.cache_mel = None
         _log("load")
+
+    def _load_and_cut_audio(self, audio_path, max_audio_length_seconds, verbose=False, sr=None):
+        """As IndexTTS2's: (audio [1, n] float32 in -1..1, sample rate), cut to at most
+        max_audio_length_seconds; resampled (linearly) to sr when given."""
+        with wave.open(audio_path, "rb") as w:
+            rate, n, width = w.getframerate(), w.getnframes(), w.getsampwidth()
+            raw = w.readframes(n)
+            channels = w.getnchannels()
+        if width != 2:
+            raise ValueError(f"{audio_path}: the stand-in reads 16-bit WAV only")
+        samples = torch.frombuffer(bytearray(raw), dtype=torch.int16).float().view(-1, channels).mean(1) / 32768
+        samples = samples[:int(max_audio_length_seconds * rate)][None]
+        if sr and sr != rate:
+            import torchaudio
+
+            samples = torchaudio.functional.resample(samples, rate, sr)
+            rate = sr
+        return samples, rate
 
     def _conditioning(self, spk_audio_prompt, emo_audio_prompt):
         if self.cache_spk_cond is None or self.cache_spk_audio_prompt != spk_audio_prompt:

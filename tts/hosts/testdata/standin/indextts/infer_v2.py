@@ -1,5 +1,7 @@
 """Stand-in for indextts.infer_v2 (tests only)."""
 
+import torch
+
 from indextts._standin import StandIn
 
 
@@ -11,6 +13,8 @@ class IndexTTS2(StandIn):
     ):
         super().__init__(cfg_path, model_dir, use_cuda_kernel, use_deepspeed, use_qwen_emo, device)
         self.use_fp16 = use_fp16
+        if hasattr(torch, "nn"):
+            self.dtype = torch.float16 if use_fp16 else None
 
     def infer(self, spk_audio_prompt, text, output_path,
               emo_audio_prompt=None, emo_alpha=1.0,

@@ -2,11 +2,15 @@
 
 import torch
 
-from indextts._standin import StandIn
+from indextts._standin import REAL_TORCH, StandIn
+
+if REAL_TORCH:  # what infer_v2_5 imports at its top, for the batching adapter
+    from indextts._modules import apply_pronunciation_annotations, lang_to_token, nemo_text_normalize  # noqa: F401
 
 
 class IndexTTS2(StandIn):
     tokens_per_second = 25
+    variant = "2.5"
 
     def __init__(
             self, cfg_path="checkpoints/config.yaml", model_dir="checkpoints", use_bf16=False, device=None,
@@ -14,6 +18,13 @@ class IndexTTS2(StandIn):
     ):
         super().__init__(cfg_path, model_dir, use_cuda_kernel, use_deepspeed, use_qwen_emo, device)
         self.use_bf16 = use_bf16
+        if hasattr(torch, "nn"):
+            self.dtype = torch.bfloat16 if use_bf16 else None
+
+    def split_text_by_tokens(self, text, max_tokens, lang_prefix=""):
+        from indextts._modules import split_text_by_tokens
+
+        return split_text_by_tokens(self, text, max_tokens, lang_prefix)
 
     def infer(self, spk_audio_prompt, text, output_path, lang,
               emo_audio_prompt=None, emo_alpha=1.0,

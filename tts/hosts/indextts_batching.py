@@ -1,0 +1,457 @@
+"""IndexTTS-2 and IndexTTS-2.5 behind the batching core (batching.py): the adapter that
+`indextts_host.py --batch` serves (protocol version 2).
+
+It is built on the IndexTTS2 instance's own modules, loaded as the one-request host
+loads them (IndexTTSBackend: the install check, then indextts.infer_v2.IndexTTS2 or
+infer_v2_5.IndexTTS2), and does with them what IndexTTS2.infer does, per line instead of
+per process:
+
+    conditioning  tts.extract_features + tts.semantic_model (hidden state 17, normalised
+                  by semantic_mean/std), tts.semantic_codec.quantize, tts.mel_fn,
+                  CAMPPlus over kaldi fbank, s2mel's length regulator for the prompt;
+                  the emotion: merge_emovec of the speaker and the emotion audio with
+                  emo_alpha, or an emotion vector (or Qwen's, from text) mixed through
+                  tts.emo_matrix / spk_matrix as infer does; the GPT's conditioning
+                  latents (get_conditioning and the two speed embeddings; 2.5: the
+                  CAMPPlus style through spk_emb_proj and two zero rows) once per
+                  speaker and emotion, kept for the last --speakers of them
+    text          tts.tokenizer (its normaliser inside): tokenize, split_segments,
+                  convert_tokens_to_ids; each segment is one GPT sequence
+    gpt           UnifiedVoice's GPT-2 layers split around attention (ln_1, attn.c_attn
+                  before; attn.c_proj, ln_2, mlp after), so the core keeps the KV in its
+                  paged pool: the prompt is [conditioning][start text, text, stop text]
+                  [start mel] (text positions from 0, mel positions from 0 at the start
+                  token, as GPT2InferenceModel numbers them); logits are
+                  mel_head(final_norm(ln_f(h))); the core's beam search stops a sequence
+                  at stop_mel_token
+    latents       the second pass (UnifiedVoice.forward's arithmetic) for several
+                  sequences at once, right-padded under causal attention
+    s2mel         gpt_layer, semantic_codec.quantizer.vq2emb, length_regulator (1.72
+                  frames per code; 2.5: times duration_factor), then the CFM's Euler
+                  steps with classifier-free guidance (rate 0.7, 25 steps) for several
+                  lines in one estimator call: frames padded, x_lens per line (the DiT
+                  masks past them), each line's noise from its seed
+    vocoder       tts.bigvgan over the group, padded, each line cut to its frames
+
+Not yet run against real weights (docs/engines.md says what has): the tests drive it
+with the stand-ins in testdata/standin/indextts/_modules.py.
+"""
+
+import contextlib
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import batching  # noqa: E402
+import indextts_host  # noqa: E402
+import protocol  # noqa: E402
+from protocol import invalid, require_file  # noqa: E402
+
+AUTO_KV_CACHE_SHARE = 0.4  # as bench_host's: the share of free memory the KV cache takes
+CFG_RATE = 0.7  # IndexTTS2.infer's inference_cfg_rate
+FRAMES_PER_CODE = 1.72  # s2mel mel frames per GPT code
+SPEAKER_KEYS = ("spk_cond", "style", "prompt_condition", "ref_mel")
+
+
+def _torch():
+    import torch  # noqa: PLC0415 (the module imports without torch)
+
+    return torch
+
+
+class _GPT2Layer:
+    """One GPT-2 block (transformers' GPT2Block) split around its attention."""
+
+    def __init__(self, blk, heads):
+        self.b = blk
+        self.heads = heads
+
+    def qkv(self, x):
+        b, t, d = x.shape
+        q, k, v = self.b.attn.c_attn(self.b.ln_1(x)).split(d, dim=2)
+        return tuple(y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
+
+    def finish(self, x, a):
+        b, t, d = x.shape
+        x = x + self.b.attn.c_proj(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.b.mlp(self.b.ln_2(x))
+
+
+def most_similar_cosine(query, matrix):
+    """The row of matrix most similar to query (infer_v2's find_most_similar_cosine)."""
+    torch = _torch()
+    sims = torch.nn.functional.cosine_similarity(query.float(), matrix.float(), dim=1)
+    return int(torch.argmax(sims))
+
+
+class IndexTTSAdapter:
+    engine = "indextts"
+
+    def __init__(self, opts, speakers=16):
+        self.opts = opts
+        self.backend = indextts_host.IndexTTSBackend(opts)
+        self.variant = opts.variant
+        self.version = self.backend.version
+        self.speakers = speakers
+        self.diffusion_steps = opts.diffusion_steps
+        self.return_codes = bool(getattr(opts, "return_codes", False))
+        self.audio = {}  # reference path -> speaker tensors (SPEAKER_KEYS)
+        self.emo = {}  # emotion audio path -> its semantic features
+        self.conds = {}  # (reference, emotion) -> GPT conditioning latents
+
+    # -- loading -----------------------------------------------------------------------
+
+    def load(self):
+        torch = _torch()
+        self.torch = torch
+        self.backend.load()
+        tts = self.tts = self.backend.tts
+        gpt = self.gpt = tts.gpt
+        self.store = protocol.ConditioningStore(self.version, torch)
+        self.device = torch.device(tts.device)
+        self.sample_rate = 22050
+        self.layers = len(gpt.gpt.h)
+        self.heads = gpt.heads
+        self.head_dim = gpt.model_dim // gpt.heads
+        # fp16 (2) or bf16 (2.5) autocast on CUDA, as infer runs the GPT; fp32 otherwise.
+        self.dtype = tts.dtype if (tts.dtype is not None and self.device.type == "cuda") else torch.float32
+        self.kv_dtype = self.dtype
+        self.vocab = gpt.number_mel_codes
+        self.stop_token = gpt.stop_mel_token
+        self.campplus = getattr(gpt, "spk_cond_mode", "conformer") == "campplus"
+        cond_len = (1 if self.campplus else gpt.cond_num) + 2
+        self.prefix_tokens = cond_len + 3  # start text, stop text, start mel
+        self.max_positions = self.prefix_tokens + gpt.max_text_tokens + gpt.max_mel_tokens + 1
+        self.tokens_per_second = 25 if self.variant == "2.5" else 50
+        self.layers_list = [_GPT2Layer(blk, self.heads) for blk in gpt.gpt.h]
+        self.hop = getattr(getattr(tts.bigvgan, "h", None), "hop_size", 256)
+        self.activation_bytes_per_second = 0  # measured by calibration on the GPU
+
+    def info(self):
+        return {**self.backend.info(), "batching": True}
+
+    def gpt_context(self):
+        if self.dtype == self.torch.float32:
+            return contextlib.nullcontext()
+        return self.torch.autocast(self.device.type, dtype=self.dtype)
+
+    def default_kv_cache_bytes(self):
+        if self.device.type == "cuda":
+            free, _ = self.torch.cuda.mem_get_info(self.device)
+            return int(free * AUTO_KV_CACHE_SHARE)
+        return 64 << 20
+
+    def check(self, req):
+        indextts_host.model_language(self.variant, req.language, req.text)
+        require_file(req.reference_audio_path, "reference audio")
+        emo = req.emotion
+        if emo.mode == "audio":
+            require_file(emo.audio_path, "emotion reference audio")
+        if emo.mode == "text" and getattr(self.tts, "qwen_emo", None) is None:
+            raise invalid("emotion from text needs the Qwen emotion model (start the host with --qwen-emo)")
+
+    # -- conditioning (on the GPT thread) --------------------------------------------
+
+    def _semantic(self, audio_16k):
+        tts = self.tts
+        inputs = tts.extract_features(audio_16k, sampling_rate=16000, return_tensors="pt")
+        feats = inputs["input_features"].to(self.device)
+        mask = inputs["attention_mask"].to(self.device)
+        out = tts.semantic_model(input_features=feats, attention_mask=mask, output_hidden_states=True)
+        return (out.hidden_states[17] - tts.semantic_mean) / tts.semantic_std
+
+    def _speaker(self, ref):
+        """IndexTTS2.infer's speaker block: the tensors of its cache slot."""
+        import torchaudio  # noqa: PLC0415
+
+        torch, tts = self.torch, self.tts
+        audio, sr = tts._load_and_cut_audio(ref, 15, False)
+        audio_22k = torchaudio.transforms.Resample(sr, 22050)(audio)
+        audio_16k = torchaudio.transforms.Resample(sr, 16000)(audio)
+        spk_cond = self._semantic(audio_16k)
+        _, s_ref = tts.semantic_codec.quantize(spk_cond)
+        ref_mel = tts.mel_fn(audio_22k.to(spk_cond.device).float())
+        lens = torch.LongTensor([ref_mel.size(2)]).to(ref_mel.device)
+        feat = torchaudio.compliance.kaldi.fbank(audio_16k.to(ref_mel.device), num_mel_bins=80, dither=0,
+                                                 sample_frequency=16000)
+        feat = feat - feat.mean(dim=0, keepdim=True)
+        style = tts.campplus_model(feat.unsqueeze(0))
+        prompt = tts.s2mel.models["length_regulator"](s_ref, ylens=lens, n_quantizers=3, f0=None)[0]
+        return {"spk_cond": spk_cond, "style": style, "prompt_condition": prompt, "ref_mel": ref_mel}
+
+    def _emotion_audio(self, path):
+        c = self.emo.get(path)
+        if c is None:
+            audio, _ = self.tts._load_and_cut_audio(path, 15, False, sr=16000)
+            c = self._semantic(audio)
+        self._keep(self.emo, path, c)
+        return c
+
+    def _keep(self, cache, key, value):
+        cache.pop(key, None)
+        cache[key] = value
+        while len(cache) > self.speakers:
+            cache.pop(next(iter(cache)))
+
+    def prepare(self, body):
+        import time  # noqa: PLC0415
+
+        start = time.perf_counter()
+        ref, sha, cache_dir = protocol.parse_prepare(body)
+        require_file(ref, "reference audio")
+        actual = protocol.sha256_file(ref)
+        if sha and sha != actual:
+            raise invalid(f"reference audio {ref} does not match its SHA-256")
+        path = self.store.path(cache_dir, actual) if cache_dir else ""
+        if path:
+            loaded = self.store.load(path, self.device, SPEAKER_KEYS, actual)
+            if loaded:
+                self._keep(self.audio, ref, loaded[0])
+                return {"cache_path": path, "computed": False, "seconds": time.perf_counter() - start}
+        tensors = self._speaker(ref)
+        if path:
+            self.store.save(path, actual, tensors)
+        self._keep(self.audio, ref, tensors)
+        return {"cache_path": path, "computed": True, "seconds": time.perf_counter() - start}
+
+    def conditioning(self, req):
+        """The line's conditioning: its speaker's tensors, the GPT's conditioning
+        latents for its speaker and emotion, its language and duration factor."""
+        torch, tts, gpt = self.torch, self.tts, self.gpt
+        ref = req.reference_audio_path
+        spk = self.audio.get(ref)
+        if spk is None and req.conditioning_path:
+            loaded = self.store.load(req.conditioning_path, self.device, SPEAKER_KEYS)
+            spk = loaded[0] if loaded else None
+        if spk is None:
+            spk = self._speaker(ref)
+        self._keep(self.audio, ref, spk)
+        emo = req.emotion
+        key = (ref, emo.mode, emo.audio_path, round(emo.weight, 6), tuple(emo.vector or ()), emo.text,
+               req.text if emo.mode == "text" and not emo.text else "")
+        conds = self.conds.get(key)
+        if conds is None:
+            conds = self._gpt_conditioning(spk, req)
+        self._keep(self.conds, key, conds)
+        lang = None
+        if self.variant == "2.5":
+            code = indextts_host.model_language(self.variant, req.language, req.text)
+            lang = torch.LongTensor([self._lang_token(code)]).to(self.device)
+        return {**spk, "conds": conds, "lang": lang, "factor": (req.duration_factor or 1.0)
+                if self.variant == "2.5" else 1.0, "language": req.language}
+
+    def _module(self):
+        """The module IndexTTS2 comes from (infer_v2_5 holds 2.5's text functions)."""
+        return sys.modules[type(self.tts).__module__]
+
+    def _lang_token(self, code):
+        return self._module().lang_to_token(code)
+
+    def _gpt_conditioning(self, spk, req):
+        """What IndexTTS2.infer computes before inference_speech, and inference_speech's
+        conds_latent: [1, C, D]."""
+        torch, tts, gpt = self.torch, self.tts, self.gpt
+        emo = req.emotion
+        spk_cond = spk["spk_cond"]
+        vector = None
+        if emo.mode == "text":
+            vector = list(tts.qwen_emo.inference(emo.text or req.text).values())
+        elif emo.mode == "vector":
+            vector = list(emo.vector)
+        alpha = emo.weight
+        if vector is not None:
+            scale = max(0.0, min(1.0, alpha))
+            if scale != 1.0:
+                vector = [int(x * scale * 10000) / 10000 for x in vector]
+        if emo.mode == "audio":
+            emo_cond = self._emotion_audio(emo.audio_path)
+        else:
+            emo_cond = self._emotion_audio(req.reference_audio_path)
+            alpha = 1.0
+        with self.gpt_context():
+            lens = torch.tensor([spk_cond.shape[-1]], device=self.device)
+            emo_lens = torch.tensor([emo_cond.shape[-1]], device=self.device)
+            emovec = gpt.merge_emovec(spk_cond, emo_cond, lens, emo_lens, alpha=alpha)
+            if vector is not None:
+                w = torch.tensor(vector, device=self.device)
+                index = [most_similar_cosine(spk["style"], m) for m in tts.spk_matrix]
+                mat = torch.cat([m[i].unsqueeze(0) for i, m in zip(index, tts.emo_matrix)], 0)
+                emovec = (w.unsqueeze(1) * mat).sum(0).unsqueeze(0) + (1 - torch.sum(w)) * emovec
+            if self.campplus:
+                latent = gpt.spk_emb_proj(spk["style"]).unsqueeze(1)
+                extra = torch.zeros(1, 2, gpt.model_dim, device=self.device, dtype=latent.dtype)
+                conds = torch.cat((latent + emovec.unsqueeze(1), extra), 1)
+            else:
+                latent = gpt.get_conditioning(spk_cond.transpose(1, 2), lens)
+                speed = torch.zeros(1, dtype=torch.long, device=self.device)
+                conds = torch.cat((latent + emovec.unsqueeze(1), gpt.speed_emb(speed + 1).unsqueeze(1),
+                                   gpt.speed_emb(speed).unsqueeze(1)), 1)
+        return conds.to(self.dtype)
+
+    def _texts_2_5(self, text, lang, max_seg):
+        """2.5's text front end as infer_generator runs it (text_normalization on):
+        token ids per segment, each led by the language's special token."""
+        tts, mod = self.tts, self._module()
+        tp = tts.text_process
+        text = tp.clean_pattern.sub(lambda m: tp.char_rep_map[m.group()], text)
+        if lang in ("zh", "zhen", "en"):
+            text = tp.normalize(text)
+        elif lang in ("ja", "es"):
+            text = mod.nemo_text_normalize(text, lang)
+        if lang in ("ja", "zh", "zhen", "en"):
+            text = text.lower()
+        if lang == "es":
+            text = text.upper()
+        text = mod.apply_pronunciation_annotations(text)
+        if lang == "ja":
+            text = tts.ja_text_process.process_ja_text(text)
+        text = re.sub(r"<\|([^|]+)\|>", lambda m: f"<|{m.group(1).upper()}|>", text)
+        if not text.strip():
+            return []
+        prefix = f"<|{lang}|> "
+        return [tts.tokenizer.encode(prefix + seg, allowed_special="all")
+                for seg in tts.split_text_by_tokens(text, max_seg, prefix)]
+
+    def segments(self, req):
+        """(text tokens [1, T], mel tokens at most, seconds) per segment, split as
+        IndexTTS2.infer splits the text."""
+        torch, tok, gpt = self.torch, self.tts.tokenizer, self.gpt
+        max_seg = min(req.max_text_tokens_per_segment, self.backend.max_segment_cap)
+        limit = min(req.max_mel_tokens, self.backend.max_mel_cap)
+        if self.variant == "2.5":
+            lang = indextts_host.model_language(self.variant, req.language, req.text)
+            texts = self._texts_2_5(req.text, lang, max_seg)
+        else:
+            texts = [tok.convert_tokens_to_ids(seg) for seg in tok.split_segments(tok.tokenize(req.text), max_seg)]
+        if not texts or not any(texts):
+            raise invalid("the text has nothing to say")
+        out = []
+        for ids in texts:
+            if len(ids) > gpt.max_text_tokens:
+                raise invalid(f"a segment of {len(ids)} text tokens passes the model's {gpt.max_text_tokens}")
+            secs = min(limit / self.tokens_per_second, max(0.5, len(ids) / 3.0))
+            out.append((torch.tensor([ids], dtype=torch.long, device=self.device), limit, secs))
+        return out
+
+    # -- GPT pieces ------------------------------------------------------------------
+
+    def _text_emb(self, cond, text_tokens):
+        torch, gpt = self.torch, self.gpt
+        t = torch.nn.functional.pad(text_tokens, (1, 0), value=gpt.start_text_token)
+        t = torch.nn.functional.pad(t, (0, 1), value=gpt.stop_text_token)
+        e = gpt.text_embedding(t) + gpt.text_pos_embedding.emb(torch.arange(t.shape[1], device=t.device))
+        if cond.get("lang") is not None and self.campplus:
+            e = e + gpt.lang_embedding(cond["lang"]).view(1, 1, -1)
+        return e
+
+    def embed_prefix(self, cond, text_tokens):
+        torch, gpt = self.torch, self.gpt
+        start = torch.tensor([[gpt.start_mel_token]], device=self.device)
+        mel = gpt.mel_embedding(start) + gpt.mel_pos_embedding.emb(torch.zeros(1, 1, dtype=torch.long,
+                                                                               device=self.device))
+        return torch.cat([cond["conds"], self._text_emb(cond, text_tokens).to(self.dtype), mel.to(self.dtype)], dim=1)
+
+    def embed_codes(self, tokens, positions):
+        gpt = self.gpt
+        return (gpt.mel_embedding(tokens) + gpt.mel_pos_embedding.emb(positions + 1)).to(self.dtype)
+
+    def head(self, h):
+        gpt = self.gpt
+        return gpt.mel_head(gpt.final_norm(gpt.gpt.ln_f(h)))
+
+    # -- the s2mel stage (its own thread and stream) ----------------------------------
+
+    def _trim(self, codes):
+        """Codes up to the first stop token (infer's code_lens); at least one."""
+        row = codes[0].tolist()
+        n = row.index(self.stop_token) if self.stop_token in row else len(row)
+        return codes[:, :max(1, n)]
+
+    def latents_batch(self, items):
+        """UnifiedVoice.forward's latents for several sequences: final_norm of the hidden
+        states at [start mel, codes[:-1]], right-padded, causal."""
+        torch, gpt = self.torch, self.gpt
+        with self.gpt_context():
+            xs, ns = [], []
+            for cond, text, codes in items:
+                codes = self._trim(codes)
+                n = codes.shape[1]
+                pos = torch.arange(n - 1, device=codes.device)
+                rest = self.embed_codes(codes[:, :n - 1], pos)
+                xs.append(torch.cat([self.embed_prefix(cond, text), rest], dim=1)[0])
+                ns.append(n)
+            lens = [x.shape[0] for x in xs]
+            x = torch.zeros(len(xs), max(lens), xs[0].shape[-1], dtype=xs[0].dtype, device=xs[0].device)
+            for i, xi in enumerate(xs):
+                x[i, :lens[i]] = xi
+            h = gpt.final_norm(gpt.gpt(inputs_embeds=x, return_dict=True).last_hidden_state)
+        return [h[i:i + 1, lens[i] - ns[i]:lens[i]] for i in range(len(items))]
+
+    def s2mel_batch(self, items):
+        """items: (conditioning, latent, codes, seed) -> each line's mel [1, 80, F]."""
+        torch, tts = self.torch, self.tts
+        models = tts.s2mel.models
+        cfm = models["cfm"]
+        mus, prompts, styles, gens = [], [], [], []
+        for c, latent, codes, seed in items:
+            codes = self._trim(codes)
+            lat = models["gpt_layer"](latent.float())
+            s_infer = tts.semantic_codec.quantizer.vq2emb(codes.unsqueeze(1)).transpose(1, 2) + lat
+            frames = max(1, int(codes.shape[1] * FRAMES_PER_CODE * c["factor"]))
+            target = torch.LongTensor([frames]).to(self.device)
+            cond = models["length_regulator"](s_infer, ylens=target, n_quantizers=3, f0=None)[0]
+            mus.append(torch.cat([c["prompt_condition"], cond], dim=1))
+            prompts.append(c["ref_mel"])
+            styles.append(c["style"])
+            gens.append(torch.Generator(device="cpu").manual_seed(int(seed) & 0x7FFFFFFFFFFFFFFF))
+        b = len(items)
+        lens = [m.shape[1] for m in mus]
+        t_max = max(lens)
+        mu = torch.zeros(b, t_max, mus[0].shape[-1], device=self.device)
+        prompt_x = torch.zeros(b, cfm.in_channels, t_max, device=self.device)
+        x = torch.zeros(b, cfm.in_channels, t_max, device=self.device)
+        keep = torch.zeros(b, 1, t_max, dtype=torch.bool, device=self.device)  # frames to generate
+        for i in range(b):
+            p = prompts[i].shape[-1]
+            mu[i, :lens[i]] = mus[i][0]
+            prompt_x[i, :, :p] = prompts[i][0, :, :p]
+            x[i, :, :lens[i]] = torch.randn(cfm.in_channels, lens[i], generator=gens[i]).to(self.device)
+            keep[i, :, p:lens[i]] = True
+        x = x * keep
+        style = torch.cat(styles).float()
+        x_lens = torch.tensor(lens, device=self.device)
+        t_span = torch.linspace(0, 1, self.diffusion_steps + 1, device=self.device)
+        mu2 = torch.cat([mu, torch.zeros_like(mu)])
+        prompt2 = torch.cat([prompt_x, torch.zeros_like(prompt_x)])
+        style2 = torch.cat([style, torch.zeros_like(style)])
+        lens2 = torch.cat([x_lens, x_lens])
+        t = t_span[0]
+        for step in range(1, len(t_span)):
+            dt = t_span[step] - t_span[step - 1]
+            v = cfm.estimator(torch.cat([x, x]), prompt2, lens2, t.expand(2 * b), style2, mu2)
+            v_cond, v_uncond = v.chunk(2)
+            x = (x + dt * ((1.0 + CFG_RATE) * v_cond - CFG_RATE * v_uncond)) * keep
+            t = t + dt
+        return [x[i:i + 1, :, prompts[i].shape[-1]:lens[i]] for i in range(b)]
+
+    def vocoder_batch(self, mels):
+        torch = self.torch
+        frames = [m.shape[-1] for m in mels]
+        x = torch.zeros(len(mels), mels[0].shape[1], max(frames), device=mels[0].device)
+        for i, m in enumerate(mels):
+            x[i, :, :frames[i]] = m[0]
+        wav = self.tts.bigvgan(x.float())
+        return [wav[i:i + 1, :, :frames[i] * self.hop] for i in range(len(mels))]
+
+
+def batching_host(opts):
+    """The protocol-2 host for indextts_host's --batch and its settings."""
+    if (opts.max_sequences < 1 or opts.beams < 1 or opts.kv_cache_bytes < 0 or opts.s2mel_batch < 1
+            or not opts.s2mel_max_wait >= 0 or opts.diffusion_steps < 1):
+        raise SystemExit("indextts_host: --max-sequences, --beams, --s2mel-batch and --diffusion-steps must be at "
+                         "least 1, --kv-cache-bytes and --s2mel-max-wait not negative")
+    return batching.BatchingHost(IndexTTSAdapter(opts), {
+        "max_sequences": opts.max_sequences, "beams": opts.beams, "kv_cache_bytes": opts.kv_cache_bytes,
+        "s2mel_batch": opts.s2mel_batch, "s2mel_max_wait": opts.s2mel_max_wait})

@@ -1,0 +1,1 @@
+from torchaudio.compliance import kaldi  # noqa: F401
