@@ -192,10 +192,10 @@ type ttmlNode struct {
 	// it begins at or after its parent's end, so that it is never shown (nor is what
 	// it holds).
 	timed, inactive bool
-	seq        bool
-	cursor     time.Duration
-	agent      string
-	preserve   bool
+	seq             bool
+	cursor          time.Duration
+	agent           string
+	preserve        bool
 }
 
 // ttmlCue is the paragraph being read.
