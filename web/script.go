@@ -174,7 +174,7 @@ func (s *Server) exportScript(c echo.Context) error {
 	if !ok {
 		return echo.NewHTTPError(http.StatusBadRequest, s.t(c, "project.export_bad_format", ext))
 	}
-	speakers := c.QueryParam("speakers") != "" || format == script.FormatCSV || format == script.FormatASS
+	speakers := c.QueryParam("speakers") != "" && c.QueryParam("speakers") != "0" || format == script.FormatCSV || format == script.FormatASS
 	lines, err := s.store.AllLines(ctx, p.ID)
 	if err != nil {
 		return err

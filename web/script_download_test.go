@@ -32,6 +32,7 @@ func TestScriptDownloadSpeakerNames(t *testing.T) {
 		speakers               bool
 	}{
 		{"/export.srt", "application/x-subrip; charset=utf-8", "srt", false},
+		{"/export.srt?speakers=0", "application/x-subrip; charset=utf-8", "srt", false},
 		{"/export.srt?speakers=1", "application/x-subrip; charset=utf-8", "srt", true},
 		{"/export.vtt", "text/vtt; charset=utf-8", "vtt", false},
 		{"/export.vtt?speakers=1", "text/vtt; charset=utf-8", "vtt", true},
