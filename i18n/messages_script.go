@@ -76,7 +76,7 @@ func init() {
 
 		"script.ttml_syntax":            {EN: "The TTML document is not well-formed XML: %s.", ZH: "TTML 文档不是格式正确的 XML：%s。"},
 		"script.ttml_root":              {EN: "A TTML document's root element must be <tt>, found <%s>.", ZH: "TTML 文档的根元素必须是 <tt>，实际为 <%s>。"},
-		"script.ttml_rates":             {EN: "The ttp:frameRate, ttp:subFrameRate, ttp:frameRateMultiplier or ttp:tickRate of <tt> is not a positive whole number (the multiplier two).", ZH: "<tt> 的 ttp:frameRate、ttp:subFrameRate、ttp:frameRateMultiplier 或 ttp:tickRate 不是正整数（multiplier 应为两个正整数）。"},
+		"script.ttml_rates":             {EN: "The ttp:frameRate, ttp:subFrameRate, ttp:frameRateMultiplier or ttp:tickRate of <tt> is not a positive whole number (the multiplier two), or its ttp:timeBase is not media, smpte or clock, or its ttp:dropMode not nonDrop, dropNTSC or dropPAL.", ZH: "<tt> 的 ttp:frameRate、ttp:subFrameRate、ttp:frameRateMultiplier 或 ttp:tickRate 不是正整数（multiplier 应为两个正整数），或 ttp:timeBase 不是 media、smpte、clock，或 ttp:dropMode 不是 nonDrop、dropNTSC、dropPAL。"},
 		"script.ttml_bad_time":          {EN: "Bad time expression %q: write it as 00:01:02.345, 00:01:02:12 (frames), 62.345s, 1500ms, 24f or 10000t.", ZH: "时间表达式 %q 无效：应写作 00:01:02.345、00:01:02:12（帧）、62.345s、1500ms、24f 或 10000t。"},
 		"script.ttml_no_end":            {EN: "This paragraph has no end: give it, or an enclosing div or body, an end or dur.", ZH: "此段落没有结束时间：请为它或外层的 div、body 设置 end 或 dur。"},
 		"script.ass_format":             {EN: "The Format line of [Events] must name Start and End and end with Text.", ZH: "[Events] 的 Format 行必须包含 Start 和 End，并以 Text 结尾。"},

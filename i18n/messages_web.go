@@ -76,8 +76,11 @@ func init() {
 		"name.bad_chars":          {EN: "A name cannot contain control characters or invalid text.", ZH: "名称不能包含控制字符或无效文本。"},
 
 		"project.characters":           {EN: "Characters", ZH: "角色"},
-		"project.export_srt":           {EN: "Export SRT", ZH: "导出 SRT"},
-		"project.export_csv":           {EN: "Export CSV", ZH: "导出 CSV"},
+		"project.export_format":        {EN: "Script format", ZH: "剧本格式"},
+		"project.export_speakers":      {EN: "Speaker names in SRT/WebVTT", ZH: "SRT/WebVTT 中显示说话人"},
+		"project.export_speakers_hint": {EN: "SRT gets a NAME: prefix, WebVTT a <v NAME> voice span; CSV and ASS always carry the characters.", ZH: "SRT 以“NAME: ”前缀、WebVTT 以 <v NAME> 语音标签标注说话人；CSV 和 ASS 始终包含角色。"},
+		"project.export_download":      {EN: "Download script", ZH: "下载剧本"},
+		"project.export_bad_format":    {EN: "Unknown script format %q: choose srt, vtt, ass or csv.", ZH: "未知的剧本格式 %q：请选择 srt、vtt、ass 或 csv。"},
 		"project.settings":             {EN: "Settings", ZH: "设置"},
 		"project.rename":               {EN: "Rename", ZH: "重命名"},
 		"project.archive":              {EN: "Archive project", ZH: "归档项目"},

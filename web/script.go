@@ -147,16 +147,34 @@ func flagCounts(cues []script.Cue) map[string]int {
 	return n
 }
 
+// scriptFormats are the formats a script downloads in, by their extension.
+var scriptFormats = map[string]script.Format{
+	"srt": script.FormatSRT, "vtt": script.FormatVTT, "ass": script.FormatASS, "csv": script.FormatCSV,
+}
+
+// exportScript downloads the project's script: /export.srt, .vtt, .ass and .csv, or
+// /export?format=srt|vtt|ass|csv (the download form). SRT and WebVTT are subtitles as
+// studios deliver them, without speaker names unless speakers is set ("NAME: " prefixes
+// in SRT, <v NAME> spans in WebVTT); CSV and ASS always carry the characters, in their
+// own column and in the Name field.
 func (s *Server) exportScript(c echo.Context) error {
 	p, err := s.project(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	format := script.FormatSRT
-	if strings.HasSuffix(c.Path(), ".csv") {
-		format = script.FormatCSV
+	ext := c.QueryParam("format")
+	if i := strings.LastIndexByte(c.Path(), '.'); i >= 0 {
+		ext = c.Path()[i+1:]
 	}
+	if ext == "" {
+		ext = "srt"
+	}
+	format, ok := scriptFormats[ext]
+	if !ok {
+		return echo.NewHTTPError(http.StatusBadRequest, s.t(c, "project.export_bad_format", ext))
+	}
+	speakers := c.QueryParam("speakers") != "" && c.QueryParam("speakers") != "0" || format == script.FormatCSV || format == script.FormatASS
 	lines, err := s.store.AllLines(ctx, p.ID)
 	if err != nil {
 		return err
@@ -172,7 +190,7 @@ func (s *Server) exportScript(c echo.Context) error {
 	cues := make([]script.Cue, len(lines))
 	for i, l := range lines {
 		cues[i] = script.Cue{Start: time.Duration(l.StartMs) * time.Millisecond, End: time.Duration(l.EndMs) * time.Millisecond, Text: l.Text}
-		if l.CharacterID != nil {
+		if l.CharacterID != nil && speakers {
 			cues[i].Character = names[*l.CharacterID]
 		}
 		if l.Emotion != nil {

@@ -163,6 +163,9 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	editor.POST("/projects/:pid/import", s.importScript)
 	editor.GET("/projects/:pid/export.srt", s.exportScript)
 	editor.GET("/projects/:pid/export.csv", s.exportScript)
+	editor.GET("/projects/:pid/export.vtt", s.exportScript)
+	editor.GET("/projects/:pid/export.ass", s.exportScript)
+	editor.GET("/projects/:pid/export", s.exportScript)
 
 	editor.GET("/projects/:pid/lines", s.listLines)
 	editor.POST("/projects/:pid/lines/assign", s.assignLines)

@@ -73,6 +73,11 @@ func TestExportForAMixer(t *testing.T) {
 			require.Empty(t, c.Character, "no speaker names by default: %q", c.Text)
 		}
 		require.NotContains(t, string(ex.entries["subtitles.vtt"]), "Alice")
+		// ASS keeps the actors in its Name field, which players do not show.
+		assCues, err := script.Parse("subtitles.ass", ex.entries["subtitles.ass"])
+		require.NoError(t, err)
+		require.Equal(t, "Alice", assCues[0].Character)
+		require.Equal(t, "Bob", assCues[1].Character)
 
 		named := b.exportWith(t, studio.ExportOptions{SpeakerNames: true})
 		for _, name := range []string{"subtitles.srt", "subtitles.vtt"} {

@@ -163,7 +163,7 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 	var all []audio.Clip
 	type entry struct{ name, path string }
 	var files []entry
-	var cues []script.Cue
+	var cues, assCues []script.Cue
 	for i, el := range lines {
 		src, err := w.blobs.Path(el.Take.AudioSHA256)
 		if err != nil {
@@ -193,9 +193,11 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 			ModelVersion: el.Take.ModelVersion, DurationMs: int(frames * 1000 / rate), Samples: frames,
 			StretchRatio: el.Take.StretchRatio, File: name, SHA256: el.Take.AudioSHA256})
 		cue := script.Cue{Start: time.Duration(el.Line.StartMs) * time.Millisecond,
-			End: time.Duration(endMs) * time.Millisecond, Text: el.Line.Text}
-		if ex.SpeakerNames {
-			cue.Character = el.Character
+			End: time.Duration(endMs) * time.Millisecond, Text: el.Line.Text, Character: el.Character}
+		// ASS keeps the actor in its Name field, which players do not show.
+		assCues = append(assCues, cue)
+		if !ex.SpeakerNames {
+			cue.Character = ""
 		}
 		cues = append(cues, cue)
 		if i%50 == 0 {
@@ -231,8 +233,11 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 		man.Stems = append(man.Stems, "stems/"+name+".wav")
 		progress(55 + 30*(i+1)/len(stems))
 	}
-	var srt, vtt, manifestCSV bytes.Buffer
+	var srt, vtt, ass, manifestCSV bytes.Buffer
 	if err := script.WriteSRT(&srt, cues); err != nil {
+		return 0, 0, nil, err
+	}
+	if err := script.WriteASS(&ass, assCues); err != nil {
 		return 0, 0, nil, err
 	}
 	if err := script.WriteVTT(&vtt, cues); err != nil {
@@ -286,7 +291,7 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 		for _, doc := range []struct {
 			name string
 			body []byte
-		}{{"subtitles.srt", srt.Bytes()}, {"subtitles.vtt", vtt.Bytes()}, {"manifest.json", manifestJSON}, {"manifest.csv", manifestCSV.Bytes()}} {
+		}{{"subtitles.srt", srt.Bytes()}, {"subtitles.vtt", vtt.Bytes()}, {"subtitles.ass", ass.Bytes()}, {"manifest.json", manifestJSON}, {"manifest.csv", manifestCSV.Bytes()}} {
 			if err := add(doc.name, bytes.NewReader(doc.body)); err != nil {
 				return err
 			}

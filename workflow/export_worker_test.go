@@ -269,13 +269,22 @@ func checkArchive(t *testing.T, b *testBundle, lines []studio.Line, ex exported)
 	}
 
 	// Subtitles carry the final timings, and the CSV manifest agrees with the JSON one.
-	for _, name := range []string{"subtitles.srt", "subtitles.vtt"} {
+	// ASS, at its centisecond precision, with each line's character as its actor.
+	for _, name := range []string{"subtitles.srt", "subtitles.vtt", "subtitles.ass"} {
 		cues, err := script.Parse(name, ex.entries[name])
 		require.NoError(t, err, name)
 		require.Len(t, cues, len(man.Lines), name)
+		within := 0.0
+		if name == "subtitles.ass" {
+			within = 5
+		}
 		for i, c := range cues {
-			require.EqualValues(t, man.Lines[i].StartMs, c.Start.Milliseconds(), name)
-			require.EqualValues(t, man.Lines[i].EndMs, c.End.Milliseconds(), name)
+			require.InDelta(t, man.Lines[i].StartMs, c.Start.Milliseconds(), within, name)
+			require.InDelta(t, man.Lines[i].EndMs, c.End.Milliseconds(), within, name)
+			require.Equal(t, man.Lines[i].Text, c.Text, name)
+			if name == "subtitles.ass" {
+				require.Equal(t, man.Lines[i].Character, c.Character, name)
+			}
 		}
 	}
 	rows, err := csv.NewReader(bytes.NewReader(ex.entries["manifest.csv"])).ReadAll()

@@ -1,7 +1,11 @@
 package script
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"strings"
+	"time"
 )
 
 // assDefaultFormat is the field order of an ASS Dialogue event when the [Events]
@@ -71,13 +75,14 @@ func parseASS(s *source) []Cue {
 			if n := max(assField(format, "name"), assField(format, "actor")); n >= 0 {
 				name = canonName(fields[n])
 			}
-			var pl []plainLine
-			for _, l := range assTextLines(fields[len(fields)-1]) {
-				pl = append(pl, plainLine{text: l, voice: name})
-			}
-			character, text := cueText(pl)
-			if character == "" {
-				character = name
+			lines, guarded := assText(fields[len(fields)-1])
+			character, text := name, strings.Join(lines, "\n")
+			if name == "" && !guarded {
+				pl := make([]plainLine, len(lines))
+				for k, l := range lines {
+					pl[k] = plainLine{text: l}
+				}
+				character, text = cueText(pl)
 			}
 			b.add(i+1, Cue{SourceLine: i + 1, Start: start, End: end, Character: character, Text: text})
 		}
@@ -95,24 +100,170 @@ func assField(format []string, name string) int {
 	return -1
 }
 
-// assTextLines turns the Text field of an event into trimmed lines: override blocks
-// removed (an unclosed "{" is kept as text), \N and \n as line breaks, \h as a space.
-func assTextLines(text string) []string {
-	var b strings.Builder
-	for len(text) > 0 {
-		open := strings.IndexByte(text, '{')
-		if open < 0 {
-			b.WriteString(text)
-			break
+// assText reads the Text field of an event. It returns its lines, trimmed, with
+// every block in braces removed (overrides such as {\an8}, and comments), \N and \n
+// as line breaks, \h as a space, \{ and \} as braces, and a backslash before an
+// empty block ("\{}") as a backslash; an unclosed "{" is kept as text. guarded
+// reports whether the first line, read with its comment blocks left in, is not a name
+// prefix where the plain line is one: a writer's "BOB{}: hi", text and no speaker.
+func assText(text string) (lines []string, guarded bool) {
+	var plain, kept strings.Builder
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case c == '\\' && i+1 < len(text):
+			next := text[i+1]
+			var s string
+			switch next {
+			case 'N', 'n':
+				s = "\n"
+			case 'h':
+				s = " "
+			case '{':
+				s = "{"
+				if i+2 < len(text) && text[i+2] == '}' {
+					s = "\\"
+					i++
+				}
+			case '}':
+				s = "}"
+			default:
+				plain.WriteByte(c)
+				kept.WriteByte(c)
+				continue
+			}
+			plain.WriteString(s)
+			kept.WriteString(s)
+			i++
+		case c == '{':
+			end := strings.IndexByte(text[i:], '}')
+			if end < 0 {
+				plain.WriteString(text[i:])
+				kept.WriteString(text[i:])
+				i = len(text)
+				continue
+			}
+			if block := text[i : i+end+1]; !strings.HasPrefix(block, "{\\") {
+				kept.WriteString(block)
+			}
+			i += end
+		default:
+			plain.WriteByte(c)
+			kept.WriteByte(c)
 		}
-		end := strings.IndexByte(text[open:], '}')
-		if end < 0 {
-			b.WriteString(text)
-			break
-		}
-		b.WriteString(text[:open])
-		text = text[open+end+1:]
 	}
-	t := strings.NewReplacer(`\N`, "\n", `\n`, "\n", `\h`, " ").Replace(b.String())
-	return textLines(t)
+	lines = textLines(plain.String())
+	if len(lines) > 0 {
+		if _, _, ok := splitNamePrefix(lines[0]); ok {
+			first := textLines(kept.String())
+			_, _, prefix := splitNamePrefix(first[0])
+			guarded = !prefix
+		}
+	}
+	return lines, guarded
+}
+
+// assHeader is the head of an ASS file the writer makes: the [Script Info] and one
+// Default style that renders the way players show subtitles by default (white text
+// with a black outline, bottom centre, on a 1920×1080 canvas), then the [Events]
+// Format line, in the field order of the ASS v4+ default.
+const assHeader = "\uFEFF[Script Info]\n" +
+	"; Written by dubstudio\n" +
+	"ScriptType: v4.00+\n" +
+	"WrapStyle: 0\n" +
+	"ScaledBorderAndShadow: yes\n" +
+	"PlayResX: 1920\n" +
+	"PlayResY: 1080\n" +
+	"YCbCr Matrix: None\n" +
+	"\n" +
+	"[V4+ Styles]\n" +
+	"Format: Name, Fontname, Fontsize, PrimaryColour, SecondaryColour, OutlineColour, BackColour, Bold, Italic, Underline, StrikeOut, ScaleX, ScaleY, Spacing, Angle, BorderStyle, Outline, Shadow, Alignment, MarginL, MarginR, MarginV, Encoding\n" +
+	"Style: Default,Arial,54,&H00FFFFFF,&H000000FF,&H00000000,&H80000000,0,0,0,0,100,100,0,0,1,2,1,2,60,60,40,1\n" +
+	"\n" +
+	"[Events]\n" +
+	"Format: Layer, Start, End, Style, Name, MarginL, MarginR, MarginV, Effect, Text\n"
+
+// WriteASS writes cues as an Advanced SubStation Alpha (v4+) file, UTF-8 with a
+// byte-order mark (which Windows tools need to tell UTF-8 from a code page): one
+// Dialogue event a cue, its character in the Name (Actor) field, the field Aegisub
+// shows and dubbing tools assign voices by.
+//
+// ASS times are in centiseconds: a cue's times are rounded to the nearest 10 ms (its
+// end stays at or after its start). Text lines are joined with \N; a literal "{" or
+// "}" is written \{ or \}, which libass shows as the brace and the reader reads back,
+// and a backslash that would start one of the \N, \n, \h, \{ or \} sequences is
+// followed by an empty block "{}" so that it reads back as a backslash. A cue with
+// no character whose text starts like a name prefix ("BOB: hi") gets an empty block
+// before its colon ("BOB{}: hi"), which no player shows, so that the reader keeps the
+// text whole. The Name field cannot hold a comma, which separates the fields: a comma
+// in a character's name is written as a semicolon.
+func WriteASS(w io.Writer, cues []Cue) error {
+	if err := validateForWrite("ASS", cues); err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w)
+	bw.WriteString(assHeader)
+	for _, c := range cues {
+		start, end := assTime(c.Start), assTime(c.End)
+		fmt.Fprintf(bw, "Dialogue: 0,%s,%s,Default,%s,0,0,0,,", start, end, assName(c.Character))
+		lines := textLines(c.Text)
+		for i, l := range lines {
+			if i > 0 {
+				bw.WriteString(`\N`)
+			}
+			if i == 0 && canonName(c.Character) == "" {
+				if name, _, ok := splitNamePrefix(l); ok {
+					// The name has no brace or backslash (isPrefixName): only the rest needs escaping.
+					colon := len(name) + strings.IndexAny(l[len(name):], ":：")
+					bw.WriteString(l[:colon] + "{}")
+					l = l[colon:]
+				}
+			}
+			bw.WriteString(escapeASS(l))
+		}
+		bw.WriteString("\n")
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("script: writing ASS: %w", err)
+	}
+	return nil
+}
+
+// assTime formats d as an ASS time, H:MM:SS.cc, rounded to the centisecond; a time
+// that would round past what a timecode may hold is rounded down instead.
+func assTime(d time.Duration) string {
+	cs := (d.Milliseconds() + 5) / 10
+	if time.Duration(cs)*10*time.Millisecond > maxTimecode {
+		cs = d.Milliseconds() / 10
+	}
+	return fmt.Sprintf("%d:%02d:%02d.%02d", cs/360000, cs/6000%60, cs/100%60, cs%100)
+}
+
+// assName returns a character's name as the Name field can hold it: blanks
+// collapsed, commas as semicolons.
+func assName(name string) string {
+	return strings.ReplaceAll(canonName(name), ",", ";")
+}
+
+// escapeASS escapes one line of text for an event's Text field (see WriteASS).
+func escapeASS(line string) string {
+	if !strings.ContainsAny(line, `{}\`) {
+		return line
+	}
+	var b strings.Builder
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; c {
+		case '{', '}':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case '\\':
+			b.WriteByte('\\')
+			if i+1 < len(line) && strings.IndexByte(`Nnh{}`, line[i+1]) >= 0 {
+				b.WriteString("{}")
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }

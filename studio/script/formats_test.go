@@ -3,6 +3,7 @@ package script
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -182,6 +183,8 @@ func TestPublicTestFiles(t *testing.T) {
 		{"imsc-TimeExpressions001.ttml", FormatTTML, []string{"1.2s = 1.2s", "1.2m = 72s", "1.2h = 4320s", "24f = 1.001s", "120t = 2s",
 			"01:02:03 = 3723s", "01:02:03.235 = 3723.235s", "01:02:03.2350 = 3723.235s", "01:02:03:20 = 3723.83416667s",
 			"100:00:00.1 = 360000.1s", "100:00:00:100 = 360000s"}, nil},
+		{"imsc-BasicTiming010.ttml", FormatTTML, []string{"This text must appear at 10 seconds and disappear at 24.4 seconds\n" +
+			"This text must appear at 25 seconds and disappear at 35 seconds"}, []string{""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -208,6 +211,79 @@ func TestPublicTestFiles(t *testing.T) {
 		require.Equal(t, at, cues[i].Start, "cue %d", i)
 		require.Equal(t, at+d, cues[i].End, "cue %d", i)
 		at += d
+	}
+}
+
+// TestTTMLSpanTiming: a paragraph is one cue whatever timing its spans have (see
+// parseTTML); the public roll-up sample, with no end anywhere, is refused on its
+// paragraph's line.
+func TestTTMLSpanTiming(t *testing.T) {
+	t.Parallel()
+	cues, err := Parse("upload", readTestdata(t, "public/imsc-BasicTiming010.ttml"))
+	require.NoError(t, err)
+	require.Equal(t, ms(10000), cues[0].Start, "the paragraph's begin")
+	require.Equal(t, ms(40000), cues[0].End, "the paragraph's end, not its last span's (35 s)")
+
+	_, err = Parse("upload", readTestdata(t, "public/imsc-BasicTiming011.ttml"))
+	require.Equal(t, []Problem{p(21, "script.ttml_no_end")}, problems(t, err))
+
+	in := ttmlHead + `  <body><div begin="1m">
+      <p><span begin="1s" end="2s">Hello</span> <span begin="2s" end="3.5s">world,</span><br/><span begin="2.5s" end="3s">Mary.</span></p>
+      <p begin="10s" end="12s">Shown <span begin="1s">later</span> <span begin="2s">never</span> <span begin="5s" end="6s">nor this</span>.</p>
+      <p begin="20s" end="22s" timeContainer="seq"><span dur="1s">one</span> <span dur="1s">two</span> <span dur="1s">three</span></p>
+      <p begin="30s" end="30s">zero <span begin="0s">length</span></p>
+    </div></body>
+</tt>`
+	cues, err = ParseTTML([]byte(in))
+	require.NoError(t, err)
+	require.Equal(t, []Cue{
+		{SourceLine: 11, Start: time.Minute + ms(1000), End: time.Minute + ms(3500), Text: "Hello world,\nMary."},
+		{SourceLine: 12, Start: time.Minute + ms(10000), End: time.Minute + ms(12000), Text: "Shown later ."},
+		{SourceLine: 13, Start: time.Minute + ms(20000), End: time.Minute + ms(22000), Text: "one two", Flags: nil},
+		{SourceLine: 14, Start: time.Minute + ms(30000), End: time.Minute + ms(30000), Text: "zero length", Flags: []string{FlagZeroLength}},
+	}, cues)
+}
+
+// TestTTMLSMPTETimeBase reads SMPTE timecodes as TTML converts them: labels counted at
+// the nominal frame rate, less the dropped ones, at the effective rate. The figures
+// are those of TTML 1 §6.2.4 and SMPTE ST 12-1: 00:01:00;02 drop-frame is frame 1800,
+// 00:10:00;00 frame 17982.
+func TestTTMLSMPTETimeBase(t *testing.T) {
+	t.Parallel()
+	doc := func(params, begin, end string) string {
+		return `<tt xmlns="http://www.w3.org/ns/ttml" xmlns:ttp="http://www.w3.org/ns/ttml#parameter" ` + params +
+			`><body><div><p begin="` + begin + `" end="` + end + `">x</p></div></body></tt>`
+	}
+	ntsc := `ttp:timeBase="smpte" ttp:frameRate="30" ttp:frameRateMultiplier="1000 1001"`
+	at := func(frames, rate float64) time.Duration {
+		return time.Duration(math.Round(frames/rate*1000)) * time.Millisecond
+	}
+	tests := []struct {
+		name, params, begin, end string
+		start, stop              time.Duration
+	}{
+		{"non-drop", ntsc + ` ttp:dropMode="nonDrop"`, "01:02:03:20", "01:02:04:00", at(3723*30+20, 30000.0/1001), at(3724*30, 30000.0/1001)},
+		{"non-drop by default", ntsc, "01:00:00:00", "01:00:00:15", ms(3603600), at(108015, 30000.0/1001)},
+		{"drop NTSC", ntsc + ` ttp:dropMode="dropNTSC"`, "00:01:00:02", "00:10:00:00", at(1800, 30000.0/1001), at(17982, 30000.0/1001)},
+		{"drop NTSC, an hour", ntsc + ` ttp:dropMode="dropNTSC"`, "01:00:00:00", "01:00:00:01", at(107892, 30000.0/1001), at(107893, 30000.0/1001)},
+		{"drop PAL", ntsc + ` ttp:dropMode="dropPAL"`, "00:02:00:04", "00:20:00:00", at(3600, 30000.0/1001), at(36000-9*4, 30000.0/1001)},
+		{"25 fps", `ttp:timeBase="smpte" ttp:frameRate="25"`, "10:00:00:12", "10:00:01:00", 10*time.Hour + ms(480), 10*time.Hour + ms(1000)},
+		{"media time base ignores dropMode", `ttp:frameRate="30" ttp:frameRateMultiplier="1000 1001" ttp:dropMode="dropNTSC"`,
+			"00:01:00:02", "00:01:01:00", time.Minute + at(2, 30000.0/1001), time.Minute + ms(1000)},
+		{"offsets in smpte", ntsc, "30f", "2s", at(30, 30000.0/1001), 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cues, err := ParseTTML([]byte(doc(tt.params, tt.begin, tt.end)))
+			require.NoError(t, err)
+			require.Equal(t, tt.start, cues[0].Start)
+			require.Equal(t, tt.stop, cues[0].End)
+		})
+	}
+	for _, params := range []string{`ttp:timeBase="wall"`, `ttp:timeBase="smpte" ttp:dropMode="drop"`} {
+		_, err := ParseTTML([]byte(doc(params, "1s", "2s")))
+		require.Equal(t, []Problem{p(1, "script.ttml_rates")}, problems(t, err), params)
 	}
 }
 

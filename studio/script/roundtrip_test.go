@@ -3,6 +3,7 @@ package script
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +11,9 @@ import (
 )
 
 // keepable returns cues as a writer in format f can keep them: without source lines,
-// and without emotions in SRT and WebVTT, which have no place for them.
+// without emotions in SRT, WebVTT and ASS, which have no place for them, and in ASS
+// with times rounded to the centisecond and commas of names as semicolons (the flags
+// found again on the rounded times).
 func keepable(cues []Cue, f Format) []Cue {
 	out := make([]Cue, len(cues))
 	for i, c := range cues {
@@ -18,12 +21,28 @@ func keepable(cues []Cue, f Format) []Cue {
 		if f != FormatCSV {
 			c.Emotion = ""
 		}
+		if f == FormatASS {
+			c.Start, c.End = centi(c.Start), centi(c.End)
+			c.Character = strings.ReplaceAll(c.Character, ",", ";")
+		}
 		out[i] = c
+	}
+	if f == FormatASS {
+		flag(out)
 	}
 	return out
 }
 
-var allFormats = []Format{FormatSRT, FormatVTT, FormatCSV}
+// centi rounds d to the centisecond as WriteASS does.
+func centi(d time.Duration) time.Duration {
+	r := (d + 5*time.Millisecond) / (10 * time.Millisecond) * (10 * time.Millisecond)
+	if r > maxTimecode {
+		r = d / (10 * time.Millisecond) * (10 * time.Millisecond)
+	}
+	return r
+}
+
+var allFormats = []Format{FormatSRT, FormatVTT, FormatCSV, FormatASS}
 
 func TestRoundTripTestdata(t *testing.T) {
 	t.Parallel()
@@ -80,7 +99,7 @@ func TestWriteOutput(t *testing.T) {
 	require.NoError(t, WriteCSV(&csvOut, cues))
 	require.Equal(t, "1\r\n00:00:01,200 --> 00:00:03,400\r\nMARTHA: You said <midnight>\r\n& \"now\"\r\n\r\n"+
 		"2\r\n01:00:00,000 --> 01:00:00,500\r\n<v Mr. X?>Who, me?\r\n\r\n", srt.String())
-	require.Equal(t, "WEBVTT\n\n00:00:01.200 --> 00:00:03.400\nMARTHA: You said &lt;midnight&gt;\n&amp; \"now\"\n\n"+
+	require.Equal(t, "WEBVTT\n\n00:00:01.200 --> 00:00:03.400\n<v MARTHA>You said &lt;midnight&gt;\n&amp; \"now\"\n\n"+
 		"01:00:00.000 --> 01:00:00.500\n<v Mr. X?>Who, me?\n", vtt.String())
 	require.Equal(t, "\uFEFFstart,end,character,text,emotion\n"+
 		"00:00:01.200,00:00:03.400,MARTHA,\"You said <midnight>\n& \"\"now\"\"\",angry\n"+
@@ -98,7 +117,7 @@ func TestWriteRejectsInvalidCues(t *testing.T) {
 			require.Zero(t, buf.Len(), "nothing is written when a cue is invalid")
 		}
 	}
-	require.ErrorContains(t, Write(&bytes.Buffer{}, "ass", nil), `unknown format "ass"`)
+	require.ErrorContains(t, Write(&bytes.Buffer{}, FormatTTML, nil), `unknown format "ttml"`)
 }
 
 type failingWriter struct{}
@@ -120,5 +139,6 @@ func TestContentType(t *testing.T) {
 	require.Equal(t, "application/x-subrip; charset=utf-8", FormatSRT.ContentType())
 	require.Equal(t, "text/vtt; charset=utf-8", FormatVTT.ContentType())
 	require.Equal(t, "text/csv; charset=utf-8", FormatCSV.ContentType())
-	require.Equal(t, "application/octet-stream", Format("ass").ContentType())
+	require.Equal(t, "text/x-ssa; charset=utf-8", FormatASS.ContentType())
+	require.Equal(t, "application/octet-stream", FormatTTML.ContentType())
 }

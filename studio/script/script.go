@@ -1,5 +1,6 @@
 // Package script imports and exports dubbing scripts: the timed, per-character lines a
-// dubbing editor works on, read from SRT, WebVTT, CSV, SSA/ASS and TTML files and written to SRT, WebVTT and CSV.
+// dubbing editor works on, read from SRT, WebVTT, CSV, SSA/ASS and TTML files and written
+// to SRT, WebVTT, CSV and ASS.
 //
 // Import is all-or-nothing. Parse returns either every cue of the file or a *ParseError
 // that lists every problem found, each with its 1-based line number in the source file
@@ -12,11 +13,14 @@
 // references are decoded, surrounding blanks of each line and empty lines are dropped.
 // Quotes, unknown angle-bracket markup such as "<laughs>" and everything else stay.
 //
-// Characters come from a CSV column, a WebVTT voice span (<v Alice>) or a name prefix on
-// the first line of a cue ("ALICE: Hello", "小明：你好"). Writers put the character back
-// as a name prefix, or as a voice span where a prefix could not carry it ("Bob!"), so
-// that parsing what a writer wrote gives back the same times, characters and text, and
-// emotions too in CSV.
+// Characters come from a CSV column, an ASS event's Name field, a TTML agent, a WebVTT
+// voice span (<v Alice>) or a name prefix on the first line of a cue ("ALICE: Hello",
+// "小明：你好"). Writers put the character back where the format keeps it: the CSV
+// column, the ASS Name field, a WebVTT voice span, and in SRT a name prefix, or a voice
+// span where a prefix could not carry it ("Bob!"). Parsing what a writer wrote gives
+// back the same times, characters and text (emotions too in CSV; ASS keeps times to
+// the centisecond). A caller that wants subtitles without speaker names clears the
+// cues' characters before writing.
 //
 // The package is pure: no database, no domain types. A caller that maps errors to HTTP
 // statuses wraps a *ParseError with its own sentinel (studio.ErrInvalid).
@@ -76,7 +80,8 @@ const (
 	FormatSRT Format = "srt"
 	FormatVTT Format = "vtt"
 	FormatCSV Format = "csv"
-	// FormatASS is SubStation Alpha (SSA) and Advanced SubStation Alpha (ASS); read only.
+	// FormatASS is SubStation Alpha (SSA) and Advanced SubStation Alpha (ASS); ASS is
+	// written (WriteASS).
 	FormatASS Format = "ass"
 	// FormatTTML is TTML (DFXP, SMPTE-TT, EBU-TT-D, the IMSC text profiles); read only.
 	FormatTTML Format = "ttml"
@@ -91,6 +96,8 @@ func (f Format) ContentType() string {
 		return "text/vtt; charset=utf-8"
 	case FormatCSV:
 		return "text/csv; charset=utf-8"
+	case FormatASS:
+		return "text/x-ssa; charset=utf-8"
 	}
 	return "application/octet-stream"
 }
@@ -225,6 +232,8 @@ func Write(w io.Writer, f Format, cues []Cue) error {
 		return WriteVTT(w, cues)
 	case FormatCSV:
 		return WriteCSV(w, cues)
+	case FormatASS:
+		return WriteASS(w, cues)
 	}
 	return fmt.Errorf("script: unknown format %q", string(f))
 }

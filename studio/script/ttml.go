@@ -29,12 +29,18 @@ func isTTML(lines []string, first int) bool {
 	return ttmlTag.MatchString(head.String())
 }
 
-// ttmlRates are the frame and tick rates of a document (its ttp: parameters), which
-// the "f" and "t" time units and clock times with frames count in.
+// ttmlRates are the frame and tick rates and the time base of a document (its ttp:
+// parameters), which the "f" and "t" time units and clock times with frames count in.
 type ttmlRates struct {
 	frameRate    float64 // effective: ttp:frameRate × ttp:frameRateMultiplier
+	nominal      float64 // ttp:frameRate, the frames a second of a timecode's labels
 	subFrameRate float64
 	tickRate     float64
+	// smpte is set by ttp:timeBase="smpte": clock times with frames are SMPTE
+	// timecodes, labels counted at the nominal rate, with the frames that dropMode
+	// drops (drop is "dropNTSC", "dropPAL" or "" for nonDrop) left out.
+	smpte bool
+	drop  string
 }
 
 // ttmlRatesOf reads the ttp: parameters of the root element; defaults as in TTML:
@@ -47,9 +53,23 @@ func ttmlRatesOf(attrs []xml.Attr) (ttmlRates, bool) {
 	}
 	frameRate, subFrameRate, tickRate, multiplier := 30.0, 1.0, 0.0, 1.0
 	frameRateSet := false
+	smpte, drop := false, ""
 	for _, a := range attrs {
 		var ok bool
 		switch a.Name.Local {
+		case "timeBase":
+			// "clock" times are read as media times: a script's times are offsets.
+			switch v := strings.TrimSpace(a.Value); v {
+			case "media", "clock", "smpte":
+				smpte, ok = v == "smpte", true
+			}
+		case "dropMode":
+			switch v := strings.TrimSpace(a.Value); v {
+			case "nonDrop":
+				drop, ok = "", true
+			case "dropNTSC", "dropPAL":
+				drop, ok = v, true
+			}
 		case "frameRate":
 			frameRate, ok = num(a.Value)
 			frameRateSet = true
@@ -71,7 +91,11 @@ func ttmlRatesOf(attrs []xml.Attr) (ttmlRates, bool) {
 			return ttmlRates{}, false
 		}
 	}
-	r := ttmlRates{frameRate: frameRate * multiplier, subFrameRate: subFrameRate, tickRate: tickRate}
+	r := ttmlRates{frameRate: frameRate * multiplier, nominal: frameRate, subFrameRate: subFrameRate, tickRate: tickRate,
+		smpte: smpte, drop: drop}
+	if !smpte {
+		r.drop = ""
+	}
 	if tickRate == 0 {
 		r.tickRate = 1
 		if frameRateSet {
@@ -110,6 +134,9 @@ func (r ttmlRates) time(v string) (time.Duration, bool) {
 			if m[6] != "" {
 				sub, _ = strconv.ParseFloat(m[6], 64)
 			}
+			if r.smpte {
+				sec = r.timecode(h, mi, s, frames) / r.frameRate
+			}
 			sec += (frames + sub/r.subFrameRate) / r.frameRate
 		}
 	} else if m := ttmlOffset.FindStringSubmatch(v); m != nil {
@@ -140,15 +167,35 @@ func (r ttmlRates) time(v string) (time.Duration, bool) {
 	return time.Duration(math.Round(sec*1000)) * time.Millisecond, true
 }
 
+// timecode returns the frames before the SMPTE timecode h:m:s:frames, the frames
+// themselves not counted (the caller adds them with their sub-frames), as TTML counts
+// them: labels at the nominal frame rate, less the labels dropMode skips. dropNTSC
+// skips frames 00 and 01 at the start of every minute but each tenth; dropPAL skips
+// 00 to 03 at the start of every even minute but minutes 00, 20 and 40.
+func (r ttmlRates) timecode(h, m, s, frames float64) float64 {
+	n := (h*3600 + m*60 + s) * r.nominal
+	switch r.drop {
+	case "dropNTSC":
+		n -= (h*54 + m - math.Floor(m/10)) * 2
+	case "dropPAL":
+		n -= (h*27 + math.Floor(m/2) - math.Floor(m/20)) * 4
+	}
+	return n
+}
+
 // ttmlNode is an open timed element (tt, body, div, p, span): its interval in
 // absolute time, and for a seq container the end of its last child.
 type ttmlNode struct {
 	begin, end time.Duration
 	hasEnd     bool
-	seq        bool
-	cursor     time.Duration
-	agent      string
-	preserve   bool
+	// timed is set when the element has a begin, end or dur of its own; inactive when
+	// it begins at or after its parent's end, so that it is never shown (nor is what
+	// it holds).
+	timed, inactive bool
+	seq             bool
+	cursor          time.Duration
+	agent           string
+	preserve        bool
 }
 
 // ttmlCue is the paragraph being read.
@@ -158,6 +205,13 @@ type ttmlCue struct {
 	hasEnd     bool
 	agent      string
 	text       strings.Builder
+	// own is set when the paragraph has timing of its own. spans counts the timed
+	// spans inside it that are shown, spanBegin and spanEnd are the earliest begin and
+	// latest end among them, spanEnds whether each of them has an end.
+	own                bool
+	spans              int
+	spanBegin, spanEnd time.Duration
+	spanEnds           bool
 }
 
 // parseTTML reads the paragraphs (<p>) of a TTML document, as the IMSC text profiles
@@ -165,6 +219,18 @@ type ttmlCue struct {
 // (relative to the parent, in par or seq containers), <br/> as a line break, the text
 // of <span> elements, and ttm:agent naming the character by its ttm:name in the
 // document's head. Styling, layout and other metadata are ignored.
+//
+// A paragraph is one cue, whatever timing its spans have: a dubbing line is what a
+// subtitle event says, and spans with times of their own (words revealed one by one,
+// roll-up, a second half shown later) are how it is shown, not separate lines. The
+// cue takes the paragraph's interval; a paragraph with no timing of its own whose
+// spans have some takes from its first span's begin to its last span's end. A span
+// that begins at or after its paragraph's end is never shown: its text is left out.
+//
+// Times follow ttp:timeBase: "media" (the default) and "clock" as offsets, "smpte"
+// with clock times with frames read as SMPTE timecodes (ttp:dropMode nonDrop,
+// dropNTSC or dropPAL), counted at ttp:frameRate and converted at the effective rate
+// (× ttp:frameRateMultiplier): 01:00:00:00 at 30 × 1000/1001 non-drop is 3603.6 s.
 func parseTTML(s *source) []Cue {
 	text := strings.Join(s.lines, "\n")
 	d := xml.NewDecoder(strings.NewReader(text))
@@ -241,12 +307,25 @@ func parseTTML(s *source) []Cue {
 				n = parent
 				n.seq = false
 			}
+			if name != "span" {
+				n.inactive = false // a paragraph is a line, even one never shown
+			}
 			stack = append(stack, n)
-			if name == "p" && cue == nil {
-				cue = &ttmlCue{line: pos(), begin: n.begin, end: n.end, hasEnd: n.hasEnd, agent: n.agent}
+			switch {
+			case name == "p" && cue == nil:
+				cue = &ttmlCue{line: pos(), begin: n.begin, end: n.end, hasEnd: n.hasEnd, agent: n.agent, own: n.timed, spanEnds: true}
 				if !ok {
 					cue.line = 0 // reported already
 				}
+			case name == "span" && cue != nil && n.timed && !n.inactive:
+				if cue.spans == 0 || n.begin < cue.spanBegin {
+					cue.spanBegin = n.begin
+				}
+				if cue.spans == 0 || n.end > cue.spanEnd {
+					cue.spanEnd = n.end
+				}
+				cue.spanEnds = cue.spanEnds && n.hasEnd
+				cue.spans++
 			}
 		case xml.EndElement:
 			if len(names) == 0 {
@@ -282,7 +361,7 @@ func parseTTML(s *source) []Cue {
 			if inName {
 				agentName.Write(t)
 			}
-			if cue != nil && len(stack) > 0 {
+			if cue != nil && len(stack) > 0 && !stack[len(stack)-1].inactive {
 				if stack[len(stack)-1].preserve {
 					cue.text.Write(t)
 				} else {
@@ -329,7 +408,8 @@ func ttmlInterval(s *source, r ttmlRates, parent ttmlNode, attrs []xml.Attr, lin
 	if parent.seq {
 		base = parent.cursor
 	}
-	n := ttmlNode{begin: base, end: parent.end, hasEnd: parent.hasEnd, agent: parent.agent, preserve: parent.preserve}
+	n := ttmlNode{begin: base, end: parent.end, hasEnd: parent.hasEnd, agent: parent.agent, preserve: parent.preserve,
+		inactive: parent.inactive}
 	var begin, end, dur time.Duration
 	var hasBegin, hasEnd, hasDur bool
 	for _, a := range attrs {
@@ -362,6 +442,7 @@ func ttmlInterval(s *source, r ttmlRates, parent ttmlNode, attrs []xml.Attr, lin
 			return n, false
 		}
 		*d, *has = v, true
+		n.timed = true
 	}
 	if hasBegin {
 		n.begin = base + begin
@@ -377,6 +458,10 @@ func ttmlInterval(s *source, r ttmlRates, parent ttmlNode, attrs []xml.Attr, lin
 	if parent.hasEnd && n.hasEnd {
 		n.end = min(n.end, parent.end)
 	}
+	// Never shown: begins after its parent's end, or at the end of a parent that lasts.
+	if parent.hasEnd && n.timed && (n.begin > parent.end || n.begin == parent.end && parent.end > parent.begin) {
+		n.inactive = true
+	}
 	if n.hasEnd && n.end < n.begin {
 		n.end = n.begin
 	}
@@ -388,6 +473,14 @@ func ttmlInterval(s *source, r ttmlRates, parent ttmlNode, attrs []xml.Attr, lin
 func ttmlAddCue(s *source, b *cueBuilder, c *ttmlCue, agents map[string]string) {
 	if c.line == 0 {
 		return
+	}
+	if !c.own && c.spans > 0 {
+		// Timing only on the spans: the paragraph is the line, from its first span's
+		// begin to its last span's end.
+		c.begin = c.spanBegin
+		if c.spanEnds {
+			c.end, c.hasEnd = c.spanEnd, true
+		}
 	}
 	if !c.hasEnd {
 		s.add(c.line, "script.ttml_no_end")

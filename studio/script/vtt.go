@@ -130,9 +130,10 @@ func isVTTBlock(line string) bool {
 	return t == "STYLE" || t == "REGION"
 }
 
-// WriteVTT writes cues as a WebVTT file. A cue's character is written as a "NAME: "
-// prefix of its first line, or as a voice span (<v NAME>) when a prefix could not carry
-// the name back; text is escaped as WebVTT requires (&amp; &lt; &gt;).
+// WriteVTT writes cues as a WebVTT file. A cue's character is written as a voice span
+// (<v NAME>), the way WebVTT names a speaker, which players can show or hide and the
+// reader reads back as the character; text is escaped as WebVTT requires (&amp; &lt;
+// &gt;).
 func WriteVTT(w io.Writer, cues []Cue) error {
 	if err := validateForWrite("WebVTT", cues); err != nil {
 		return err
@@ -141,8 +142,8 @@ func WriteVTT(w io.Writer, cues []Cue) error {
 	bw.WriteString("WEBVTT\n")
 	for _, c := range cues {
 		fmt.Fprintf(bw, "\n%s --> %s\n", FormatTimecode(c.Start), FormatTimecode(c.End))
-		lines, voice := namedLines(c)
-		if voice != "" {
+		lines := textLines(c.Text)
+		if voice := canonName(c.Character); voice != "" {
 			bw.WriteString("<v " + escapeVTT(voice) + ">")
 			if len(lines) == 0 {
 				bw.WriteString("\n")
