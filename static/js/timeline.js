@@ -238,7 +238,7 @@ function init(root) {
     root.setAttribute("data-last-status", String(status));
     const fresh = clipOf(id);
     if (fresh) place(fresh), drawWave(fresh);
-    if (status === 200) refreshRow(fresh || el);
+    if (status === 200 || status === 409) refreshRow(fresh || el);
     if (changedSince && status === 200) send(id);
   }
 
