@@ -84,6 +84,10 @@ type Config struct {
 	// transcoding may run (PROXY_TIMEOUT_SECONDS).
 	ProxyHeight, ProxyCRF, ProxyThreads int
 	ProxyTimeout                        time.Duration
+
+	// TimelineMaxLines is the most lines the editor's timeline draws
+	// (TIMELINE_MAX_LINES): the first ones, with a notice for the rest.
+	TimelineMaxLines int
 }
 
 type option struct {
@@ -381,6 +385,8 @@ var options = []option{
 		}},
 	{name: "LOGIN_FAIL_WINDOW", def: "15m", help: "window in which failed logins are counted",
 		setFunc: func(c *Config, v string) error { return setDuration(&c.LoginFailWindow, v, time.Second) }},
+	{name: "TIMELINE_MAX_LINES", def: "2000", help: "most lines the editor's timeline under the picture draws, each with its take's waveform (the first ones; the script lists them all)",
+		setFunc: func(c *Config, v string) error { return setInt(&c.TimelineMaxLines, v, 10, 20000) }},
 }
 
 // Load reads the configuration from the process environment.

@@ -13,6 +13,7 @@ package media
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"dubstudio/audio"
 	"dubstudio/studio"
@@ -26,6 +27,10 @@ type Library struct {
 	// Limits bound the length of references and sources and the space extraction
 	// leaves free (zero fields: the defaults).
 	Limits Limits
+
+	// peaks keeps takes' waveforms for the timeline (TakePeaks), sized on first use.
+	peaksOnce sync.Once
+	peaks     peaksCache
 }
 
 // NewLibrary returns the library of the audio in blobs, recorded in store.

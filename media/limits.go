@@ -40,6 +40,9 @@ type Limits struct {
 	// MinFreeBytes is the free space the data directory must keep after an
 	// extraction; one that would leave less is refused before it starts.
 	MinFreeBytes int64
+	// PeaksCacheEntries is how many takes' waveforms TakePeaks keeps in memory
+	// (DefaultPeaksCache when zero).
+	PeaksCacheEntries int
 }
 
 func (l Limits) withDefaults() Limits {

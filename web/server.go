@@ -96,7 +96,8 @@ func New(d Deps) *Server {
 	if s.media == nil {
 		lib := media.NewLibrary(d.Store, s.blobs)
 		lib.Limits = media.Limits{ReferenceMinMs: d.Config.ReferenceMinMs, ReferenceMaxMs: d.Config.ReferenceMaxMs,
-			SourceMaxMs: d.Config.SourceMaxMs, MinFreeBytes: d.Config.MinFreeBytes}
+			SourceMaxMs: d.Config.SourceMaxMs, MinFreeBytes: d.Config.MinFreeBytes,
+			PeaksCacheEntries: 2 * d.Config.TimelineMaxLines}
 		s.media = lib
 	}
 	s.live = d.Live
@@ -198,6 +199,7 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	editor.POST("/projects/:pid/source/delete", s.deleteSource)
 	editor.GET("/projects/:pid/lines/:lid/source.wav", s.serveSourceSegment)
 	s.videoRoutes(editor)
+	s.timelineRoutes(editor)
 	s.languageRoutes(editor)
 	editor.GET("/projects/:pid/exports", s.showExports)
 	editor.POST("/projects/:pid/exports", s.startExport)

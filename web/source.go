@@ -40,6 +40,7 @@ type Media interface {
 	SourceSegment(ctx context.Context, projectID int64, startMs, endMs int) (*studio.Blob, error)
 	RangeMix(ctx context.Context, projectID int64, lineIDs []int64) (*media.RangeMix, error)
 	SpeechBounds(t studio.Take) (startMs, endMs int)
+	TakePeaks(sha string) ([]byte, error)
 }
 
 // uploadSource takes a project's original performance: an audio or video file, size

@@ -14,13 +14,13 @@ function rows() {
 function focused() {
   return focusedID ? document.getElementById(focusedID) : null;
 }
-function focusRow(row) {
+function focusRow(row, stay) {
   const old = focused();
   if (old) old.classList.remove("kb-focus");
   if (!row) { focusedID = null; return; }
   focusedID = row.id;
   row.classList.add("kb-focus");
-  row.scrollIntoView({ block: "nearest" });
+  if (!stay) row.scrollIntoView({ block: "nearest" });
 }
 function moveFocus(step) {
   const all = rows();
@@ -95,4 +95,13 @@ keymap("lines", function (key) {
     case "e": case "Enter": return click(row.querySelector("[data-testid=line-text]"));
   }
   return false;
+});
+
+// A clip selected on the timeline (timeline.js) is the focused line here, without
+// scrolling the page away from the timeline; a double click opens its editor.
+document.addEventListener("timeline:select", function (ev) {
+  const row = document.getElementById("line-" + ev.detail.lineID);
+  if (!row) return;
+  focusRow(row, !ev.detail.open);
+  if (ev.detail.open) click(row.querySelector("[data-testid=line-text]"));
 });

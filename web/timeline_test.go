@@ -1,0 +1,183 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"dubstudio/studio"
+	"dubstudio/studio/studiotest"
+	"dubstudio/web"
+	"dubstudio/workflow"
+)
+
+// setupTimeline is setup with the pipeline queueing renders (no worker runs them, so
+// a queued render stays queued for the test to see).
+func setupTimeline(t *testing.T) *testBundle {
+	t.Helper()
+	b := setup(t)
+	logger := slog.New(slog.DiscardHandler)
+	p, err := workflow.NewPipeline(b.store, logger)
+	require.NoError(t, err)
+	srv := web.New(web.Deps{Config: b.cfg, Store: b.store, Logger: logger, Renderer: p})
+	b.server = httptest.NewServer(srv.Handler())
+	t.Cleanup(b.server.Close)
+	return b
+}
+
+func TestTimelineDrawsATrackPerCharacterWithTheTakesPeaks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ls := b.allLines(t)
+	takeWith(t, b, ls[1], 48000, 24000, 440) // Bob's line: half a second of silence, then a tone
+	c := b.as(t, studio.RoleEditor)
+	d := doc(t, c.get(fmt.Sprintf("/projects/%d/timeline", b.project.ID)))
+
+	tracks := d.Find(`[data-testid=timeline-track]`)
+	require.Equal(t, 2, tracks.Length(), "Alice and Bob")
+	require.Equal(t, 2, tracks.Eq(0).Find(`[data-clip]`).Length(), "Alice has lines 1 and 3")
+	require.Equal(t, 1, tracks.Eq(1).Find(`[data-clip]`).Length(), "Bob has line 2")
+	bob := tracks.Eq(1).Find(`[data-clip]`)
+	require.Equal(t, strconv.Itoa(ls[1].StartMs), bob.AttrOr("data-start", ""))
+	require.Equal(t, strconv.Itoa(ls[1].EndMs), bob.AttrOr("data-end", ""))
+	require.Equal(t, "1000", bob.AttrOr("data-take-ms", ""))
+	peaks := bob.AttrOr("data-peaks", "")
+	require.NotEmpty(t, peaks, "the take's waveform")
+	require.Empty(t, tracks.Eq(0).Find(`[data-clip]`).First().AttrOr("data-peaks", "x"), "a line without a take has no waveform")
+	require.Equal(t, "5500", d.Find(`[data-timeline]`).AttrOr("data-duration-ms", ""), "no picture: up to the last line's end")
+
+	// The editor's page loads the picture and the timeline.
+	page := doc(t, c.get(fmt.Sprintf("/projects/%d", b.project.ID)))
+	require.Equal(t, 1, page.Find(fmt.Sprintf(`#picture[hx-get="/projects/%d/video"]`, b.project.ID)).Length())
+	require.Equal(t, 1, page.Find(fmt.Sprintf(`#timeline[hx-get="/projects/%d/timeline"]`, b.project.ID)).Length())
+}
+
+func TestTimelineDrawsAtMostTimelineMaxLines(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.TimelineMaxLines = 2
+	srv := web.New(web.Deps{Config: b.cfg, Store: b.store, Logger: slog.New(slog.DiscardHandler)})
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	b.server = ts
+	d := doc(t, b.as(t, studio.RoleEditor).get(fmt.Sprintf("/projects/%d/timeline", b.project.ID)))
+	require.Equal(t, 2, d.Find(`[data-clip]`).Length())
+	require.Contains(t, d.Find(`[data-testid=timeline-omitted]`).Text(), "first 2 lines; 1 more")
+}
+
+// slotForm is a slot change as the timeline sends it.
+func slotForm(rev, start, end string) url.Values {
+	return url.Values{"base_revision": {rev}, "start_ms": {start}, "end_ms": {end}}
+}
+
+func TestSlotChangeIsAnEditThatRequeuesTheLine(t *testing.T) {
+	t.Parallel()
+	b := setupTimeline(t)
+	ctx := context.Background()
+	l := b.allLines(t)[1]
+	takeWith(t, b, l, 48000, 0, 440)
+	l = *mustLine(t, b, l.ID)
+	require.Equal(t, studio.StateDone, l.State)
+	c := b.as(t, studio.RoleEditor)
+	path := fmt.Sprintf("/projects/%d/lines/%d/slot", b.project.ID, l.ID)
+
+	resp := c.htmx("POST", path, slotForm(strconv.Itoa(l.Revision), "2040", "3620"))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	d := doc(t, resp)
+	clip := d.Find(fmt.Sprintf(`#clip-%d`, l.ID))
+	require.Equal(t, "2040", clip.AttrOr("data-start", ""), "the answer is the clip as saved")
+	require.Equal(t, strconv.Itoa(l.Revision+1), clip.AttrOr("data-revision", ""))
+	require.Contains(t, d.Find(`#timeline-notice[hx-swap-oob]`).Text(), "Line 2 now 00:00:02.040 – 00:00:03.620")
+
+	saved := mustLine(t, b, l.ID)
+	require.Equal(t, []int{2040, 3620, l.Revision + 1}, []int{saved.StartMs, saved.EndMs, saved.Revision})
+	require.Equal(t, studio.StateQueued, saved.State, "a rendered line is queued again for its new slot")
+	require.Equal(t, l.RenderSeq+1, saved.RenderSeq)
+	require.NotNil(t, saved.JobID)
+	var jobs int
+	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'synthesize_line' AND args->>'line_id' = $1`,
+		strconv.FormatInt(l.ID, 10)).Scan(&jobs))
+	require.Equal(t, 1, jobs, "one render job")
+	hist, err := b.store.LineHistory(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, "edit", hist[0].Action, "kept in the line's history as an edit")
+	require.Equal(t, 2000, hist[0].Before.StartMs)
+	require.Equal(t, 2040, hist[0].After.StartMs)
+
+	// The same base revision again is stale: 409 with the conflict message, the clip
+	// as it now is, nothing changed.
+	resp = c.htmx("POST", path, slotForm(strconv.Itoa(l.Revision), "0", "1000"))
+	require.Equal(t, http.StatusConflict, resp.StatusCode)
+	d = doc(t, resp)
+	require.Contains(t, d.Find(`#timeline-notice`).Text(), "changed this line in the meantime")
+	require.Equal(t, "2040", d.Find(fmt.Sprintf(`#clip-%d`, l.ID)).AttrOr("data-start", ""))
+	require.Equal(t, *saved, *mustLine(t, b, l.ID))
+
+	// A draft line (never rendered) moves and stays a draft: nothing to re-render.
+	draft := b.allLines(t)[0]
+	resp = c.htmx("POST", fmt.Sprintf("/projects/%d/lines/%d/slot", b.project.ID, draft.ID), slotForm(strconv.Itoa(draft.Revision), "40", "1540"))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	moved := mustLine(t, b, draft.ID)
+	require.Equal(t, []int{40, 1540}, []int{moved.StartMs, moved.EndMs})
+	require.Equal(t, studio.StateDraft, moved.State)
+	require.Nil(t, moved.JobID)
+}
+
+func TestSlotChangeRefusesBadInputWith422(t *testing.T) {
+	t.Parallel()
+	b := setupTimeline(t)
+	l := b.allLines(t)[0]
+	c := b.as(t, studio.RoleEditor)
+	path := fmt.Sprintf("/projects/%d/lines/%d/slot", b.project.ID, l.ID)
+	rev := strconv.Itoa(l.Revision)
+	for name, form := range map[string]url.Values{
+		"no fields":          {},
+		"not a number":       slotForm(rev, "1.5s", "3000"),
+		"negative start":     slotForm(rev, "-40", "1000"),
+		"end before start":   slotForm(rev, "2000", "1960"),
+		"no revision":        slotForm("", "0", "1000"),
+		"longer than a line": slotForm(rev, "0", strconv.Itoa(studio.DefaultMaxLineMs+1)),
+	} {
+		resp := c.htmx("POST", path, form)
+		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, name)
+		msg := doc(t, resp).Find(`#timeline-notice`).Text()
+		require.NotEmpty(t, msg, name)
+		require.Equal(t, l, *mustLine(t, b, l.ID), "%s: nothing changed", name)
+	}
+	resp := c.htmx("POST", path, slotForm(rev, "0", strconv.Itoa(studio.DefaultMaxLineMs+1)))
+	require.Contains(t, doc(t, resp).Find(`#timeline-notice`).Text(), "120")
+}
+
+func TestSlotChangeNeedsAMemberAndAnActiveProject(t *testing.T) {
+	t.Parallel()
+	b := setupTimeline(t)
+	ctx := context.Background()
+	l := b.allLines(t)[0]
+	path := fmt.Sprintf("/projects/%d/lines/%d/slot", b.project.ID, l.ID)
+	form := slotForm(strconv.Itoa(l.Revision), "500", "1500")
+
+	outsider := b.asUser(t, studiotest.User(t, b.store, studio.RoleEditor))
+	require.Equal(t, http.StatusNotFound, outsider.htmx("POST", path, form).StatusCode)
+	require.Equal(t, http.StatusNotFound, outsider.get(fmt.Sprintf("/projects/%d/timeline", b.project.ID)).StatusCode)
+	require.Equal(t, l, *mustLine(t, b, l.ID))
+
+	require.NoError(t, b.store.SetProjectArchived(ctx, b.project.ID, true))
+	c := b.as(t, studio.RoleEditor)
+	require.Equal(t, http.StatusConflict, c.htmx("POST", path, form).StatusCode)
+	require.Equal(t, l, *mustLine(t, b, l.ID))
+	require.Equal(t, http.StatusOK, c.get(fmt.Sprintf("/projects/%d/timeline", b.project.ID)).StatusCode, "an archived project's timeline still shows")
+}
+
+func mustLine(t *testing.T, b *testBundle, id int64) *studio.Line {
+	t.Helper()
+	l, err := b.store.Line(context.Background(), b.project.ID, id)
+	require.NoError(t, err)
+	return l
+}
