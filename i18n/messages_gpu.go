@@ -106,6 +106,14 @@ func init() {
 			EN: "Warming up %d new model hosts",
 			ZH: "正在预热 %d 个新模型进程",
 		},
+		"gpu.calibration.progress.batch_warmup": {
+			EN: "Warming the batching host up with %d lines at once",
+			ZH: "正在以同时 %d 条台词预热批处理模型进程",
+		},
+		"gpu.calibration.batch_no_room": {
+			EN: "Not one line of the load test fits the batching host: a mean line needs %.2f GB of KV cache and the host's pool holds %.2f GB.",
+			ZH: "批处理模型进程连一条负载测试台词都放不下：平均每条台词需要 %.2f GB KV 缓存，而进程的缓存池只有 %.2f GB。",
+		},
 		"gpu.calibration.progress.waiting": {
 			EN: "Waiting for the GPU's running lines to finish",
 			ZH: "正在等待该 GPU 上正在合成的台词完成",
@@ -251,6 +259,7 @@ func init() {
 		"gpus.calibration.verdict":            {EN: "Crash point: %s · slowdown point: %s · recommended: concurrency %d (the lowest within 3 percent of the best throughput), %d in the long lane.", ZH: "崩溃点：%s · 降速点：%s · 推荐：并发数 %d（达到最佳吞吐量百分之九十七的最低并发数），长文本通道 %d 个。"},
 		"gpus.calibration.why.crash":          {EN: "Decided by the crash point.", ZH: "由崩溃点决定。"},
 		"gpus.calibration.why.slowdown":       {EN: "Decided by throughput: a higher concurrency gave less than 5 percent more audio per second (the lowest concurrency within 3 percent of the best are recommended).", ZH: "由吞吐量决定：提高并发数使每秒音频增加不足百分之五（推荐达到最佳吞吐量百分之九十七的最低并发数）。"},
+		"gpus.calibration.why.latency":        {EN: "Decided by latency: at the next step a line took more than 3 times as long per audio second as alone.", ZH: "由延迟决定：在下一档，每条台词每秒音频的耗时超过单独运行时的 3 倍。"},
 		"gpus.calibration.why.untested_limit": {EN: "Neither point was reached up to the highest step tested: a higher concurrency may work.", ZH: "在测试的最高档内均未达到：更高的并发数可能可行。"},
 		"gpus.calibration.why.does_not_fit":   {EN: "The profile cannot run one synthesis on this card.", ZH: "此配置在这张显卡上连一个合成都无法运行。"},
 		"gpus.calibration.failure":            {EN: "At concurrency %d (%s, %s): %s", ZH: "并发数 %d 时（%s，%s）：%s"},
