@@ -132,16 +132,23 @@ func (r *runner) runBatching(ctx context.Context) error {
 
 	// (4) Lines at once on the one host.
 	var steps []gpu.LoadStep
+	var stepErr error
 	for _, n := range gpu.BatchLoadTestSteps(limit) {
 		r.cfg.Progress("gpu.calibration.progress.step", n)
 		step, err := r.batchStep(ctx, h, n)
 		if err != nil {
-			return err
+			// Cancelled or out of time: the steps done are analysed all the same,
+			// and the run still fails.
+			stepErr = err
+			break
 		}
 		steps = append(steps, step)
 		if gpu.BatchLoadTestSettled(steps) {
 			break
 		}
+	}
+	if len(steps) == 0 {
+		return stepErr
 	}
 	v, err := gpu.AnalyzeBatchLoadTest(steps)
 	if err != nil {
@@ -154,7 +161,7 @@ func (r *runner) runBatching(ctx context.Context) error {
 		p.LongLaneLimit = gpu.LongLinesThatFit(p, rep.Calibration, v.Recommended, total, foreign)
 	}
 	r.res.RecommendedProfile = p
-	return nil
+	return stepErr
 }
 
 // measureSequence runs one line of bucket b alone on the batching host h: its own

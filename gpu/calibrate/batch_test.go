@@ -154,3 +154,21 @@ func TestBatchingCalibrationNeedsABatchingHost(t *testing.T) {
 	require.ErrorContains(t, err, "does not batch")
 	require.Empty(t, dev.Processes())
 }
+
+// A calibration cancelled during its load test keeps the steps it finished, analysed.
+func TestBatchingCalibrationCancelledKeepsItsSteps(t *testing.T) {
+	t.Parallel()
+	cfg := batchSetup(t, batchProfile(64), tts.SimBatch{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg.Progress = func(key string, args ...any) {
+		if key == "gpu.calibration.progress.step" && args[0] == 4 {
+			cancel()
+		}
+	}
+	res, err := calibrate.Run(ctx, cfg)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Len(t, res.Verdict.Steps, 2)
+	require.Equal(t, 2, res.Recommended, "the best of the steps done")
+	require.Equal(t, "untested_limit", res.Verdict.Why)
+}
