@@ -18,8 +18,9 @@ import (
 
 // TestBatchingCalibrationOfTheBenchHostOnCPU calibrates the real batching bench host
 // (tts/hosts/bench_host.py --batch, IndexTTS-2 shapes, random weights) on the CPU:
-// decode stride 8 and 4 diffusion steps to keep it to minutes, lines of 1 and 2 s, up
-// to 2 lines at once, a 0.5 GiB KV pool. It runs only with DUBSTUDIO_BENCH_CPU=1 (the
+// decode stride 8 and 4 diffusion steps, lines of 1 and 2 s, up to 2 lines at once, a
+// 0.5 GiB KV pool. The host has the model's full dimensions: it wants a CPU machine
+// with cores to spare (docs/gpu.md, Tests). It runs only with DUBSTUDIO_BENCH_CPU=1 (the
 // python3 of PATH or HOST_PYTHON with torch), from the repository's gpu/calibrate
 // directory (go test finds tts/hosts two levels up).
 func TestBatchingCalibrationOfTheBenchHostOnCPU(t *testing.T) {
