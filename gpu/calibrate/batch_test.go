@@ -21,13 +21,14 @@ import (
 // 12 MB of activations per audio second. The host decodes in real time at 500
 // tokens a second alone (a 1 s line takes 0.1 s, a 4 s line 0.4 s: long enough that
 // a loaded test machine's overhead does not blur the model), in steps slowed by the
-// batch then (batch). Lines are of 1 and 4 s.
+// batch then (batch). Lines are of 1 and 4 s, written at 8 kHz to keep the CPU's
+// share of a line small.
 func batchSetup(t *testing.T, p gpu.Profile, batch tts.SimBatch) calibrate.Config {
 	t.Helper()
 	dev := simdev.New(24 * gpu.GiB)
 	sl := &ttshost.SimLauncher{
 		Devices: map[string]*simdev.Device{"GPU-sim": dev},
-		Config:  tts.SimulatorConfig{TokensPerSecond: 500, FollowTarget: true, Batch: &batch},
+		Config:  tts.SimulatorConfig{TokensPerSecond: 500, FollowTarget: true, Batch: &batch, SampleRate: 8000},
 		Profile: func(string) gpu.Profile { return p },
 	}
 	t.Cleanup(func() { require.Empty(t, dev.Processes(), "the host is stopped at the end") })
