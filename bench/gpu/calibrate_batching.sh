@@ -4,8 +4,9 @@
 # memory after load and the KV pool, each length's KV and activation bytes (alone,
 # three runs each), lines at once 1, 2, 4, ... up to MAXSEQ or the lines the pool
 # holds, until a step gains under 5%; the latency point (a line over 3 times as slow
-# per audio second as alone) and the recommended maximum sequences. About four
-# minutes on an H200 at stride 4. Build on a development machine:
+# per audio second as alone) and the recommended maximum sequences. Meant to fit in
+# five minutes on an H200 at stride 4 (not yet run there); a run cut off by LIMIT keeps
+# the steps it finished. Build on a development machine:
 #
 #   mkdir -p .devbin/gpu
 #   CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o .devbin/gpu/dubstudio ./cmd/dubstudio
