@@ -20,9 +20,13 @@ import (
 // Calibrate takes a GPU from the pool for a calibration with profile p: its hosts
 // drain (lines go to other GPUs or wait) and stop, the calibration starts its own,
 // and the pool comes back afterwards.
+//
+// A batching profile (p.Batching) is calibrated on one batching host started with
+// p's maximum sequences (Concurrency), beams and KV cache; its load test runs on that
+// host (see gpu/calibrate), not through the executor.
 func (s *GPUs) Calibrate(ctx context.Context, id int64, uuid string, p gpu.Profile, progress func(key string, args ...any)) (*gpu.CalibrationResult, error) {
-	if p.Batching {
-		return nil, ErrCalibrateBatching
+	if p.Batching && !s.cfg.Batching {
+		return nil, i18n.Errorf(gpu.ErrInvalid, "gpu.profile.batch_unsupported", s.cfg.Engine)
 	}
 	s.mu.Lock()
 	e := s.gpus[uuid]
@@ -58,8 +62,12 @@ func (s *GPUs) Calibrate(ctx context.Context, id int64, uuid string, p gpu.Profi
 		mem = s.cfg.Memory(uuid)
 	}
 	adm := NewCalibrationHosts(s.cfg, dev)
+	var admission calibrate.Admission = adm
+	if p.Batching {
+		admission = nil // one host, which bounds its own sequences
+	}
 	res, err := calibrate.Run(ctx, calibrate.Config{
-		GPU: dev, Profile: p, Device: mem, Logger: s.log, Progress: progress, Admission: adm,
+		GPU: dev, Profile: p, Device: mem, Logger: s.log, Progress: progress, Admission: admission,
 		Launch: func(ctx context.Context, i int) (ttshost.EngineHost, error) {
 			h, err := s.cfg.Launcher.Launch(ctx, gpu.LaunchOpts{GPU: uuid, GPUIndex: dev.Index,
 				ID: fmt.Sprintf("%s/cal%d", uuid, i), Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + uuid},
@@ -282,9 +290,6 @@ func RequestCalibration(ctx context.Context, store *studio.Store, userID int64, 
 			return nil, err
 		}
 		sp = *p
-	}
-	if sp.Batching {
-		return nil, ErrCalibrateBatching
 	}
 	return store.RequestGPUCalibration(ctx, userID, uuid, card.GPU.Name, sp)
 }

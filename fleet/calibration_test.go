@@ -33,15 +33,39 @@ func TestGPUsCalibrateTakesTheGPUAndGivesItBack(t *testing.T) {
 	b.serving(t, 2)
 }
 
-func TestGPUsRefuseToCalibrateABatchingProfile(t *testing.T) {
+// A batching profile is calibrated on one batching host with the profile's maximum
+// sequences, its load test on that host; the GPU comes back to its pool, and the
+// recommendation applies as the maximum sequences of the one host.
+func TestGPUsCalibrateABatchingProfile(t *testing.T) {
 	t.Parallel()
 	b := setupSimGPUs(t, simGPUsOpts{batching: true})
 	b.serving(t, 2)
 	p := gpu.DefaultProfile()
-	p.Name, p.Batching, p.Concurrency = "batch", true, 64
-	_, err := b.gpus.Calibrate(context.Background(), 43, simGPU, p, nil)
-	require.ErrorIs(t, err, fleet.ErrCalibrateBatching)
-	b.serving(t, 2) // the GPU was not taken from the pool
+	p.Name, p.Batching, p.Concurrency, p.MaxGenSeconds, p.LongTextThresholdSec = "batch", true, 16, 6, 4
+	var keys []string
+	res, err := b.gpus.Calibrate(context.Background(), 43, simGPU, p, func(k string, _ ...any) { keys = append(keys, k) })
+	require.NoError(t, err)
+	require.Contains(t, keys, "gpu.calibration.progress.step")
+	require.NotNil(t, res.Batch)
+	require.Equal(t, 16, res.Batch.MaxSequences, "the host was started with the profile's maximum sequences")
+	require.EqualValues(t, tts.SimKVCacheBytes, res.Batch.KVCacheBytes)
+	require.EqualValues(t, tts.SimResidentBytes, res.Calibration.ResidentBytes, "the weights; the pool is the profile's")
+	require.Equal(t, min(16, res.Batch.SequencesThatFit), res.Batch.Limit)
+	want := gpu.BatchLoadTestSteps(res.Batch.Limit)
+	require.NotEmpty(t, res.Verdict.Steps)
+	for i, st := range res.Verdict.Steps {
+		require.Equal(t, want[i], st.Concurrency, "steps double")
+		require.True(t, st.Healthy(), "%+v", st)
+	}
+	require.Positive(t, res.Recommended)
+	require.LessOrEqual(t, res.Recommended, res.Batch.Limit)
+	require.Zero(t, b.dev.OOMs())
+	b.serving(t, 2) // the GPU's pool is back
+
+	require.NoError(t, b.gpus.Apply(simGPU, fleet.Setting{Profile: res.RecommendedProfile, Calibration: res.Calibration,
+		CalibrationID: 43}))
+	snap := b.serving(t, 1)
+	require.Equal(t, res.Recommended, snap.Profile.Concurrency, "one host decoding the recommended lines at once")
 }
 
 func TestGPUsCalibrationLoadTestRunsThroughTheExecutor(t *testing.T) {

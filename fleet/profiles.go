@@ -25,11 +25,6 @@ func settingsOf(p gpu.Profile) studio.GPUProfileSettings { return studio.GPUProf
 // ErrUnknownGPU: no live worker has the GPU.
 var ErrUnknownGPU = fmt.Errorf("no live worker has the GPU: %w", gpu.ErrInvalid)
 
-// ErrCalibrateBatching: a batching profile cannot be calibrated yet. Calibration
-// starts one process host per seat, which on a batching profile (a concurrency up to 256)
-// would be hundreds of copies of the weights.
-var ErrCalibrateBatching = fmt.Errorf("calibrating a batching profile is not available yet: %w", gpu.ErrInvalid)
-
 // Profile returns the stored profile id (0: the default profile) and its name ("" for
 // the default).
 func Profile(ctx context.Context, store *studio.Store, id int64) (gpu.Profile, string, error) {

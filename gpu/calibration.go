@@ -26,6 +26,9 @@ const (
 	CounterTorchPeak      MemoryCounter = "torch_max_alloc" // torch.cuda.max_memory_allocated
 	CounterTorchAllocated MemoryCounter = "torch_alloc"     // torch.cuda.memory_allocated
 	CounterTorchReserved  MemoryCounter = "torch_reserved"  // torch.cuda.memory_reserved
+	// CounterSequence is a batching host's account of one line (its sequence's KV
+	// and activation bytes), not a process counter.
+	CounterSequence MemoryCounter = "sequence"
 )
 
 // Run is one measured synthesis of a calibration.
@@ -39,6 +42,10 @@ type Run struct {
 	FallbackBytes int64
 	Counter       MemoryCounter
 	Duration      time.Duration
+	// KVBytes is, on a batching host, the line's KV blocks at their most (its
+	// sequence.kv_bytes; PeakBytes is then its activations, sequence.activation_bytes);
+	// 0 on a process host.
+	KVBytes int64
 }
 
 // BucketResult summarises one length bucket.
@@ -51,7 +58,10 @@ type BucketResult struct {
 	MinAudioSeconds, MaxAudioSeconds float64
 	MaxCharacters                    int
 	// PeakBytes is the highest peak of the bucket, never the mean.
-	PeakBytes                 int64
+	PeakBytes int64
+	// KVBytes is the bucket's most KV bytes of a line on a batching host (0 elsewhere):
+	// a sequence of this length costs KVBytes of the host's KV pool plus PeakBytes.
+	KVBytes                   int64
 	MeanDuration, MaxDuration time.Duration
 	// Trusted: the bucket has at least the minimum number of runs; only trusted
 	// buckets make the curve.
@@ -190,6 +200,7 @@ func AnalyzeCalibration(in CalibrationInput) CalibrationReport {
 		b.MaxAudioSeconds = max(b.MaxAudioSeconds, r.AudioSeconds)
 		b.MaxCharacters = max(b.MaxCharacters, r.Characters)
 		b.PeakBytes = max(b.PeakBytes, r.PeakBytes)
+		b.KVBytes = max(b.KVBytes, r.KVBytes)
 		b.MaxDuration = max(b.MaxDuration, r.Duration)
 		durations[r.Bucket] += r.Duration
 		fallbacks[r.Bucket] = append(fallbacks[r.Bucket], r.FallbackBytes)
@@ -293,6 +304,10 @@ type LoadStep struct {
 	// Throughput is work per second over the step (lines, or audio seconds per
 	// second: any unit, the same for every step).
 	Throughput float64
+	// LatencyPerAudioSecond is the step's successful lines' latency over their audio
+	// (the sum of one over the sum of the other): per-line latency independent of
+	// the mix of lengths.
+	LatencyPerAudioSecond float64
 }
 
 // Healthy reports whether the step had no failure of any kind.
@@ -315,8 +330,13 @@ type LoadVerdict struct {
 	Recommended int
 	// Why names what decided: "slowdown" (steps above it added no throughput),
 	// "crash" (the step above it failed) or "untested_limit" (throughput was still
-	// rising at the highest step tested).
+	// rising at the highest step tested); on a batching host also "latency" (the
+	// step above it made lines MaxLatencyGrowth times slower).
 	Why string
+	// LatencyAt is, on a batching host (AnalyzeBatchLoadTest), the concurrency of
+	// the first healthy step whose latency per audio second is more than
+	// MaxLatencyGrowth times the first step's (one line at a time); 0 if none.
+	LatencyAt int
 }
 
 // LoadTestSteps returns the concurrency levels to test up to limit: 1, 2, 3, 4, 6, 8, 12,
@@ -483,4 +503,144 @@ type CalibrationResult struct {
 	// profile with it.
 	Recommended        int     `json:"recommended"`
 	RecommendedProfile Profile `json:"recommended_profile"`
+	// Batch is set for a batching profile: the host's batch figures (the load test's
+	// steps are then lines at once on one host, and Recommended its maximum
+	// sequences).
+	Batch *BatchCalibration `json:"batch,omitempty"`
+}
+
+// MaxLatencyGrowth defines a batching host's latency point: the concurrency at which
+// a line takes more than this many times as long per audio second as it does alone
+// (issue 15's bound on lines at full load).
+const MaxLatencyGrowth = 3.0
+
+// BatchLoadTestSteps returns the concurrency levels a batching host is tested at up
+// to limit: 1, 2, 4, 8, ... doubling, and limit itself last.
+func BatchLoadTestSteps(limit int) []int {
+	var out []int
+	for n := 1; n <= limit; n *= 2 {
+		out = append(out, n)
+	}
+	if limit >= 1 && out[len(out)-1] != limit {
+		out = append(out, limit)
+	}
+	return out
+}
+
+// BatchLoadTestSettled reports whether a batching host's load test can stop after
+// steps (in order): a step failed, or the last step gained under MinThroughputGain
+// over the best before it. Steps double, so one flat step is where the batch stops
+// paying.
+func BatchLoadTestSettled(steps []LoadStep) bool {
+	if len(steps) == 0 {
+		return false
+	}
+	last := steps[len(steps)-1]
+	if !last.Healthy() {
+		return true
+	}
+	best := 0.0
+	for _, s := range steps[:len(steps)-1] {
+		best = max(best, s.Throughput)
+	}
+	return best > 0 && last.Throughput < best*(1+MinThroughputGain)
+}
+
+// AnalyzeBatchLoadTest analyses a batching host's load test (BatchLoadTestSteps):
+// the crash point and the slowdown point as for processes (AnalyzeLoadTest), the
+// latency point (LatencyAt), and the recommended concurrency, the host's maximum
+// sequences: the lowest healthy step within KneeShare of the best throughput among
+// the steps below the crash and below the latency point (the first step always
+// counts).
+func AnalyzeBatchLoadTest(steps []LoadStep) (LoadVerdict, error) {
+	v, err := AnalyzeLoadTest(steps)
+	if err != nil || v.Recommended == 0 {
+		return v, err
+	}
+	v.Recommended, v.Why = 0, ""
+	healthy := v.Steps
+	for i, s := range v.Steps {
+		if !s.Healthy() {
+			healthy = v.Steps[:i]
+			break
+		}
+	}
+	candidates := healthy
+	if alone := healthy[0].LatencyPerAudioSecond; alone > 0 {
+		for i, s := range healthy[1:] {
+			if s.LatencyPerAudioSecond > MaxLatencyGrowth*alone {
+				v.LatencyAt, candidates = s.Concurrency, healthy[:i+1]
+				break
+			}
+		}
+	}
+	best := 0.0
+	for _, s := range candidates {
+		best = max(best, s.Throughput)
+	}
+	for i, s := range candidates {
+		if s.Throughput < KneeShare*best {
+			continue
+		}
+		v.Recommended = s.Concurrency
+		switch {
+		case i < len(candidates)-1:
+			v.Why = "slowdown"
+		case v.LatencyAt != 0:
+			v.Why = "latency"
+		case v.CrashAt != 0:
+			v.Why = "crash"
+		default:
+			v.Why = "untested_limit"
+		}
+		break
+	}
+	return v, nil
+}
+
+// BatchCalibration is what the calibration of a batching host (Profile.Batching)
+// measured beyond a process host's figures: what the host reports of its batch
+// (GET /health, protocol 2) and how many lines of the load test's mix fit at once.
+type BatchCalibration struct {
+	// HostResidentBytes is what the host reports it holds after load: its weights
+	// and its preallocated KV pool (KVCacheBytes). The calibration's resident memory
+	// (Calibration.ResidentBytes) is the process's memory less the pool, so that
+	// BatchResident adds the profile's pool to it.
+	HostResidentBytes int64 `json:"host_resident_bytes"`
+	KVCacheBytes      int64 `json:"kv_cache_bytes"`
+	KVBytesPerToken   int64 `json:"kv_bytes_per_token"`
+	// Beams are the rows a line decodes with; MaxSequences the most lines the host
+	// was started to decode at once (the load test's ceiling).
+	Beams        int `json:"beams"`
+	MaxSequences int `json:"max_sequences"`
+	PrefixTokens int `json:"prefix_tokens"`
+	// TokensPerAudioSecond is mel tokens per audio second.
+	TokensPerAudioSecond float64 `json:"tokens_per_audio_second"`
+	// ActivationBytesPerSecond is the host's own prediction of a line's activations
+	// per audio second; the measured ones are the buckets' PeakBytes.
+	ActivationBytesPerSecond float64 `json:"activation_bytes_per_second"`
+	// MixKVBytes and MixActivationBytes are a mean line of the load test's mix (the
+	// buckets' measured worst, weighted as the mix holds them).
+	MixKVBytes         int64 `json:"mix_kv_bytes"`
+	MixActivationBytes int64 `json:"mix_activation_bytes"`
+	// SequencesThatFit is how many such lines fit at once: in the KV pool, and with
+	// their activations in the budget beside the host (at most MaxBatchSequences).
+	SequencesThatFit int `json:"sequences_that_fit"`
+	// Limit is the load test's highest step: SequencesThatFit, MaxSequences or the
+	// calibration's own bound, whichever is least.
+	Limit int `json:"limit"`
+}
+
+// BatchSequencesThatFit returns how many lines of kv and activation bytes each fit
+// at once in a KV pool of pool bytes and beside a host of resident bytes in budget
+// (at most MaxBatchSequences; 0 if not one).
+func BatchSequencesThatFit(pool, kv, activation, budget, resident int64) int {
+	n := MaxBatchSequences
+	if kv > 0 {
+		n = min(n, int(pool/kv))
+	}
+	if activation > 0 {
+		n = min(n, int(max(budget-resident, 0)/activation))
+	}
+	return max(n, 0)
 }

@@ -210,3 +210,77 @@ func TestAnalyzeLoadTest(t *testing.T) {
 	_, err = AnalyzeLoadTest([]LoadStep{step(2, 1), step(2, 1)})
 	require.ErrorIs(t, err, ErrInvalid)
 }
+
+func TestBatchLoadTestSteps(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []int{1}, BatchLoadTestSteps(1))
+	require.Equal(t, []int{1, 2, 4, 8}, BatchLoadTestSteps(8))
+	require.Equal(t, []int{1, 2, 4, 8, 16, 32, 38}, BatchLoadTestSteps(38))
+	require.Equal(t, []int{1, 2, 3}, BatchLoadTestSteps(3))
+	require.Empty(t, BatchLoadTestSteps(0))
+}
+
+func TestAnalyzeBatchLoadTest(t *testing.T) {
+	t.Parallel()
+	// step is a healthy step of n lines at once giving aps audio seconds per second,
+	// a line taking lat seconds per audio second.
+	step := func(n int, aps, lat float64) LoadStep {
+		return LoadStep{Concurrency: n, Tasks: 2 * n, Successes: 2 * n, Throughput: aps, LatencyPerAudioSecond: lat}
+	}
+	crash := func(s LoadStep) LoadStep { s.OOMs, s.Successes = 1, s.Tasks-1; return s }
+	tests := []struct {
+		name                                      string
+		steps                                     []LoadStep
+		crashAt, slowdownAt, latencyAt, recommend int
+		why                                       string
+	}{
+		{"the gain stops before latency grows: the knee",
+			[]LoadStep{step(1, 2, 0.5), step(2, 3.8, 0.55), step(4, 7, 0.6), step(8, 7.1, 1.1)},
+			0, 8, 0, 4, "slowdown"},
+		{"latency past 3x caps the batch although throughput still grows",
+			[]LoadStep{step(1, 2, 0.5), step(2, 3.8, 0.55), step(4, 7, 1.2), step(8, 10, 1.4), step(16, 12, 2.7)},
+			0, 0, 16, 8, "latency"},
+		{"the host's maximum sequences reached, still gaining",
+			[]LoadStep{step(1, 2, 0.5), step(2, 3.8, 0.55), step(4, 7, 0.6)},
+			0, 0, 0, 4, "untested_limit"},
+		{"an out-of-memory error ends the test",
+			[]LoadStep{step(1, 2, 0.5), step(2, 3.8, 0.55), crash(step(4, 7, 0.6))},
+			4, 0, 0, 2, "crash"},
+		{"one line alone fails",
+			[]LoadStep{crash(step(1, 2, 0.5))},
+			1, 0, 0, 0, "crash"},
+		{"issue 15's H200 figures: 385 tokens/s alone, 2,950 at 64",
+			[]LoadStep{step(1, 7.7, 0.13), step(2, 14, 0.14), step(4, 25, 0.16), step(8, 38, 0.21), step(16, 48, 0.33),
+				step(32, 55, 0.58), step(64, 59, 1.08)},
+			0, 0, 32, 16, "latency"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			v, err := AnalyzeBatchLoadTest(tt.steps)
+			require.NoError(t, err)
+			require.Equal(t, tt.crashAt, v.CrashAt, "crash point")
+			require.Equal(t, tt.slowdownAt, v.SlowdownAt, "slowdown point")
+			require.Equal(t, tt.latencyAt, v.LatencyAt, "latency point")
+			require.Equal(t, tt.recommend, v.Recommended)
+			require.Equal(t, tt.why, v.Why)
+		})
+	}
+	_, err := AnalyzeBatchLoadTest(nil)
+	require.ErrorIs(t, err, ErrInvalid)
+
+	require.False(t, BatchLoadTestSettled(nil))
+	require.False(t, BatchLoadTestSettled([]LoadStep{step(1, 2, 0.5)}))
+	require.False(t, BatchLoadTestSettled([]LoadStep{step(1, 2, 0.5), step(2, 3, 0.6)}))
+	require.True(t, BatchLoadTestSettled([]LoadStep{step(1, 2, 0.5), step(2, 3, 0.6), step(4, 3.1, 1)}), "under 5% more")
+	require.True(t, BatchLoadTestSettled([]LoadStep{step(1, 2, 0.5), crash(step(2, 3, 0.6))}))
+}
+
+func TestBatchSequencesThatFit(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 40, BatchSequencesThatFit(4*GiB, 100*MiB, 10*MiB, 20*GiB, 8*GiB), "the KV pool")
+	require.Equal(t, 12, BatchSequencesThatFit(4*GiB, 100*MiB, GiB, 20*GiB, 8*GiB), "the activations beside the host")
+	require.Equal(t, MaxBatchSequences, BatchSequencesThatFit(400*GiB, MiB, MiB, 800*GiB, 8*GiB))
+	require.Zero(t, BatchSequencesThatFit(GiB, 2*GiB, MiB, 20*GiB, 8*GiB))
+	require.Zero(t, BatchSequencesThatFit(GiB, MiB, MiB, 4*GiB, 8*GiB), "the host alone overflows the budget")
+}

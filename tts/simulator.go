@@ -94,6 +94,12 @@ type SimBatch struct {
 	// Slowdown is how much slower each line decodes per other line in the batch
 	// (0.02: 2% each), so that throughput grows with the batch, less than linearly.
 	Slowdown float64
+	// Saturation is the batch from which the card is busy: with more lines decoding,
+	// each decode step takes longer in proportion (batch/Saturation), so that
+	// throughput stops growing there; 0: never. With Slowdown or Saturation and a
+	// TokensPerSecond, a line decodes in steps, each at the speed of the batch then,
+	// as continuous batching does.
+	Saturation int
 }
 
 // Simulated batching host defaults.
@@ -447,10 +453,8 @@ func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error)
 	var gen time.Duration
 	if s.cfg.TokensPerSecond > 0 {
 		gen = seconds(float64(tokens) / s.cfg.TokensPerSecond)
-		if b := s.cfg.Batch; b != nil {
-			gen = seconds(gen.Seconds() * (1 + b.Slowdown*float64(batch-1)))
-		}
 	}
+	stepped := s.cfg.Batch != nil && gen > 0 && (s.cfg.Batch.Slowdown > 0 || s.cfg.Batch.Saturation > 0)
 
 	if err := proc.Alloc(peak); err != nil {
 		proc.EmptyCache() // as the real host does after an OOM
@@ -463,7 +467,12 @@ func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error)
 		return Result{}, &Error{Code: CodeOutOfMemory, Message: "CUDA out of memory", Err: err}
 	}
 	st := proc.Stats()
-	sleepErr := s.cfg.Sleep(ctx, gen)
+	var sleepErr error
+	if stepped {
+		gen, sleepErr = s.decodeBatched(ctx, gen)
+	} else {
+		sleepErr = s.cfg.Sleep(ctx, gen)
+	}
 	proc.Release(peak)
 	if sleepErr != nil {
 		return Result{}, fmt.Errorf("simulated synthesis: %w", sleepErr)
@@ -505,6 +514,33 @@ func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error)
 			S2MelSeconds: stages["s2mel"], VocoderSeconds: stages["vocoder"], BatchRowsMean: float64(batch * b.Beams), S2MelGroup: 1}
 	}
 	return res, nil
+}
+
+// simDecodeSteps is how many parts a batching simulator's line decodes in, each at
+// the speed of the batch at its start.
+const simDecodeSteps = 8
+
+// decodeBatched sleeps a line's generation of alone seconds alone in simDecodeSteps
+// parts, each slowed by the batch decoding then (SimBatch.Slowdown and Saturation);
+// it returns the time it took.
+func (s *Simulator) decodeBatched(ctx context.Context, alone time.Duration) (time.Duration, error) {
+	b := s.cfg.Batch
+	var took time.Duration
+	for range simDecodeSteps {
+		s.mu.Lock()
+		n := float64(max(s.inFlight, 1))
+		s.mu.Unlock()
+		f := 1 + b.Slowdown*(n-1)
+		if b.Saturation > 0 {
+			f *= max(1, n/float64(b.Saturation))
+		}
+		d := seconds(alone.Seconds() / simDecodeSteps * f)
+		took += d
+		if err := s.cfg.Sleep(ctx, d); err != nil {
+			return took, err
+		}
+	}
+	return took, nil
 }
 
 // ensureSpeaker puts the speaker's conditioning in the "instance", from its cache file

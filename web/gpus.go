@@ -339,8 +339,6 @@ func (s *Server) startCalibration(c echo.Context) error {
 	switch {
 	case errors.Is(err, fleet.ErrUnknownGPU):
 		return echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "gpus.unknown_gpu"))
-	case errors.Is(err, fleet.ErrCalibrateBatching):
-		return echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "gpus.calibration.batching"))
 	case errors.Is(err, studio.ErrConflict):
 		return echo.NewHTTPError(http.StatusConflict, s.t(c, "gpus.calibration.busy"))
 	case err != nil:

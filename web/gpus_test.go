@@ -408,3 +408,66 @@ func TestCalibrationFromThePage(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, cal.ID, *settings[testGPU].CalibrationID, "the GPU predicts with the measured curve")
 }
+
+// simulatedBatchCalibration calibrates profile p (batching) on a batching simulator.
+func simulatedBatchCalibration(t *testing.T, p gpu.Profile) *gpu.CalibrationResult {
+	t.Helper()
+	dev := simdev.New(24 * gpu.GiB)
+	l := &ttshost.SimLauncher{Devices: map[string]*simdev.Device{testGPU: dev},
+		Config:  tts.SimulatorConfig{FollowTarget: true, TokensPerSecond: 20000, Batch: &tts.SimBatch{}},
+		Profile: func(string) gpu.Profile { return p }}
+	res, err := calibrate.Run(context.Background(), calibrate.Config{
+		GPU: gpu.Device{UUID: testGPU, Name: "NVIDIA L40S", TotalBytes: dev.Total()}, Profile: p, MaxConcurrency: 4,
+		WorkDir: t.TempDir(),
+		Launch: func(ctx context.Context, i int) (ttshost.EngineHost, error) {
+			return l.LaunchHost(ctx, gpu.LaunchOpts{GPU: testGPU, ID: fmt.Sprint(i)})
+		},
+	})
+	require.NoError(t, err)
+	require.NotNil(t, res.Batch)
+	return res
+}
+
+// A batching profile is calibrated from the page as a process one is; its page
+// shows the host's batch, each length's KV, latency per audio second and the
+// latency point, and applying it sets the host's maximum sequences.
+func TestBatchingCalibrationFromThePage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	publishGPU(t, b)
+	c := b.as(t, studio.RoleAdmin)
+	ctx := context.Background()
+	sp := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "batch", Concurrency: 16, ReservePct: 10,
+		LongTextThresholdSec: 8, LongLaneLimit: 1, MaxGenSeconds: 12, SegmentTokens: 120, FP16: true, Batching: true, Beams: 3}}
+	require.NoError(t, b.store.SaveGPUProfile(ctx, b.users[studio.RoleAdmin].ID, sp))
+
+	resp := c.post("/admin/gpus/calibrations", url.Values{"gpu_uuid": {testGPU}, "profile_id": {fmt.Sprint(sp.ID)}}, true)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "a batching profile can be calibrated")
+	cs, err := b.store.GPUCalibrations(ctx, 5)
+	require.NoError(t, err)
+	require.Len(t, cs, 1)
+	cal := cs[0]
+	_, err = b.store.ClaimGPUCalibrations(ctx, "w1", []string{testGPU})
+	require.NoError(t, err)
+	res := simulatedBatchCalibration(t, fleet.ProfileOf(*sp))
+	data, err := json.Marshal(res)
+	require.NoError(t, err)
+	require.NoError(t, b.store.FinishGPUCalibration(ctx, cal.ID, data, ""))
+
+	page := fmt.Sprintf("/admin/gpus/calibrations/%d", cal.ID)
+	d := doc(t, c.get(page))
+	require.Contains(t, d.Find(`[data-testid=calibration-batch]`).Text(), "A batching host: one process, its weights and a KV pool of 4.00 GB")
+	require.Contains(t, d.Find(`[data-testid=calibration-batch]`).Text(), "started for at most 16 lines at once")
+	require.Equal(t, len(res.Analysis), d.Find(`[data-testid=bucket-kv]`).Length())
+	require.Equal(t, len(res.Verdict.Steps), d.Find(`[data-testid=step-row]`).Length())
+	require.Contains(t, d.Find(`[data-testid=calibration-latency-point]`).Text(),
+		fmt.Sprintf("at most %d lines at once on the one host", res.Recommended))
+	require.Equal(t, fmt.Sprintf("Apply: concurrency %d", res.Recommended), d.Find(`[data-testid=apply-calibration]`).Text())
+
+	resp = c.post(page+"/apply", nil, true)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	p, err := b.store.GPUProfileByID(ctx, sp.ID)
+	require.NoError(t, err)
+	require.Equal(t, res.Recommended, p.Concurrency)
+	require.True(t, p.Batching)
+}

@@ -32,7 +32,11 @@ several runs per line length, the fall-back after each run (leaks), and a stepwi
 load test (concurrency 1, 2, 3, 4, 6, ...) through the executor with the measured
 numbers, until a step fails or two steps add no throughput; names the crash and
 slowdown points and recommends the lowest concurrency within 3% of the best throughput
-below the crash. The GPU should be idle: stop the worker that
+below the crash. With -batching (the bench engine) one batching host is measured
+instead: its memory and KV pool, each length's KV and activation bytes, and lines at
+once 1, 2, 4, ... up to -concurrency (its maximum sequences) or the lines its pool
+holds, until a step gains under 5%; it names the latency point (a line over 3 times
+as slow per audio second as alone) and recommends the maximum sequences. The GPU should be idle: stop the worker that
 owns it, or calibrate from the admin GPU page, which pauses the GPU's work.
 
 Flags:
@@ -56,6 +60,9 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		fp16           = fs.Bool("fp16", def.FP16, "profile: half-precision GPT")
 		emoText        = fs.Bool("emotion-text", def.EmotionTextModel, "profile: load the Qwen emotion-from-text model")
 		share          = fs.Bool("share-weights", def.ShareWeights, "profile: the GPU's hosts share one copy of the weights (bench engine)")
+		batching       = fs.Bool("batching", false, "profile: one batching host decoding up to -concurrency lines at once (bench engine)")
+		beams          = fs.Int("beams", gpu.DefaultBeams, "profile: rows a line decodes with on a batching host")
+		kvCache        = fs.Float64("kv-cache-gib", 0, "profile: a batching host's KV cache in GiB (0: the host's own share)")
 		runs           = fs.Int("runs", 3, "runs per length bucket (at least 3)")
 		buckets        = fs.String("buckets", "", "bucket lengths in seconds, e.g. 2,6,12 (default: 2, 6, 12 and the profile's longest)")
 		perStep        = fs.Int("lines-per-step", 8, "lines per load-test step (at least two per synthesis at once)")
@@ -109,7 +116,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	}
 	profile := gpu.Profile{Name: "calibration", Concurrency: *concur, ReservePct: *reserve, LongTextThresholdSec: *threshold,
 		LongLaneLimit: *lane, MaxGenSeconds: *maxGen, SegmentTokens: *segment, FP16: *fp16, EmotionTextModel: *emoText,
-		ShareWeights: *share}
+		ShareWeights: *share, Batching: *batching, Beams: *beams, KVCacheGiB: *kvCache}
 	var stored *studio.GPUProfile
 	if *profName != "" {
 		if store == nil {
@@ -131,6 +138,9 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	}
 	if err := profile.Validate(); err != nil {
 		return err
+	}
+	if profile.Batching && !batches(eng) {
+		return fmt.Errorf("the %s engine's hosts cannot batch: calibrate a batching profile with -engine bench", eng)
 	}
 
 	setup := openGPUs(ctx, eng, logger)
@@ -328,12 +338,18 @@ func printCalibration(w io.Writer, r *gpu.CalibrationResult) {
 	if r.BorrowerBytes > 0 {
 		fmt.Fprintf(w, "    a second host borrowing the weights: %s after warm-up and cache release\n", gb(r.BorrowerBytes))
 	}
+	if b := r.Batch; b != nil {
+		fmt.Fprintf(w, "    batching host: reports %s (its KV pool %s); %d beams, %d KV bytes a token, %d prefix tokens, at most %d lines at once\n",
+			gb(b.HostResidentBytes), gb(b.KVCacheBytes), b.Beams, b.KVBytesPerToken, b.PrefixTokens, b.MaxSequences)
+		fmt.Fprintf(w, "    a mean line of the mix: %s KV, %s activations: %d fit at once; load test up to %d\n",
+			gb(b.MixKVBytes), gb(b.MixActivationBytes), b.SequencesThatFit, b.Limit)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "\n(2) peaks per bucket (%s, worst of the runs) and (3) fall-back after the runs\n", r.PeakCounter)
-	fmt.Fprintln(tw, "bucket\truns\taudio s\tchars\tpeak\tmean time\tmax time\t")
+	fmt.Fprintln(tw, "bucket\truns\taudio s\tchars\tpeak\tKV\tmean time\tmax time\t")
 	for _, b := range r.Analysis {
-		fmt.Fprintf(tw, "%s\t%d\t%.1f-%.1f\t%d\t%s\t%.2f s\t%.2f s\t\n", b.Bucket, b.Runs, b.MinAudioSeconds, b.MaxAudioSeconds,
-			b.MaxCharacters, gb(b.PeakBytes), b.MeanDuration.Seconds(), b.MaxDuration.Seconds())
+		fmt.Fprintf(tw, "%s\t%d\t%.1f-%.1f\t%d\t%s\t%s\t%.2f s\t%.2f s\t\n", b.Bucket, b.Runs, b.MinAudioSeconds, b.MaxAudioSeconds,
+			b.MaxCharacters, gb(b.PeakBytes), gb(b.KVBytes), b.MeanDuration.Seconds(), b.MaxDuration.Seconds())
 	}
 	tw.Flush()
 	var falls []string
@@ -348,11 +364,15 @@ func printCalibration(w io.Writer, r *gpu.CalibrationResult) {
 		fmt.Fprintf(w, "\n%s\n", r.DoesNotFit.In(i18n.EN))
 		return
 	}
-	fmt.Fprintf(w, "\n(4) load test through the executor (the budget fits concurrency %d in the worst case)\n", r.ConcurrencyThatFits)
-	fmt.Fprintln(tw, "concurrency\tlines\tok\tfailed\tOOM\tkilled\tavg\tp95\tpeak VRAM\taudio s/s\t")
+	if r.Batch != nil {
+		fmt.Fprintf(w, "\n(4) load test: lines at once on the batching host\n")
+	} else {
+		fmt.Fprintf(w, "\n(4) load test through the executor (the budget fits concurrency %d in the worst case)\n", r.ConcurrencyThatFits)
+	}
+	fmt.Fprintln(tw, "concurrency\tlines\tok\tfailed\tOOM\tkilled\tavg\tp95\tpeak VRAM\taudio s/s\ts per audio s\t")
 	for _, s := range r.Verdict.Steps {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f s\t%.2f s\t%s\t%.2f\t\n", s.Concurrency, s.Tasks, s.Successes, s.Failures,
-			s.OOMs, s.Killed, s.AvgLatency.Seconds(), s.P95Latency.Seconds(), gb(s.PeakVRAMBytes), s.Throughput)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.2f s\t%.2f s\t%s\t%.2f\t%.3f\t\n", s.Concurrency, s.Tasks, s.Successes, s.Failures,
+			s.OOMs, s.Killed, s.AvgLatency.Seconds(), s.P95Latency.Seconds(), gb(s.PeakVRAMBytes), s.Throughput, s.LatencyPerAudioSecond)
 	}
 	tw.Flush()
 	for _, f := range r.Failures {
@@ -361,6 +381,10 @@ func printCalibration(w io.Writer, r *gpu.CalibrationResult) {
 	fmt.Fprintf(w, "crash point: %s; slowdown point: %s; recommended: concurrency %d, long lane %d (%s)\n",
 		point(r.Verdict.CrashAt), point(r.Verdict.SlowdownAt), r.Recommended, r.RecommendedProfile.LongLaneLimit,
 		r.Verdict.Why)
+	if r.Batch != nil {
+		fmt.Fprintf(w, "latency point (over %.0fx alone per audio second): %s; recommended: at most %d lines at once on the one host\n",
+			gpu.MaxLatencyGrowth, point(r.Verdict.LatencyAt), r.Recommended)
+	}
 }
 
 func point(n int) string {

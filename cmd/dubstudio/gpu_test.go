@@ -95,3 +95,13 @@ func TestCalibrateCommandWithoutDatabase(t *testing.T) {
 	require.ErrorContains(t, calibrateCmd(context.Background(), cfg, slog.New(slog.DiscardHandler),
 		[]string{"-engine", "simulator", "-db=false", "-apply"}), "-apply needs the database")
 }
+
+// A batching profile needs an engine whose hosts batch: the simulator engine's
+// worker hosts do not.
+func TestCalibrateCommandRefusesBatchingWithoutABatchingEngine(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, map[string]string{"DATABASE_URL": "postgres://nobody@127.0.0.1:1/none"})
+	err := calibrateCmd(context.Background(), cfg, slog.New(slog.DiscardHandler), []string{"-engine", "simulator", "-db=false",
+		"-batching", "-concurrency", "16"})
+	require.ErrorContains(t, err, "cannot batch")
+}

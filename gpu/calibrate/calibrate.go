@@ -248,6 +248,9 @@ func (r *runner) run(ctx context.Context) error {
 			r.res.BaselineUsedBytes = used
 		}
 	}
+	if r.cfg.Profile.Batching {
+		return r.runBatching(ctx)
+	}
 
 	// (1) Memory after load, then after a warm-up request and a cache release.
 	r.cfg.Progress("gpu.calibration.progress.load")
@@ -765,6 +768,9 @@ func (r *runner) timedStep(ctx context.Context, step gpu.LoadStep, queue <-chan 
 		}
 		step.AvgLatency = sum / time.Duration(len(lat))
 		step.P95Latency = lat[int(math.Ceil(0.95*float64(len(lat))))-1]
+		if audio > 0 {
+			step.LatencyPerAudioSecond = sum.Seconds() / audio
+		}
 	}
 	if wall > 0 {
 		step.Throughput = audio / wall.Seconds()

@@ -153,6 +153,10 @@ func (h *SimHost) Batch() (residentBytes int64, lineBytesPerSecond float64, ok b
 	return h.ResidentBytes(), b.ActivationBytesPerSecond, true
 }
 
+// BatchInfo is a batching simulator's batch as a protocol-2 host reports it; nil
+// for a version-1 simulator.
+func (h *SimHost) BatchInfo() *tts.BatchInfo { return h.sim.BatchInfo() }
+
 // PID returns the simulated process id.
 func (h *SimHost) PID() int { return h.pid }
 

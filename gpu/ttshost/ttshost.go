@@ -204,6 +204,17 @@ func (h *PinnedHost) Batch() (residentBytes int64, lineBytesPerSecond float64, o
 	return h.info.ResidentBytes, h.batch.ActivationBytesPerSecond, true
 }
 
+// BatchInfo is a batching host's batch as it reported it in its health at start
+// (its sizes: KV pool, KV bytes per token, beams, maximum sequences); nil for a
+// host that does not batch.
+func (h *PinnedHost) BatchInfo() *tts.BatchInfo {
+	if h.batch == nil {
+		return nil
+	}
+	b := *h.batch
+	return &b
+}
+
 // BatchArgs are the flags that start a batching host for profile p (protocol 2,
 // bench_host.py or indextts_host.py --batch): as many sequences as the profile's concurrency, its beams and KV
 // cache (0: the host's own size); nil without batching.
