@@ -125,10 +125,11 @@ type Simulator struct {
 	stats    SimulatorStats
 	inFlight int
 	rowsMax  int // a batching simulator's most rows decoding at once
-	// A batching simulator's sequences: at most MaxSequences decode at once (gate),
-	// the others wait in the host, as a batching host's queue; a line that has
-	// decoded is in s2mel (and the vocoder) until it ends.
-	gate                       chan struct{}
+	// A batching simulator's sequences: a line decodes once fewer than MaxSequences
+	// do and its KV fits the free pool; until then it waits in the host, as a
+	// batching host's queue (batchChanged is closed and replaced when a line stops
+	// decoding). A line that has decoded is in s2mel (and the vocoder) until it ends.
+	batchChanged               chan struct{}
 	waiting, decoding, inS2Mel int
 	kvInUse                    int64   // the decoding lines' KV bytes
 	decodeRate                 float64 // the decoding lines' tokens per second, one row each
@@ -175,7 +176,7 @@ func NewSimulator(cfg SimulatorConfig) (*Simulator, error) {
 	}
 	s := &Simulator{cfg: cfg}
 	if cfg.Batch != nil {
-		s.gate = make(chan struct{}, cfg.Batch.MaxSequences)
+		s.batchChanged = make(chan struct{})
 	}
 	if err := s.spawn(); err != nil {
 		return nil, err
@@ -439,14 +440,20 @@ func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error)
 		return Result{}, &Error{Code: CodeUnavailable, Message: "the simulated host crashed mid-request", Err: simdev.ErrExited}
 	}
 
+	audio := s.AudioSecondsFor(req)
+	maxSecs := float64(req.MaxMelTokens) / s.cfg.TokensPerAudioSecond
+	segments := max(1, math.Ceil(float64(len([]rune(req.Text)))/float64(req.MaxTextTokensPerSegment)))
+	audio = min(audio, maxSecs*segments) // max_mel_tokens cuts each segment
+	tokens := int(math.Round(audio * s.cfg.TokensPerAudioSecond))
+
 	stages := map[string]float64{}
 	seq := &simSequence{s: s}
 	defer seq.end()
-	if s.gate != nil {
-		// A batching host: the line waits for a place in the batch, then decodes
-		// beside the others.
+	if s.batchChanged != nil {
+		// A batching host: the line waits for a place in the batch and its KV
+		// blocks, then decodes beside the others.
 		var err error
-		if batch, err = seq.join(ctx); err != nil {
+		if batch, err = seq.join(ctx, int64(tokens+32)*simKVBytesPerToken*int64(s.cfg.Batch.Beams)); err != nil {
 			return Result{}, fmt.Errorf("simulated synthesis: %w", err)
 		}
 		stages["queue"] = seq.queued.Seconds()
@@ -456,12 +463,6 @@ func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error)
 		return Result{}, err
 	}
 	stages["conditioning"] = time.Since(start).Seconds()
-
-	audio := s.AudioSecondsFor(req)
-	maxSecs := float64(req.MaxMelTokens) / s.cfg.TokensPerAudioSecond
-	segments := max(1, math.Ceil(float64(len([]rune(req.Text)))/float64(req.MaxTextTokensPerSegment)))
-	audio = min(audio, maxSecs*segments) // max_mel_tokens cuts each segment
-	tokens := int(math.Round(audio * s.cfg.TokensPerAudioSecond))
 	peak := s.PeakBytesFor(audio / segments) // segments run one after another
 	var gen time.Duration
 	if s.cfg.TokensPerSecond > 0 {
@@ -483,10 +484,9 @@ func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error)
 	}
 	st := proc.Stats()
 	var sleepErr error
-	if s.gate != nil {
-		kv := int64(tokens+32) * simKVBytesPerToken * int64(s.cfg.Batch.Beams)
+	if s.batchChanged != nil {
 		gpt := seconds(0.8 * gen.Seconds())
-		seq.decode(kv, float64(tokens)/max(gpt.Seconds(), 1e-3))
+		seq.decode(float64(tokens) / max(gpt.Seconds(), 1e-3))
 		if sleepErr = s.cfg.Sleep(ctx, gpt); sleepErr == nil {
 			seq.toS2Mel()
 			sleepErr = s.cfg.Sleep(ctx, gen-gpt)
@@ -548,35 +548,39 @@ type simSequence struct {
 	rate   float64
 }
 
-// join waits for a place in the batch and returns the lines decoding with it.
-func (q *simSequence) join(ctx context.Context) (int, error) {
+// join waits for a place in the batch and kv bytes of free KV pool (a line alone
+// always gets in), books them, and returns the lines decoding with it.
+func (q *simSequence) join(ctx context.Context, kv int64) (int, error) {
 	s := q.s
 	asked := time.Now()
 	s.mu.Lock()
 	s.waiting++
 	q.stage = 1
-	s.mu.Unlock()
-	select {
-	case s.gate <- struct{}{}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	for s.decoding >= s.cfg.Batch.MaxSequences || s.decoding > 0 && s.kvInUse+kv > s.cfg.Batch.KVCacheBytes {
+		changed := s.batchChanged
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		s.mu.Lock()
 	}
-	q.queued = time.Since(asked)
-	s.mu.Lock()
 	defer s.mu.Unlock()
+	q.queued = time.Since(asked)
 	s.waiting--
 	s.decoding++
-	q.stage = 2
+	s.kvInUse += kv
+	q.stage, q.kv = 2, kv
 	s.rowsMax = max(s.rowsMax, s.decoding*s.cfg.Batch.Beams)
 	return s.decoding, nil
 }
 
-// decode books the line's KV blocks and its decode rate while it decodes.
-func (q *simSequence) decode(kv int64, rate float64) {
+// decode books the line's decode rate while it decodes.
+func (q *simSequence) decode(rate float64) {
 	q.s.mu.Lock()
 	defer q.s.mu.Unlock()
-	q.kv, q.rate = kv, rate
-	q.s.kvInUse += kv
+	q.rate = rate
 	q.s.decodeRate += rate
 }
 
@@ -599,7 +603,8 @@ func (q *simSequence) leaveDecodingLocked() {
 	s.kvInUse -= q.kv
 	s.decodeRate = max(s.decodeRate-q.rate, 0)
 	q.kv, q.rate = 0, 0
-	<-s.gate
+	close(s.batchChanged)
+	s.batchChanged = make(chan struct{})
 }
 
 // end takes the line out of whatever stage it is in.
