@@ -42,7 +42,7 @@ func TestBatchingWorkerRecordsEachTakesUsage(t *testing.T) {
 		gpus     *fleet.GPUs
 		arrived  atomic.Int64 // lines that reached the host
 		mu       sync.Mutex
-		admitted = map[int64]int64{} // line -> the executor's predicted bytes, seen while it ran
+		admitted = map[int64]int64{}                         // line -> the executor's predicted bytes, seen while it ran
 		seen     = gpu.LiveBatch{KVFreeBytes: math.MaxInt64} // the most of each count the live state showed, the least KV free
 	)
 	watch := func() {
