@@ -88,6 +88,8 @@ type gpuEntry struct {
 	calibrating   int64
 	launchProfile *gpu.Profile
 	restarting    bool
+	// batchHist is the batching host's recent batch readings (recordBatch).
+	batchHist []gpu.BatchPoint
 }
 
 var _ workflow.Permits = (*GPUs)(nil)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"dubstudio/gpu"
@@ -121,10 +122,21 @@ type gpuPermit struct {
 	profile gpu.Profile
 	engine  *hostEngine
 	once    sync.Once
+	// measured is the line's peak as reported to the executor, set by Done.
+	measured atomic.Int64
 }
+
+var _ workflow.MeteredPermit = (*gpuPermit)(nil)
 
 func (g *gpuPermit) Engine() tts.Engine { return g.engine }
 func (g *gpuPermit) Device() string     { return g.lease.GPU }
+
+// Usage is what the executor admitted the line for and, after Done, the peak it
+// learnt from: the same quantity, beyond the host's resident memory.
+func (g *gpuPermit) Usage() workflow.PermitUsage {
+	return workflow.PermitUsage{PredictedBytes: g.lease.PredictedBytes, MeasuredBytes: g.measured.Load(),
+		GPUIndex: g.lease.GPUIndex}
+}
 
 // Done reports the outcome to the executor: the measured peak (which corrects the
 // prediction), an out-of-memory error (which raises the GPU's safety factor), a host
@@ -158,6 +170,7 @@ func (g *gpuPermit) Done(o workflow.Outcome) {
 			out.PeakBytes = max(res.PeakAllocatedBytes-resident, 0)
 			out.CachedAfter = max(res.PeakReservedBytes-resident, 0)
 		}
+		g.measured.Store(out.PeakBytes)
 		if rerr := g.lease.Done(out); rerr != nil {
 			g.s.log.Warn("synthesis to run again", "gpu", g.lease.GPU, "host", g.lease.HostID, "reason", rerr)
 		}

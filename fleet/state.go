@@ -23,6 +23,7 @@ func (s *GPUs) Live(recent time.Duration) gpu.LiveState {
 	for _, d := range s.cfg.Monitor.Devices() {
 		devs[d.UUID] = d
 	}
+	batches := s.readBatches()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, u := range s.order {
@@ -32,6 +33,8 @@ func (s *GPUs) Live(recent time.Duration) gpu.LiveState {
 		if d, ok := devs[u]; ok {
 			g.Lost = d.Lost
 		}
+		g.Batch = batches[u]
+		g.BatchRecent = e.recordBatch(g.Batch, st.At, recent)
 		for _, sn := range snaps {
 			if sn.UUID == u {
 				g.Snapshot = sn

@@ -46,6 +46,73 @@ type LiveGPU struct {
 	// Calibrating is the calibration running on the GPU now (0: none); its hosts
 	// replace the pool's meanwhile.
 	Calibrating int64 `json:"calibrating,omitempty"`
+	// Batch is the GPU's batching host's batch now (nil: no batching host serves);
+	// BatchRecent its readings of the last minutes, oldest first.
+	Batch       *LiveBatch   `json:"batch,omitempty"`
+	BatchRecent []BatchPoint `json:"batch_recent,omitempty"`
+}
+
+// LiveBatch is a batching host's batch as its health reports it (protocol 2,
+// tts.BatchInfo; docs/engines.md): the sequences by stage, the decode rate, and what
+// a sequence costs in memory.
+type LiveBatch struct {
+	// MaxSequences is the most lines decoding at once; Beams the rows per line.
+	MaxSequences int `json:"max_sequences"`
+	Beams        int `json:"beams"`
+	// Decoding, InS2Mel and Waiting count the lines by stage now.
+	Decoding int `json:"decoding"`
+	InS2Mel  int `json:"in_s2mel"`
+	Waiting  int `json:"waiting"`
+	// DecodeTokensPerSecond is the GPT's recent rate, all lines, one row each.
+	DecodeTokensPerSecond float64 `json:"decode_tokens_per_second"`
+	// KVBytesPerToken is one row's KV bytes per token; TokensPerAudioSecond the mel
+	// tokens per second of audio; PrefixTokens the conditioning ahead of the text.
+	KVBytesPerToken      int64   `json:"kv_bytes_per_token"`
+	TokensPerAudioSecond float64 `json:"tokens_per_audio_second"`
+	PrefixTokens         int     `json:"prefix_tokens"`
+	// ActivationBytesPerSecond is a line's activations per audio second, beyond the
+	// KV pool.
+	ActivationBytesPerSecond float64 `json:"activation_bytes_per_second"`
+	// KVCacheBytes is the preallocated KV pool; KVFreeBytes what of it is free.
+	KVCacheBytes int64 `json:"kv_cache_bytes"`
+	KVFreeBytes  int64 `json:"kv_free_bytes"`
+	// BatchRowsMax is the most rows decoded in one step so far; Steps the steps.
+	BatchRowsMax int   `json:"batch_rows_max"`
+	Steps        int64 `json:"steps"`
+}
+
+// KVUsedBytes is the KV pool in use now.
+func (b LiveBatch) KVUsedBytes() int64 { return max(b.KVCacheBytes-b.KVFreeBytes, 0) }
+
+// KVBytesPerAudioSecond is one line's KV per second of audio: KV bytes per token x
+// beams x tokens per audio second.
+func (b LiveBatch) KVBytesPerAudioSecond() int64 {
+	return int64(float64(b.KVBytesPerToken) * float64(max(b.Beams, 1)) * b.TokensPerAudioSecond)
+}
+
+// KVBytesPerSequence is the KV in use per decoding line now (0 when none decodes).
+func (b LiveBatch) KVBytesPerSequence() int64 {
+	if b.Decoding == 0 {
+		return 0
+	}
+	return b.KVUsedBytes() / int64(b.Decoding)
+}
+
+// BatchPoint is one reading of a batch, compact for charts and JSON.
+type BatchPoint struct {
+	// T is the reading's time in Unix milliseconds.
+	T                     int64   `json:"t"`
+	Decoding              int     `json:"decoding"`
+	InS2Mel               int     `json:"in_s2mel"`
+	Waiting               int     `json:"waiting"`
+	DecodeTokensPerSecond float64 `json:"tokens_per_second"`
+	KVUsedBytes           int64   `json:"kv_used"`
+}
+
+// PointOf makes a BatchPoint of the batch read at t.
+func (b LiveBatch) PointOf(t time.Time) BatchPoint {
+	return BatchPoint{T: t.UnixMilli(), Decoding: b.Decoding, InS2Mel: b.InS2Mel, Waiting: b.Waiting,
+		DecodeTokensPerSecond: b.DecodeTokensPerSecond, KVUsedBytes: b.KVUsedBytes()}
 }
 
 // Point is one sample, compact for charts and JSON.

@@ -356,6 +356,23 @@ func (p *Pool) Status() []HostStatus {
 	return out
 }
 
+// Serving returns the hosts that serve now, in seat order (those being retired
+// left out): what the GPU page asks for a batching host's batch.
+func (p *Pool) Serving() []Host {
+	p.mu.Lock()
+	seats := append([]*poolSeat(nil), p.seats...)
+	p.mu.Unlock()
+	var out []Host
+	for _, s := range seats {
+		s.mu.Lock()
+		if s.host != nil && s.state == HostServing {
+			out = append(out, s.host)
+		}
+		s.mu.Unlock()
+	}
+	return out
+}
+
 // HostStopped is the state of a retired host that is gone; Status leaves it out.
 const HostStopped HostState = "stopped"
 

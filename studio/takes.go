@@ -46,7 +46,44 @@ type Take struct {
 	ApprovedAt    *time.Time
 	ApprovedBy    *int64
 	CreatedAt     time.Time
+	// Usage is what the synthesis used and how its time went.
+	Usage TakeUsage `gorm:"embedded"`
 }
+
+// TakeUsage is one take's own share of its GPU and the split of its time
+// (docs/gpu.md, "What a take records"). Memory is in bytes, times in milliseconds;
+// a figure the engine does not report is 0.
+type TakeUsage struct {
+	// PredictedVRAMBytes is what the GPU's executor admitted the line for, beyond its
+	// host's resident memory, safety factor included (gpu.Lease.PredictedBytes): a
+	// batching host's line at its activations, a one-request host's at its peak over
+	// the model. MeasuredVRAMBytes is the same quantity as the host measured it, the
+	// figure the executor learns from.
+	PredictedVRAMBytes int64 `gorm:"column:predicted_vram_bytes" json:"predicted_vram_bytes,omitempty"`
+	MeasuredVRAMBytes  int64 `gorm:"column:measured_vram_bytes" json:"measured_vram_bytes,omitempty"`
+	// KVBytes and ActivationBytes are a batching host's account of the line: its KV
+	// blocks at their most, and its share of its s2mel/vocoder group's activations.
+	KVBytes         int64 `gorm:"column:kv_bytes" json:"kv_bytes,omitempty"`
+	ActivationBytes int64 `gorm:"column:activation_bytes" json:"activation_bytes,omitempty"`
+	// PermitWaitMs is the time the worker waited for a permit (a GPU seat and its
+	// memory); HostQueueMs the time the request then waited inside the host.
+	PermitWaitMs int `gorm:"column:permit_wait_ms" json:"permit_wait_ms,omitempty"`
+	HostQueueMs  int `gorm:"column:host_queue_ms" json:"host_queue_ms,omitempty"`
+	// GPTMs, S2MelMs and VocoderMs are the host's stage times for the line.
+	GPTMs     int `gorm:"column:gpt_ms" json:"gpt_ms,omitempty"`
+	S2MelMs   int `gorm:"column:s2mel_ms" json:"s2mel_ms,omitempty"`
+	VocoderMs int `gorm:"column:vocoder_ms" json:"vocoder_ms,omitempty"`
+	// BatchRowsMean is the mean rows per decode step while the line decoded, and
+	// S2MelGroup the lines in its s2mel batch (a batching host's; 0 otherwise).
+	BatchRowsMean float64 `gorm:"column:batch_rows_mean" json:"batch_rows_mean,omitempty"`
+	S2MelGroup    int     `gorm:"column:s2mel_group" json:"s2mel_group,omitempty"`
+	// GPUIndex is the index of the GPU it ran on (Take.GPU is its UUID); nil on the
+	// CPU.
+	GPUIndex *int `gorm:"column:gpu_index" json:"gpu_index,omitempty"`
+}
+
+// QueueMs is the line's whole wait: for a permit in the worker, then in the host.
+func (u TakeUsage) QueueMs() int { return u.PermitWaitMs + u.HostQueueMs }
 
 // TakeHint is a message for the editor about a take that did not fit its slot.
 type TakeHint struct {
@@ -354,6 +391,7 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 	if t.NeedsReview {
 		state = StateNeedsReview
 	}
+	u := t.Usage
 	var hint *string
 	if t.Hint != nil {
 		b, err := json.Marshal(t.Hint)
@@ -376,8 +414,11 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 	q.WriteString(`l AS (SELECT id FROM lines WHERE id = ? AND render_seq = ? AND state <> 'cancelled' FOR UPDATE),
 		t AS (INSERT INTO takes (line_id, project_id, revision, render_seq, engine, model_version, gpu, worker, seed,
 			spoken_text, peak_vram_bytes, synth_ms, fit_ms, audio_ms, duration_ms, rtf, stretch_ratio, needed_ratio,
-			borrowed_ms, loudness_lufs, needs_review, hint, audio_sha256, raw_sha256, approved_at, approved_by)
-			SELECT l.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ? FROM l
+			borrowed_ms, loudness_lufs, needs_review, hint, audio_sha256, raw_sha256, approved_at, approved_by,
+			predicted_vram_bytes, measured_vram_bytes, kv_bytes, activation_bytes, permit_wait_ms, host_queue_ms,
+			gpt_ms, s2mel_ms, vocoder_ms, batch_rows_mean, s2mel_group, gpu_index)
+			SELECT l.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?,
+				?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM l
 			ON CONFLICT (line_id, render_seq) DO NOTHING RETURNING id)
 		UPDATE lines SET state = ?, last_error = '', last_traceback = '', state_changed_at = now(),
 			current_take_id = coalesce((SELECT id FROM t),
@@ -388,6 +429,8 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 		t.ProjectID, t.Revision, t.RenderSeq, t.Engine, t.ModelVersion, t.GPU, t.Worker, t.Seed, t.SpokenText,
 		t.PeakVRAMBytes, t.SynthMs, t.FitMs, t.AudioMs, t.DurationMs, t.RTF, t.StretchRatio, t.NeededRatio,
 		t.BorrowedMs, t.LoudnessLUFS, t.NeedsReview, hint, t.AudioSHA256, t.RawSHA256, t.ApprovedAt, t.ApprovedBy,
+		u.PredictedVRAMBytes, u.MeasuredVRAMBytes, u.KVBytes, u.ActivationBytes, u.PermitWaitMs, u.HostQueueMs,
+		u.GPTMs, u.S2MelMs, u.VocoderMs, u.BatchRowsMean, u.S2MelGroup, u.GPUIndex,
 		state, t.LineID, t.RenderSeq)
 	var id *int64
 	err := queryRow(s.db.WithContext(ctx), q.String(), args, &id)

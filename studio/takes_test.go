@@ -361,3 +361,40 @@ func TestFinishRenderRacingItsTwin(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, takes, 1)
 }
+
+// A take keeps its resource usage as recorded, every figure in its own column; a
+// take without one (a CPU engine's) reads back zeros and no GPU index.
+func TestFinishRenderKeepsTheTakesUsage(t *testing.T) {
+	t.Parallel()
+	b, lines := setupLines(t, 2)
+	bs, l := studio.BlobStore{Dir: t.TempDir()}, lines[0]
+	ctx := context.Background()
+	raw, fitted := blobFile(t, bs, "raw"), blobFile(t, bs, "fitted")
+	idx := 3
+	usage := studio.TakeUsage{PredictedVRAMBytes: 72_000_001, MeasuredVRAMBytes: 71_000_002, KVBytes: 5_000_003,
+		ActivationBytes: 71_000_002, PermitWaitMs: 1234, HostQueueMs: 56, GPTMs: 789, S2MelMs: 321, VocoderMs: 45,
+		BatchRowsMean: 17.5, S2MelGroup: 4, GPUIndex: &idx}
+	tk := &studio.Take{LineID: l.ID, ProjectID: l.ProjectID, Revision: l.Revision, RenderSeq: l.RenderSeq,
+		Engine: "test", GPU: "GPU-x", SpokenText: l.Text, DurationMs: 1000, StretchRatio: 1, AudioSHA256: fitted.SHA256,
+		RawSHA256: &raw.SHA256, Usage: usage}
+	ok, err := b.store.FinishRender(ctx, tk, raw, fitted)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, err := b.store.Take(ctx, b.project.ID, tk.ID)
+	require.NoError(t, err)
+	require.Equal(t, usage, got.Usage)
+	require.Equal(t, 1290, got.Usage.QueueMs())
+	takes, err := b.store.Takes(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, usage, takes[0].Usage)
+
+	cpu := &studio.Take{LineID: lines[1].ID, ProjectID: l.ProjectID, Revision: lines[1].Revision,
+		RenderSeq: lines[1].RenderSeq, Engine: "espeak", SpokenText: lines[1].Text, DurationMs: 1000, StretchRatio: 1,
+		AudioSHA256: fitted.SHA256}
+	ok, err = b.store.FinishRender(ctx, cpu)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, err = b.store.Take(ctx, b.project.ID, cpu.ID)
+	require.NoError(t, err)
+	require.Equal(t, studio.TakeUsage{}, got.Usage)
+}

@@ -131,6 +131,14 @@ type Simulator struct {
 	stats    SimulatorStats
 	inFlight int
 	rowsMax  int // a batching simulator's most rows decoding at once
+	// A batching simulator's sequences: a line decodes once fewer than MaxSequences
+	// do and its KV fits the free pool; until then it waits in the host, as a
+	// batching host's queue (batchChanged is closed and replaced when a line stops
+	// decoding). A line that has decoded is in s2mel (and the vocoder) until it ends.
+	batchChanged               chan struct{}
+	waiting, decoding, inS2Mel int
+	kvInUse                    int64   // the decoding lines' KV bytes
+	decodeRate                 float64 // the decoding lines' tokens per second, one row each
 }
 
 var _ Engine = (*Simulator)(nil)
@@ -173,6 +181,9 @@ func NewSimulator(cfg SimulatorConfig) (*Simulator, error) {
 		cfg.ResidentBytes += bc.KVCacheBytes // preallocated at load
 	}
 	s := &Simulator{cfg: cfg}
+	if cfg.Batch != nil {
+		s.batchChanged = make(chan struct{})
+	}
 	if err := s.spawn(); err != nil {
 		return nil, err
 	}
@@ -387,9 +398,10 @@ func (s *Simulator) BatchInfo() *BatchInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return &BatchInfo{MaxSequences: b.MaxSequences, Beams: b.Beams, BlockTokens: 32, KVBytesPerToken: simKVBytesPerToken,
-		KVCacheBytes: b.KVCacheBytes, KVFreeBytes: b.KVCacheBytes, PrefixTokens: 32,
+		KVCacheBytes: b.KVCacheBytes, KVFreeBytes: max(b.KVCacheBytes-s.kvInUse, 0), PrefixTokens: 32,
 		TokensPerSecond: s.cfg.TokensPerAudioSecond, ActivationBytesPerSecond: float64(b.ActivationBytesPerSecond),
-		Decoding: s.inFlight, BatchRowsMax: s.rowsMax}
+		Decoding: s.decoding, InS2Mel: s.inS2Mel, Waiting: s.waiting, DecodeTokensPerSecond: s.decodeRate,
+		BatchRowsMax: s.rowsMax}
 }
 
 // Synthesize simulates one request: it allocates the predicted peak on the device for
@@ -407,9 +419,6 @@ func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error)
 	s.stats.Requests++
 	s.inFlight++
 	batch := s.inFlight
-	if s.cfg.Batch != nil {
-		s.rowsMax = max(s.rowsMax, batch*s.cfg.Batch.Beams)
-	}
 	proc := s.proc
 	s.mu.Unlock()
 	defer func() {
@@ -437,18 +446,29 @@ func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error)
 		return Result{}, &Error{Code: CodeUnavailable, Message: "the simulated host crashed mid-request", Err: simdev.ErrExited}
 	}
 
-	start := time.Now()
-	stages := map[string]float64{}
-	if err := s.ensureSpeaker(ctx, req.Speaker); err != nil {
-		return Result{}, err
-	}
-	stages["conditioning"] = time.Since(start).Seconds()
-
 	audio := s.AudioSecondsFor(req)
 	maxSecs := float64(req.MaxMelTokens) / s.cfg.TokensPerAudioSecond
 	segments := max(1, math.Ceil(float64(len([]rune(req.Text)))/float64(req.MaxTextTokensPerSegment)))
 	audio = min(audio, maxSecs*segments) // max_mel_tokens cuts each segment
 	tokens := int(math.Round(audio * s.cfg.TokensPerAudioSecond))
+
+	stages := map[string]float64{}
+	seq := &simSequence{s: s}
+	defer seq.end()
+	if s.batchChanged != nil {
+		// A batching host: the line waits for a place in the batch and its KV
+		// blocks, then decodes beside the others.
+		var err error
+		if batch, err = seq.join(ctx, int64(tokens+32)*simKVBytesPerToken*int64(s.cfg.Batch.Beams)); err != nil {
+			return Result{}, fmt.Errorf("simulated synthesis: %w", err)
+		}
+		stages["queue"] = seq.queued.Seconds()
+	}
+	start := time.Now()
+	if err := s.ensureSpeaker(ctx, req.Speaker); err != nil {
+		return Result{}, err
+	}
+	stages["conditioning"] = time.Since(start).Seconds()
 	peak := s.PeakBytesFor(audio / segments) // segments run one after another
 	var gen time.Duration
 	if s.cfg.TokensPerSecond > 0 {
@@ -468,8 +488,22 @@ func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error)
 	}
 	st := proc.Stats()
 	var sleepErr error
-	if stepped {
-		gen, sleepErr = s.decodeBatched(ctx, gen)
+	if s.batchChanged != nil {
+		// The GPT part decodes beside the batch (slowed by it where SimBatch says so),
+		// then the line is in s2mel.
+		gpt := seconds(0.8 * gen.Seconds())
+		seq.decode(float64(tokens) / max(gpt.Seconds(), 1e-3))
+		took := gpt
+		if stepped {
+			took, sleepErr = s.decodeBatched(ctx, gpt)
+		} else {
+			sleepErr = s.cfg.Sleep(ctx, gpt)
+		}
+		if sleepErr == nil {
+			seq.toS2Mel()
+			sleepErr = s.cfg.Sleep(ctx, gen-gpt)
+		}
+		gen = took + gen - gpt
 	} else {
 		sleepErr = s.cfg.Sleep(ctx, gen)
 	}
@@ -508,10 +542,10 @@ func (s *Simulator) Synthesize(ctx context.Context, req Request) (Result, error)
 		// A batching host reports the line's own share (protocol 2): its KV blocks
 		// (in the pool, allocated at load) and its activations.
 		kv := int64(tokens+32) * simKVBytesPerToken * int64(b.Beams)
-		stages["queue"] = 0
 		res.PeakAllocatedBytes = kv + peak
-		res.Sequence = &SequenceInfo{KVBytes: kv, ActivationBytes: peak, GPTSeconds: stages["gpt"],
-			S2MelSeconds: stages["s2mel"], VocoderSeconds: stages["vocoder"], BatchRowsMean: float64(batch * b.Beams), S2MelGroup: 1}
+		res.Sequence = &SequenceInfo{KVBytes: kv, ActivationBytes: peak, QueueSeconds: stages["queue"],
+			GPTSeconds: stages["gpt"], S2MelSeconds: stages["s2mel"], VocoderSeconds: stages["vocoder"],
+			BatchRowsMean: float64(batch * b.Beams), S2MelGroup: 1}
 	}
 	return res, nil
 }
@@ -541,6 +575,92 @@ func (s *Simulator) decodeBatched(ctx context.Context, alone time.Duration) (tim
 		}
 	}
 	return took, nil
+}
+
+// simSequence is one line's way through a batching simulator: waiting for a place
+// in the batch, decoding, in s2mel, ended; each step moves the simulator's counts
+// (BatchInfo).
+type simSequence struct {
+	s      *Simulator
+	stage  int // 0 none, 1 waiting, 2 decoding, 3 in s2mel
+	queued time.Duration
+	kv     int64
+	rate   float64
+}
+
+// join waits for a place in the batch and kv bytes of free KV pool (a line alone
+// always gets in), books them, and returns the lines decoding with it.
+func (q *simSequence) join(ctx context.Context, kv int64) (int, error) {
+	s := q.s
+	asked := time.Now()
+	s.mu.Lock()
+	s.waiting++
+	q.stage = 1
+	for s.decoding >= s.cfg.Batch.MaxSequences || s.decoding > 0 && s.kvInUse+kv > s.cfg.Batch.KVCacheBytes {
+		changed := s.batchChanged
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	defer s.mu.Unlock()
+	q.queued = time.Since(asked)
+	s.waiting--
+	s.decoding++
+	s.kvInUse += kv
+	q.stage, q.kv = 2, kv
+	s.rowsMax = max(s.rowsMax, s.decoding*s.cfg.Batch.Beams)
+	return s.decoding, nil
+}
+
+// decode books the line's decode rate while it decodes.
+func (q *simSequence) decode(rate float64) {
+	q.s.mu.Lock()
+	defer q.s.mu.Unlock()
+	q.rate = rate
+	q.s.decodeRate += rate
+}
+
+// toS2Mel ends the line's decoding: its place in the batch goes to the next line.
+func (q *simSequence) toS2Mel() {
+	s := q.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q.stage != 2 {
+		return
+	}
+	q.leaveDecodingLocked()
+	s.inS2Mel++
+	q.stage = 3
+}
+
+func (q *simSequence) leaveDecodingLocked() {
+	s := q.s
+	s.decoding--
+	s.kvInUse -= q.kv
+	s.decodeRate = max(s.decodeRate-q.rate, 0)
+	q.kv, q.rate = 0, 0
+	close(s.batchChanged)
+	s.batchChanged = make(chan struct{})
+}
+
+// end takes the line out of whatever stage it is in.
+func (q *simSequence) end() {
+	s := q.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch q.stage {
+	case 1:
+		s.waiting--
+	case 2:
+		q.leaveDecodingLocked()
+	case 3:
+		s.inS2Mel--
+	}
+	q.stage = 0
 }
 
 // ensureSpeaker puts the speaker's conditioning in the "instance", from its cache file

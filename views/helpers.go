@@ -144,13 +144,6 @@ func activeCount(c studio.StateCounts) int {
 	return n
 }
 
-func bytesGB(b int64) string {
-	if b <= 0 {
-		return "—"
-	}
-	return fmt.Sprintf("%.2f GB", float64(b)/1e9)
-}
-
 func deviceName(p Page, d string) string {
 	if d == "" {
 		return p.T("take.cpu")

@@ -188,11 +188,16 @@ func (s *Server) showGPULive(c echo.Context) error {
 type gpuSeries struct {
 	Key    string  `json:"key"`
 	Points [][]any `json:"points"`
+	// Batch is a batching host's batch readings: [t ms, decoding, in s2mel, waiting,
+	// decode tokens/s, KV in use bytes] (absent without a batching host).
+	Batch [][]any `json:"batch,omitempty"`
 }
 
-// gpuSamples serves the samples newer than ?since (Unix ms) of every live GPU.
+// gpuSamples serves the samples newer than ?since (Unix ms) of every live GPU, and
+// the batch readings newer than ?batch_since (they are taken at other times).
 func (s *Server) gpuSamples(c echo.Context) error {
 	since, _ := strconv.ParseInt(c.QueryParam("since"), 10, 64)
+	batchSince, _ := strconv.ParseInt(c.QueryParam("batch_since"), 10, 64)
 	cards, _, err := s.liveGPUs(c.Request().Context())
 	if err != nil {
 		return err
@@ -214,6 +219,11 @@ func (s *Server) gpuSamples(c echo.Context) error {
 			}
 			sr.Points = append(sr.Points, []any{p.T, opt(gpu.MetricMemory, p.UsedBytes), opt(gpu.MetricMemory, p.TotalBytes),
 				opt(gpu.MetricUtilization, p.GPUPercent), opt(gpu.MetricTemperature, p.TempC), opt(gpu.MetricPower, p.PowerWatts)})
+		}
+		for _, b := range cd.GPU.BatchRecent {
+			if b.T > batchSince {
+				sr.Batch = append(sr.Batch, []any{b.T, b.Decoding, b.InS2Mel, b.Waiting, b.DecodeTokensPerSecond, b.KVUsedBytes})
+			}
 		}
 		out.GPUs = append(out.GPUs, sr)
 	}

@@ -471,3 +471,79 @@ func TestBatchingCalibrationFromThePage(t *testing.T) {
 	require.Equal(t, res.Recommended, p.Concurrency)
 	require.True(t, p.Batching)
 }
+
+// A GPU whose batching host published its batch: the live part shows the sequences
+// by stage, the decode rate and memory per sequence (in both languages), the card
+// carries the batch charts, and the samples carry the batch readings, newer than
+// ?batch_since.
+func TestGPUPageShowsTheBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	require.NoError(t, b.store.RegisterWorker(ctx, studio.WorkerInfo{Name: "w1", Host: "gpu-box", PID: 7, Engines: []string{"bench"}, Concurrency: 64}))
+	now := time.Now()
+	p := gpu.DefaultProfile()
+	p.Batching, p.Concurrency = true, 64
+	batch := &gpu.LiveBatch{MaxSequences: 64, Beams: 3, Decoding: 40, InS2Mel: 6, Waiting: 2, DecodeTokensPerSecond: 2950.4,
+		KVBytesPerToken: 122_880, TokensPerAudioSecond: 50, PrefixTokens: 32, ActivationBytesPerSecond: 12_000_000,
+		KVCacheBytes: 8_000_000_000, KVFreeBytes: 6_000_000_000, BatchRowsMax: 144, Steps: 9000}
+	var recent []gpu.BatchPoint
+	for i := range 4 {
+		bt := *batch
+		bt.Decoding = 10 * (i + 1)
+		recent = append(recent, bt.PointOf(now.Add(time.Duration(i-4)*2*time.Second)))
+	}
+	st := gpu.LiveState{Worker: "w1", Host: "gpu-box", At: now, Engine: "bench",
+		GPUs: []gpu.LiveGPU{{
+			Device:   gpu.Device{Index: 0, UUID: testGPU, Name: "NVIDIA H200", TotalBytes: 140 << 30},
+			Snapshot: gpu.GPUSnapshot{UUID: testGPU, Name: "NVIDIA H200", Profile: p, TotalBytes: 140 << 30},
+			Batch:    batch, BatchRecent: recent,
+		}}}
+	data, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.NoError(t, b.store.PublishGPULive(ctx, "w1", "gpu-box", data))
+
+	c := b.as(t, studio.RoleAdmin)
+	d := doc(t, c.get("/admin/gpus"))
+	card := d.Find(`[data-testid=gpu-card]`)
+	text := func(id string) string { return strings.TrimSpace(card.Find(`[data-testid=` + id + `]`).Text()) }
+	require.Equal(t, "40 / 64", text("batch-decoding"))
+	require.Equal(t, "6", text("batch-s2mel"))
+	require.Equal(t, "2", text("batch-waiting"))
+	require.Equal(t, "2950 tok/s", text("batch-tokens"))
+	require.Equal(t, "2.00 GB / 8.00 GB", text("batch-kv"))
+	// 122,880 B x 3 beams x 50 tokens = 18.4 MB of KV per audio second; 2 GB over
+	// 40 sequences = 50 MB each now.
+	require.Contains(t, text("batch-memory"), "KV 123 KB per token x 3 beams x 50 tokens per audio second = 18.4 MB per audio second")
+	require.Contains(t, text("batch-memory"), "activations 12.0 MB per audio second")
+	require.Contains(t, text("batch-memory"), "now 50.0 MB of KV per decoding sequence")
+	require.Contains(t, text("batch-rows"), "At most 144 rows")
+	charts := card.Find(`[data-testid=batch-charts]`)
+	require.Equal(t, 1, charts.Length())
+	key, _ := charts.Attr("data-batch-charts")
+	require.Equal(t, "w1|"+testGPU, key)
+	label, _ := charts.Attr("data-label-waiting")
+	require.Equal(t, "Waiting in the host", label)
+
+	// The poll's live part has the batch too.
+	live := doc(t, c.htmx("GET", "/admin/gpus/live", nil))
+	require.Equal(t, "40 / 64", strings.TrimSpace(live.Find(`[data-testid=batch-decoding]`).Text()))
+
+	var samples struct {
+		GPUs []struct {
+			Batch [][]float64 `json:"batch"`
+		} `json:"gpus"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body(t, c.get("/admin/gpus/samples.json"))), &samples))
+	require.Len(t, samples.GPUs[0].Batch, 4)
+	require.Equal(t, []float64{float64(recent[0].T), 10, 6, 2, 2950.4, 2e9}, samples.GPUs[0].Batch[0])
+	require.NoError(t, json.Unmarshal([]byte(body(t, c.get(fmt.Sprintf("/admin/gpus/samples.json?since=%d&batch_since=%d",
+		now.UnixMilli(), recent[1].T)))), &samples))
+	require.Len(t, samples.GPUs[0].Batch, 2)
+
+	// In Chinese.
+	require.Equal(t, http.StatusSeeOther, c.post("/me/lang", url.Values{"lang": {"zh"}}, true).StatusCode)
+	d = doc(t, c.get("/admin/gpus"))
+	require.Contains(t, d.Find(`[data-testid=batch-memory]`).Text(), "每序列显存")
+	require.Contains(t, d.Find(`[data-testid=gpu-batch]`).Text(), "主机内等待")
+}

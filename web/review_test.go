@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/stretchr/testify/require"
 
 	"dubstudio/audio"
@@ -426,4 +427,43 @@ func TestSourceUploadAndSegments(t *testing.T) {
 	_, err = b.store.ProjectSource(ctx, b.project.ID)
 	require.ErrorIs(t, err, studio.ErrNotFound)
 	require.Equal(t, http.StatusNotFound, c.get(fmt.Sprintf("%s/lines/%d/source.wav", p, lines[1].ID)).StatusCode)
+}
+
+// A take's resources show under it, with units, in the line panel and the review
+// view, in English and Chinese; a take without any (the CPU preview's) shows none.
+func TestTakeResourcesAreShown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	lines := b.allLines(t)
+	l := lines[0]
+	tk := takeWith(t, b, l, 48000, 0, 440)
+	takeWith(t, b, lines[1], 48000, 0, 440)
+	studiotest.Exec(t, b.store, `UPDATE takes SET gpu = 'GPU-abc', peak_vram_bytes = 40500000,
+		predicted_vram_bytes = 18000000, measured_vram_bytes = 17500000, kv_bytes = 23000000, activation_bytes = 17500000,
+		permit_wait_ms = 1200, host_queue_ms = 300, gpt_ms = 2400, s2mel_ms = 450, vocoder_ms = 120,
+		batch_rows_mean = 37.5, s2mel_group = 4, gpu_index = 1 WHERE id = $1`, tk.ID)
+	c := b.as(t, studio.RoleEditor)
+	check := func(d *goquery.Document, en bool) {
+		u := d.Find(`[data-testid=take-usage]`)
+		require.Equal(t, 1, u.Length(), "only the take with resources")
+		text := func(id string) string { return strings.TrimSpace(u.Find(`[data-testid=` + id + `]`).Text()) }
+		require.Equal(t, "GPU 1 · GPU-abc", text("usage-gpu"))
+		require.Equal(t, "18.0 MB", text("usage-predicted"))
+		require.Equal(t, "17.5 MB", text("usage-measured"))
+		require.Equal(t, "2.40 s / 0.45 s / 0.12 s", text("usage-stages"))
+		if en {
+			require.Equal(t, "40.5 MB (KV cache 23.0 MB, activations 17.5 MB)", text("usage-share"))
+			require.Equal(t, "1.50 s (waiting for a permit 1.20 s, in the host 0.30 s)", text("usage-queue"))
+			require.Equal(t, "37.5 rows per decode step on average · s2mel group of 4", text("usage-batch"))
+		} else {
+			require.Equal(t, "40.5 MB（KV 缓存 23.0 MB，激活 17.5 MB）", text("usage-share"))
+			require.Equal(t, "1.50 s（等待许可 1.20 s，主机内 0.30 s）", text("usage-queue"))
+		}
+	}
+	check(doc(t, c.get(fmt.Sprintf("/projects/%d/lines/%d/takes", b.project.ID, l.ID))), true)
+	check(doc(t, c.get(fmt.Sprintf("/projects/%d/review?line=%d", b.project.ID, l.ID))), true)
+	d := doc(t, c.get(fmt.Sprintf("/projects/%d/lines/%d/takes", b.project.ID, lines[1].ID)))
+	require.Zero(t, d.Find(`[data-testid=take-usage]`).Length())
+	require.Equal(t, http.StatusSeeOther, c.post("/me/lang", url.Values{"lang": {"zh"}}, true).StatusCode)
+	check(doc(t, c.get(fmt.Sprintf("/projects/%d/lines/%d/takes", b.project.ID, l.ID))), false)
 }

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
+	"dubstudio/studio"
 )
 
 // Queues. Synthesis is bounded by engine permits; fitting by CPU cores.
@@ -47,6 +49,8 @@ type FitArgs struct {
 	PeakBytes    int64   `json:"peak_bytes"`
 	SynthMs      int     `json:"synth_ms"`
 	AudioSeconds float64 `json:"audio_seconds"`
+	// Usage is the synthesis's resource usage, for the take.
+	Usage studio.TakeUsage `json:"usage"`
 }
 
 // Kind implements river.JobArgs.

@@ -37,6 +37,24 @@ type Permit interface {
 	Done(Outcome)
 }
 
+// MeteredPermit is a Permit admitted by a prediction of the line's memory (a GPU
+// executor's lease): Usage says what it predicted, and after Done what the line
+// measured against it, for the take to record.
+type MeteredPermit interface {
+	Permit
+	Usage() PermitUsage
+}
+
+// PermitUsage is a metered permit's account of its line.
+type PermitUsage struct {
+	// PredictedBytes is what the line was admitted for (beyond its host's resident
+	// memory, safety factor included); MeasuredBytes the same quantity as measured,
+	// known after Done (0 before, or where the host reported none).
+	PredictedBytes, MeasuredBytes int64
+	// GPUIndex is the index of the GPU the permit ran on.
+	GPUIndex int
+}
+
 // Permits admits syntheses: on a GPU host the VRAM-budgeted executor (fleet.GPUs),
 // on a CPU host a fixed number of permits. Acquire blocks until the request may run
 // or ctx ends.

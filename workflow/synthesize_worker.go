@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,14 +50,17 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	if err := w.ensureSpeaker(ctx, job, in, &req); err != nil {
 		return err
 	}
+	asked := time.Now()
 	permit, err := w.acquirePermit(ctx, job, req)
 	if permit == nil || err != nil {
 		return err
 	}
+	waitMs := int(time.Since(asked).Milliseconds())
 	out, err := w.synthesize(ctx, job, permit, req)
 	if out == nil || err != nil {
 		return err
 	}
+	out.usage.PermitWaitMs = waitMs
 	if err := w.storeOutput(ctx, job, out); err != nil {
 		return err
 	}
@@ -140,6 +144,8 @@ type engineOutput struct {
 	synthMs    int
 	device     string
 	raw        string
+	// usage is the synthesis's resource usage, for the take (takeUsage).
+	usage studio.TakeUsage
 	// Set by storeOutput: the output's blob, its bytes in a pooled buffer, and what
 	// gives the buffer back.
 	blob    studio.Blob
@@ -184,6 +190,7 @@ func (w *Worker) synthesize(ctx context.Context, job *river.Job[SynthesizeArgs],
 		err = &tts.Error{Code: tts.CodeUnavailable, Message: fmt.Sprintf("no answer within the synthesis deadline of %s", limit), Err: err}
 	}
 	release(Outcome{PeakBytes: res.LineVRAMBytes(), OOM: errors.Is(err, tts.ErrOutOfMemory), Failed: err != nil, Hung: hung})
+	out.usage = takeUsage(res, permit)
 	if !hasSpace(tmpDir, minFreeBytes) {
 		// The disk filled up meanwhile: the output may be cut short, whatever the
 		// engine says.
@@ -194,6 +201,29 @@ func (w *Worker) synthesize(ctx context.Context, job *river.Job[SynthesizeArgs],
 		return nil, w.fail(ctx, job.JobRow, a.LineID, a.RenderSeq, err)
 	}
 	return out, nil
+}
+
+// takeUsage is what a synthesis used, from the engine's result and its permit
+// (given back already, so that a metered permit knows the measured share): a
+// batching host's own account of the line (tts.SequenceInfo), otherwise the stage
+// times a version-1 host reports. The permit wait is the caller's to add.
+func takeUsage(res tts.Result, permit Permit) studio.TakeUsage {
+	ms := func(secs float64) int { return int(math.Round(secs * 1000)) }
+	u := studio.TakeUsage{HostQueueMs: ms(res.Stages["queue"]), GPTMs: ms(res.Stages["gpt"]),
+		S2MelMs: ms(res.Stages["s2mel"]), VocoderMs: ms(res.Stages["vocoder"])}
+	if sq := res.Sequence; sq != nil {
+		u.KVBytes, u.ActivationBytes = sq.KVBytes, sq.ActivationBytes
+		u.HostQueueMs, u.GPTMs, u.S2MelMs, u.VocoderMs = ms(sq.QueueSeconds), ms(sq.GPTSeconds), ms(sq.S2MelSeconds),
+			ms(sq.VocoderSeconds)
+		u.BatchRowsMean, u.S2MelGroup = sq.BatchRowsMean, sq.S2MelGroup
+	}
+	if m, ok := permit.(MeteredPermit); ok {
+		pu := m.Usage()
+		u.PredictedVRAMBytes, u.MeasuredVRAMBytes = pu.PredictedBytes, pu.MeasuredBytes
+		idx := pu.GPUIndex
+		u.GPUIndex = &idx
+	}
+	return u
 }
 
 // storeOutput reads the engine's output once, into a pooled buffer: described,
@@ -238,7 +268,7 @@ func (w *Worker) handToFit(ctx context.Context, job *river.Job[SynthesizeArgs], 
 	fit := FitArgs{LineID: a.LineID, RenderSeq: a.RenderSeq, ProjectID: a.ProjectID, Revision: in.Line.Revision,
 		RawSHA256: out.blob.SHA256, SpokenText: out.spokenText, Engine: out.res.Engine, ModelVersion: out.res.ModelVersion,
 		Device: out.device, Worker: w.cfg.Name, Seed: out.seed, PeakBytes: out.res.LineVRAMBytes(),
-		SynthMs: out.synthMs, AudioSeconds: out.info.Duration.Seconds()}
+		SynthMs: out.synthMs, AudioSeconds: out.info.Duration.Seconds(), Usage: out.usage}
 	inline := w.fitHere()
 	var handOff studio.HandOffFunc
 	if inline {

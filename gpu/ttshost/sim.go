@@ -157,6 +157,14 @@ func (h *SimHost) Batch() (residentBytes int64, lineBytesPerSecond float64, ok b
 // for a version-1 simulator.
 func (h *SimHost) BatchInfo() *tts.BatchInfo { return h.sim.BatchInfo() }
 
+// BatchState is a batching simulator's batch now; nil for a version-1 one.
+func (h *SimHost) BatchState(context.Context) (*tts.BatchInfo, error) {
+	if h.check() {
+		return nil, simdev.ErrExited
+	}
+	return h.sim.BatchInfo(), nil
+}
+
 // PID returns the simulated process id.
 func (h *SimHost) PID() int { return h.pid }
 

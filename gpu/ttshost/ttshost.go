@@ -215,6 +215,19 @@ func (h *PinnedHost) BatchInfo() *tts.BatchInfo {
 	return &b
 }
 
+// BatchState asks a batching host for its batch now (GET /health); nil, and no
+// error, for a host that does not batch.
+func (h *PinnedHost) BatchState(ctx context.Context) (*tts.BatchInfo, error) {
+	if h.batch == nil {
+		return nil, nil
+	}
+	r, err := h.proc.Client().Health(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.Batch, nil
+}
+
 // BatchArgs are the flags that start a batching host for profile p (protocol 2,
 // bench_host.py or indextts_host.py --batch): as many sequences as the profile's concurrency, its beams and KV
 // cache (0: the host's own size); nil without batching.

@@ -1,5 +1,6 @@
 // Admin GPU page (views/gpus.templ): live charts of VRAM, utilisation, temperature and
-// power per GPU, drawn with the vendored uPlot from the charts' data-samples-url
+// power per GPU, and of a batching host's batch (sequences by stage, decode tokens/s,
+// KV cache in use; views/usage.templ), drawn with the vendored uPlot from the charts' data-samples-url
 // (/admin/gpus/samples.json), polled every two seconds (the workers publish their samples every two seconds); and the
 // load-test chart of a calibration page. The numbers, budget and seats next to the
 // charts are refreshed by htmx (hx-get="/admin/gpus/live").
@@ -25,6 +26,50 @@
   var series = {}; // key -> array of points, oldest first
   var charts = {}; // key -> [uPlot per metric]
   var since = 0;
+
+  // A batching host's batch; its points' columns are [t, decoding, in s2mel, waiting,
+  // tokens/s, KV in use bytes]. The first chart draws three series.
+  var BATCH = [
+    { series: [{ label: "labelDecoding", color: "#4f6bed", col: 1 }, { label: "labelS2mel", color: "#2e9e6b", col: 2 },
+      { label: "labelWaiting", color: "#d4812f", col: 3 }], title: "labelSequences",
+      range: function (u, min, max) { return [0, Math.max(max == null ? 1 : max, 1)]; } },
+    { series: [{ label: "labelTokens", color: "#b83b5e", col: 4 }],
+      range: function (u, min, max) { return [0, Math.max(max == null ? 1 : max, 1)]; } },
+    { series: [{ label: "labelKv", color: "#7b61c9", col: 5, scale: 1e9 }],
+      range: function (u, min, max) { return [0, Math.max(max == null ? 0.1 : max, 0.1)]; } },
+  ];
+  var batchSeries = {}; // key -> array of batch points, oldest first
+  var batchCharts = {}; // key -> [uPlot per BATCH entry]
+  var batchSince = 0;
+
+  function makeBatchCharts(box) {
+    var key = box.dataset.batchCharts;
+    batchCharts[key] = BATCH.map(function (m) {
+      var el = document.createElement("div");
+      el.className = "chart";
+      box.appendChild(el);
+      var ser = [{ label: box.dataset.labelTime }].concat(m.series.map(function (s) {
+        return { label: box.dataset[s.label], stroke: s.color, width: 2,
+          value: function (u, v) { return v == null ? "—" : (Math.round(v * 100) / 100).toString(); } };
+      }));
+      return new uPlot({
+        title: m.title ? box.dataset[m.title] : undefined,
+        width: width(el), height: 150, cursor: { drag: { x: false, y: false } }, legend: { live: true },
+        scales: { x: { time: true }, y: { range: m.range } }, series: ser, axes: [{}, { size: 44 }],
+      }, [[]].concat(m.series.map(function () { return []; })), el);
+    });
+    box.dataset.ready = "true";
+  }
+
+  function redrawBatch(key) {
+    var pts = batchSeries[key] || [];
+    var t = pts.map(function (p) { return p[0] / 1000; });
+    (batchCharts[key] || []).forEach(function (chart, i) {
+      chart.setData([t].concat(BATCH[i].series.map(function (s) {
+        return pts.map(function (p) { return p[s.col] == null ? null : p[s.col] / (s.scale || 1); });
+      })));
+    });
+  }
 
   function width(el) { return Math.max(el.clientWidth - 4, 200); }
 
@@ -58,7 +103,7 @@
   }
 
   function poll(url) {
-    fetch(url + "?since=" + since, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+    fetch(url + "?since=" + since + "&batch_since=" + batchSince, { headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
       .then(function (d) {
         var now = Date.now();
@@ -72,12 +117,22 @@
           while (pts.length && pts[0][0] < now - WINDOW_MS) pts.shift();
           series[g.key] = pts;
           if (charts[g.key]) redraw(g.key);
+          var bpts = batchSeries[g.key] || [];
+          var blast = bpts.length ? bpts[bpts.length - 1][0] : 0;
+          (g.batch || []).forEach(function (p) {
+            if (p[0] > blast) { bpts.push(p); blast = p[0]; }
+            if (p[0] > batchSince) batchSince = p[0];
+          });
+          while (bpts.length && bpts[0][0] < now - WINDOW_MS) bpts.shift();
+          batchSeries[g.key] = bpts;
+          if (batchCharts[g.key]) redrawBatch(g.key);
         });
       })
       .catch(function () { /* the next poll tries again */ });
   }
 
   var boxes = document.querySelectorAll("[data-gpu-charts]");
+  document.querySelectorAll("[data-batch-charts]").forEach(makeBatchCharts);
   if (boxes.length) {
     boxes.forEach(makeCharts);
     var samplesURL = boxes[0].dataset.samplesUrl;
@@ -91,6 +146,9 @@
         (charts[box.dataset.gpuCharts] || []).forEach(function (c) {
           c.setSize({ width: width(c.root.parentNode), height: 150 });
         });
+      });
+      Object.keys(batchCharts).forEach(function (key) {
+        batchCharts[key].forEach(function (c) { c.setSize({ width: width(c.root.parentNode), height: 150 }); });
       });
     });
   }
