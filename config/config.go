@@ -84,6 +84,10 @@ type Config struct {
 	// transcoding may run (PROXY_TIMEOUT_SECONDS).
 	ProxyHeight, ProxyCRF, ProxyThreads int
 	ProxyTimeout                        time.Duration
+
+	// The blob collector: how often it runs (BLOB_GC_INTERVAL) and how old a blob
+	// nothing refers to must be before it goes (BLOB_GC_GRACE).
+	BlobGCInterval, BlobGCGrace time.Duration
 }
 
 type option struct {
@@ -381,6 +385,10 @@ var options = []option{
 		}},
 	{name: "LOGIN_FAIL_WINDOW", def: "15m", help: "window in which failed logins are counted",
 		setFunc: func(c *Config, v string) error { return setDuration(&c.LoginFailWindow, v, time.Second) }},
+	{name: "BLOB_GC_INTERVAL", def: "6h", help: "how often the collector of unreferenced blobs runs",
+		setFunc: func(c *Config, v string) error { return setDuration(&c.BlobGCInterval, v, time.Minute) }},
+	{name: "BLOB_GC_GRACE", def: "24h", help: "how old a blob nothing refers to must be (its row and its file) before the collector removes it; longer than any upload or render",
+		setFunc: func(c *Config, v string) error { return setDuration(&c.BlobGCGrace, v, time.Hour) }},
 }
 
 // Load reads the configuration from the process environment.
