@@ -1,0 +1,18 @@
+package i18n
+
+// Messages of the blob collector's figures (the workers page) and of the checks of
+// reference voices.
+func init() {
+	register(map[string]Message{
+		"blobgc.title":    {EN: "Unreferenced audio", ZH: "无引用的音频"},
+		"blobgc.hint":     {EN: "Audio nothing refers to any more (replaced sources, deleted takes and voices) is removed once it is older than %s.", ZH: "不再被引用的音频（已替换的源音频、已删除的版本和声音）在超过 %s 后删除。"},
+		"blobgc.never":    {EN: "The collector has not run yet.", ZH: "回收器尚未运行。"},
+		"blobgc.last_run": {EN: "Last run", ZH: "上次运行"},
+		"blobgc.removed":  {EN: "Removed", ZH: "已删除"},
+		"blobgc.kept":     {EN: "Kept", ZH: "保留"},
+		"blobgc.next_run": {EN: "Next run", ZH: "下次运行"},
+		"blobgc.files":    {EN: "%d files, %s", ZH: "%d 个文件，%s"},
+		"blobgc.missing":  {EN: "%d rows had lost their file already", ZH: "%d 条记录的文件早已丢失"},
+		"blobgc.failed":   {EN: "The last run failed: %s", ZH: "上次运行失败：%s"},
+	})
+}
