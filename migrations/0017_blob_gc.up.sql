@@ -15,3 +15,8 @@ CREATE TABLE blob_gc_runs (
     error         text NOT NULL DEFAULT ''
 );
 CREATE INDEX blob_gc_runs_finished_idx ON blob_gc_runs (finished_at DESC);
+
+-- What the checks of a character's reference voice found that makes a bad clone
+-- (media.CheckVoice: clipping, a high noise floor), shown on the character's card:
+-- [{"key": "voice.clipped", "args": ["1.2"]}, ...]. A refused voice is never stored.
+ALTER TABLE characters ADD COLUMN ref_warnings jsonb; -- NULL: none
