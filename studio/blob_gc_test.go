@@ -2,7 +2,6 @@ package studio_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"sort"
 	"testing"
@@ -176,11 +175,11 @@ func TestCollectBlobsSkipsABlobBeingReferenced(t *testing.T) {
 	require.NoError(t, err)
 	tx, err := b.store.Pool().Begin(ctx)
 	require.NoError(t, err)
-	defer tx.Rollback(ctx) //nolint:errcheck // committed below
+	defer tx.Rollback(ctx) // committed below
 	_, err = tx.Exec(ctx, `UPDATE characters SET ref_audio_sha256 = $1 WHERE id = $2`, voice.SHA256, c.ID)
 	require.NoError(t, err)
 	run := b.collect(t)
-	require.Zero(t, run.RemovedBlobs, fmt.Sprintf("%+v", run))
+	require.Zero(t, run.RemovedBlobs, "%+v", run)
 	require.NoError(t, tx.Commit(ctx))
 	row, file := b.exists(t, voice.SHA256)
 	require.True(t, row && file)
