@@ -90,11 +90,11 @@ func (b BlobStore) Put(tmpPath, sum string) error {
 	// file modified within its grace (CollectBlobs). A file it has just moved aside
 	// is not there to touch, and this copy takes its place.
 	now := time.Now()
+	// A file that cannot be touched (another user's, on a shared volume) is replaced
+	// by this fresh copy of the same bytes, as a missing one is.
 	if err := os.Chtimes(dst, now, now); err == nil {
 		os.Remove(tmpPath)
 		return nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
 	}
 	// The writer may be ffmpeg, which creates its output world-readable.
 	if err := os.Chmod(tmpPath, perm.File); err != nil {
