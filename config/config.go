@@ -88,6 +88,9 @@ type Config struct {
 	// TimelineMaxLines is the most lines the editor's timeline draws
 	// (TIMELINE_MAX_LINES): the first ones, with a notice for the rest.
 	TimelineMaxLines int
+	// The blob collector: how often it runs (BLOB_GC_INTERVAL) and how old a blob
+	// nothing refers to must be before it goes (BLOB_GC_GRACE).
+	BlobGCInterval, BlobGCGrace time.Duration
 }
 
 type option struct {
@@ -387,6 +390,10 @@ var options = []option{
 		setFunc: func(c *Config, v string) error { return setDuration(&c.LoginFailWindow, v, time.Second) }},
 	{name: "TIMELINE_MAX_LINES", def: "2000", help: "most lines the editor's timeline under the picture draws, each with its take's waveform (the first ones; the script lists them all)",
 		setFunc: func(c *Config, v string) error { return setInt(&c.TimelineMaxLines, v, 10, 20000) }},
+	{name: "BLOB_GC_INTERVAL", def: "6h", help: "how often the collector of unreferenced blobs runs",
+		setFunc: func(c *Config, v string) error { return setDuration(&c.BlobGCInterval, v, time.Minute) }},
+	{name: "BLOB_GC_GRACE", def: "24h", help: "how old a blob nothing refers to must be (its row and its file) before the collector removes it; longer than any upload or render",
+		setFunc: func(c *Config, v string) error { return setDuration(&c.BlobGCGrace, v, time.Hour) }},
 }
 
 // Load reads the configuration from the process environment.

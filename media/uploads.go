@@ -16,11 +16,20 @@ import (
 // character. The file is probed by content (never trusted by name or extension),
 // must be in a format accepted for references, and is moved into the blob store.
 func (l *Library) SetCharacterReference(ctx context.Context, projectID, characterID int64, up Upload) error {
-	blob, err := l.putReference(ctx, up)
+	info, err := l.checkReference(ctx, up)
 	if err != nil {
 		return err
 	}
-	return l.store.SetCharacterReference(ctx, projectID, characterID, blob.SHA256, up.Name)
+	// Measured before it is stored: the upload is moved into the blob store.
+	check, err := CheckVoice(ctx, up.Path)
+	if err != nil {
+		return err
+	}
+	blob, err := l.storeReference(ctx, up, info)
+	if err != nil {
+		return err
+	}
+	return l.store.SetCheckedCharacterReference(ctx, projectID, characterID, blob.SHA256, up.Name, check.Warnings())
 }
 
 // SetCharacterEmotionAudio makes the uploaded recording the emotion reference of a
@@ -36,22 +45,37 @@ func (l *Library) SetCharacterEmotionAudio(ctx context.Context, projectID, chara
 // putReference probes an uploaded reference recording and moves it into the blob
 // store as it is.
 func (l *Library) putReference(ctx context.Context, up Upload) (*studio.Blob, error) {
+	info, err := l.checkReference(ctx, up)
+	if err != nil {
+		return nil, err
+	}
+	return l.storeReference(ctx, up, info)
+}
+
+// storeReference moves a checked reference recording into the blob store.
+func (l *Library) storeReference(ctx context.Context, up Upload, info audio.Info) (*studio.Blob, error) {
+	return l.store.PutBlob(ctx, l.blobs, up.Path, studio.Blob{Format: info.Format,
+		DurationMs: int(info.Duration.Milliseconds()), SampleRate: info.SampleRate, Channels: info.Channels})
+}
+
+// checkReference probes an uploaded reference recording: a format accepted for
+// references, a length within the limits, and enough sound that is not silence.
+func (l *Library) checkReference(ctx context.Context, up Upload) (audio.Info, error) {
 	info, err := audio.ProbeReference(ctx, up.Path)
 	if err != nil {
-		return nil, refused(err)
+		return audio.Info{}, refused(err)
 	}
 	if err := l.Limits.checkReferenceLength(info.Duration); err != nil {
-		return nil, err
+		return audio.Info{}, err
 	}
 	sound, err := soundDuration(ctx, up.Path, info.Duration)
 	if err != nil {
-		return nil, err
+		return audio.Info{}, err
 	}
 	if sound < referenceMinSoundMs*time.Millisecond {
-		return nil, i18n.Errorf(studio.ErrInvalid, "upload.reference_silent", seconds(sound), seconds(referenceMinSoundMs*time.Millisecond))
+		return audio.Info{}, i18n.Errorf(studio.ErrInvalid, "upload.reference_silent", seconds(sound), seconds(referenceMinSoundMs*time.Millisecond))
 	}
-	return l.store.PutBlob(ctx, l.blobs, up.Path, studio.Blob{Format: info.Format,
-		DurationMs: int(info.Duration.Milliseconds()), SampleRate: info.SampleRate, Channels: info.Channels})
+	return info, nil
 }
 
 // SetProjectSource makes the uploaded audio or video file the original performance

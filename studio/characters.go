@@ -111,10 +111,12 @@ type Character struct {
 	Color          string
 	RefAudioSHA256 *string `gorm:"column:ref_audio_sha256"`
 	RefAudioName   string
-	Emotion        Emotion
-	PreviewVoice   string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// RefWarnings are what the checks of the reference voice found (media.CheckVoice).
+	RefWarnings  []VoiceWarning `gorm:"serializer:json"`
+	Emotion      Emotion
+	PreviewVoice string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 // PreviewVoices are the espeak-ng voices offered for the CPU preview engine.
@@ -224,11 +226,31 @@ func (s *Store) UpdateCharacter(ctx context.Context, projectID, id int64, p Char
 	return nil
 }
 
+// VoiceWarning is one thing a reference voice's checks found that makes a worse
+// clone: a message key of the catalog and its arguments, already formatted.
+type VoiceWarning struct {
+	Key  string   `json:"key"`
+	Args []string `json:"args,omitempty"`
+}
+
 // SetCharacterReference points a character at a stored reference audio blob.
 // displayName is the uploaded file's name, shown to users and never used as a path.
 func (s *Store) SetCharacterReference(ctx context.Context, projectID, id int64, sha256, displayName string) error {
+	return s.SetCheckedCharacterReference(ctx, projectID, id, sha256, displayName, nil)
+}
+
+// SetCheckedCharacterReference is SetCharacterReference with what the voice's checks
+// found, which the character's card shows (none: no warning).
+func (s *Store) SetCheckedCharacterReference(ctx context.Context, projectID, id int64, sha256, displayName string, warnings []VoiceWarning) error {
+	if warnings == nil {
+		warnings = []VoiceWarning{}
+	}
+	w, err := json.Marshal(warnings)
+	if err != nil {
+		return err
+	}
 	res := s.db.WithContext(ctx).Model(&Character{}).Where("project_id = ? AND id = ?", projectID, id).
-		Updates(map[string]any{"ref_audio_sha256": sha256, "ref_audio_name": displayName, "updated_at": time.Now()})
+		Updates(map[string]any{"ref_audio_sha256": sha256, "ref_audio_name": displayName, "ref_warnings": string(w), "updated_at": time.Now()})
 	if res.Error == nil && res.RowsAffected == 0 {
 		return fmt.Errorf("character %d: %w", id, ErrNotFound)
 	}

@@ -60,6 +60,8 @@ type Store struct {
 	LineChanged LineChangedFunc
 	// Limits bound a line's length and an export's programme (zero fields: the defaults).
 	Limits Limits
+	// blobGCLocked, a tests' hook, runs after the blob collector has locked a batch.
+	blobGCLocked func(sums []string)
 }
 
 // LineChangedFunc is called with the transaction, the line before (nil for a new line)

@@ -178,3 +178,12 @@ func exportSeg(s studio.ExportState) string {
 }
 
 func megabytes(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/1e6) }
+
+// voiceArgs are a voice warning's arguments, for the catalog's Sprintf.
+func voiceArgs(args []string) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+	}
+	return out
+}

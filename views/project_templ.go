@@ -3982,7 +3982,7 @@ func FailedPage(p Page, pr studio.Project, lines []studio.Line) templ.Component 
 	})
 }
 
-func WorkersPage(p Page, ws []studio.WorkerInfo, paused bool) templ.Component {
+func WorkersPage(p Page, ws []studio.WorkerInfo, paused bool, gc *studio.BlobGCRun) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -4318,6 +4318,10 @@ func WorkersPage(p Page, ws []studio.WorkerInfo, paused bool) templ.Component {
 				}
 			}
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 376, "</tbody></table>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = BlobGCSection(p, gc).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

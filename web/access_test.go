@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
+	"dubstudio/web"
 )
 
 // asUser is a logged-in client of u.
@@ -92,13 +94,6 @@ func (rt projectRoute) send(c *client) *http.Response {
 	return c.post(rt.path, nil, true)
 }
 
-// writesOnArchived are the POST routes an archived project still answers.
-var writesOnArchived = map[string]bool{
-	"/projects/:pid/unarchive":   true,
-	"/projects/:pid/delete":      true,
-	"/projects/:pid/lines/range": true,
-}
-
 // managerRoutes are the project routes an editor may not use even on a project they
 // are a member of.
 var managerRoutes = map[string]bool{
@@ -173,7 +168,7 @@ func TestProjectAccessMatrix(t *testing.T) {
 				case rt.method == http.MethodPost && !isArchived:
 					// Changes to the active project are TestAuthorizationMatrix's; here
 					// they would archive or delete it mid-matrix.
-				case writesOnArchived[rt.pattern]:
+				case slices.Contains(web.ArchivedWrites, rt.pattern):
 					// Tested below: they restore, delete and play.
 				case who == "member editor" && managerRoutes[rt.pattern]:
 					require.Equal(t, http.StatusForbidden, rt.send(c).StatusCode, where)

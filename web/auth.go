@@ -135,7 +135,7 @@ const csrfPeekBytes = 64 << 10
 // the handler.
 func formToken(r *http.Request) string {
 	ct, params, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType))
-	if ct != "multipart/form-data" {
+	if ct != "multipart/form-data" || r.MultipartForm != nil { // parsed already: a form without a file (limitBody)
 		return r.FormValue(csrfField)
 	}
 	if params["boundary"] == "" || r.Body == nil {

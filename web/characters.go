@@ -235,6 +235,10 @@ func (s *Server) spoolUpload(c echo.Context, field string) (media.Upload, error)
 // client's file name reduced to a display name, never used as a path.
 func (s *Server) spoolTo(c echo.Context, src io.Reader, filename, pattern string, limit int64) (media.Upload, error) {
 	tooLarge := echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
+	if !validText(map[string][]string{"filename": {filename}}) {
+		// The name is kept and shown: Postgres would refuse it after the upload.
+		return media.Upload{}, echo.NewHTTPError(http.StatusBadRequest, s.t(c, "error.bad_text"))
+	}
 	dir := filepath.Join(s.cfg.DataDir, "tmp")
 	if err := os.MkdirAll(dir, perm.Dir); err != nil {
 		return media.Upload{}, err

@@ -65,3 +65,29 @@ func TestScriptImportHasItsOwnLimit(t *testing.T) {
 	require.Contains(t, readAll(t, resp), "the limit is 1 MB")
 	require.Equal(t, before, b.allLines(t), "nothing imported")
 }
+
+// TestWorkersPageShowsTheBlobCollector: before any run the page says so; after one,
+// it shows what was removed and kept and when the next run is due, in English and
+// in Chinese.
+func TestWorkersPageShowsTheBlobCollector(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := b.as(t, studio.RoleAdmin)
+	d := doc(t, admin.get("/admin/workers"))
+	require.Equal(t, 1, d.Find(`[data-testid="blob-gc-never"]`).Length())
+
+	_, err := b.store.Pool().Exec(context.Background(), `INSERT INTO blob_gc_runs (started_at, finished_at, interval_ms,
+		grace_ms, removed_blobs, removed_bytes, kept_blobs, kept_bytes)
+		VALUES ('2026-05-01 10:00:00+00', '2026-05-01 10:00:02+00', 21600000, 86400000, 3, 4500000, 12, 98000000)`)
+	require.NoError(t, err)
+	d = doc(t, admin.get("/admin/workers"))
+	require.Equal(t, "3 files, 4.5 MB", strings.TrimSpace(d.Find(`[data-testid="blob-gc-removed"]`).Text()))
+	require.Equal(t, "12 files, 98.0 MB", strings.TrimSpace(d.Find(`[data-testid="blob-gc-kept"]`).Text()))
+	require.Contains(t, d.Find(`[data-testid="blob-gc-last"]`).Text(), "2026-05-01")
+	require.Contains(t, d.Find(`[data-testid="blob-gc-next"]`).Text(), "2026-05-01")
+	require.Contains(t, d.Find(`[data-testid="blob-gc"]`).Text(), "24h0m0s")
+
+	zh := doc(t, admin.do("GET", "/admin/workers", nil, "", map[string]string{"Accept-Language": "zh-CN"}))
+	require.Equal(t, "3 个文件，4.5 MB", strings.TrimSpace(zh.Find(`[data-testid="blob-gc-removed"]`).Text()))
+	require.Contains(t, zh.Find(`[data-testid="blob-gc"]`).Text(), "下次运行")
+}

@@ -228,7 +228,11 @@ func (s *Server) listWorkers(c echo.Context) error {
 			return err
 		}
 	}
-	return s.render(c, http.StatusOK, views.WorkersPage(s.page(c, s.t(c, "workers.title"), "workers"), ws, paused))
+	gc, err := s.store.LastBlobGCRun(ctx)
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, views.WorkersPage(s.page(c, s.t(c, "workers.title"), "workers"), ws, paused, gc))
 }
 
 // selectedLines reads the line_id values of a bulk form.

@@ -63,6 +63,10 @@ type WorkerConfig struct {
 	// one (default DefaultProxyTimeout).
 	Proxy        media.ProxyOpts
 	ProxyTimeout time.Duration
+	// BlobGCInterval is how often the blob collector runs (a periodic job River's
+	// leader inserts), BlobGCGrace how old a blob must be before it may go (defaults
+	// DefaultBlobGCInterval and DefaultBlobGCGrace).
+	BlobGCInterval, BlobGCGrace time.Duration
 }
 
 // DefaultConcurrentFits is WorkerConfig.ConcurrentFits' default: four times the
@@ -114,6 +118,12 @@ func (c *WorkerConfig) defaults() {
 	if c.ProxyTimeout == 0 {
 		c.ProxyTimeout = DefaultProxyTimeout
 	}
+	if c.BlobGCInterval == 0 {
+		c.BlobGCInterval = DefaultBlobGCInterval
+	}
+	if c.BlobGCGrace == 0 {
+		c.BlobGCGrace = DefaultBlobGCGrace
+	}
 }
 
 // Worker works render jobs with its permits. Each River worker is in a file of its
@@ -158,18 +168,21 @@ func NewWorker(p *Pipeline, permits Permits, cfg WorkerConfig, logger *slog.Logg
 	river.AddWorker(workers, &prepareWorker{w: w})
 	river.AddWorker(workers, &exportWorker{w: w})
 	river.AddWorker(workers, &proxyWorker{w: w})
+	river.AddWorker(workers, &blobGCWorker{w: w})
 	client, err := river.NewClient(riverpgxv5.New(store.Pool()), &river.Config{
 		ID: cfg.Name,
 		Queues: map[string]river.QueueConfig{
 			// One more than the permits, so that a line is always ready when a permit
 			// frees, and one more for each concurrent fit: a synthesis that fits its
 			// own take holds its River worker, not its permit, meanwhile.
-			QueueSynthesis: {MaxWorkers: permits.Capacity() + 1 + cfg.ConcurrentFits},
-			QueueFit:       {MaxWorkers: cfg.ConcurrentFits},
-			QueuePrepare:   {MaxWorkers: 1},
-			QueueExport:    {MaxWorkers: 1},
-			QueueProxy:     {MaxWorkers: 1},
+			QueueSynthesis:   {MaxWorkers: permits.Capacity() + 1 + cfg.ConcurrentFits},
+			QueueFit:         {MaxWorkers: cfg.ConcurrentFits},
+			QueuePrepare:     {MaxWorkers: 1},
+			QueueExport:      {MaxWorkers: 1},
+			QueueProxy:       {MaxWorkers: 1},
+			QueueMaintenance: {MaxWorkers: 1},
 		},
+		PeriodicJobs:         []*river.PeriodicJob{blobGCPeriodic(cfg.BlobGCInterval)},
 		Workers:              workers,
 		JobTimeout:           cfg.JobTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter,

@@ -7,9 +7,10 @@ import (
 	"unicode"
 )
 
-// maxTimecode is the latest time a timecode may give: a script is not 1,000 hours long,
-// and the bound keeps the arithmetic far from overflowing.
-const maxTimecode = 1000*time.Hour - time.Millisecond
+// maxTimecode is the latest time a timecode may give: a script is not 500 hours long,
+// and the bound keeps the arithmetic far from overflowing, and the milliseconds within
+// the database's integer columns (596 hours: 999 h was a 500).
+const maxTimecode = 500*time.Hour - time.Millisecond
 
 // FormatTimecode formats d as HH:MM:SS.mmm (hours grow past two digits when needed),
 // rounded to the millisecond, for display and for WebVTT and CSV files.
