@@ -84,6 +84,10 @@ type Config struct {
 	// transcoding may run (PROXY_TIMEOUT_SECONDS).
 	ProxyHeight, ProxyCRF, ProxyThreads int
 	ProxyTimeout                        time.Duration
+
+	// BedMixLUFS is the integrated loudness (EBU R128) an export's mix over the M&E
+	// bed is brought to (BED_MIX_LUFS).
+	BedMixLUFS int
 }
 
 type option struct {
@@ -381,6 +385,8 @@ var options = []option{
 		}},
 	{name: "LOGIN_FAIL_WINDOW", def: "15m", help: "window in which failed logins are counted",
 		setFunc: func(c *Config, v string) error { return setDuration(&c.LoginFailWindow, v, time.Second) }},
+	{name: "BED_MIX_LUFS", def: "-23", help: "integrated loudness (LUFS, EBU R128) of an export's mix of the dialogue over the M&E bed; -23 is EBU R128 broadcast, -24 ATSC A/85, -16 streaming",
+		setFunc: func(c *Config, v string) error { return setInt(&c.BedMixLUFS, v, -31, -10) }},
 }
 
 // Load reads the configuration from the process environment.

@@ -63,6 +63,9 @@ type WorkerConfig struct {
 	// one (default DefaultProxyTimeout).
 	Proxy        media.ProxyOpts
 	ProxyTimeout time.Duration
+	// BedMixLUFS is the loudness an export's mix over the bed is brought to (0:
+	// audio.DefaultMixLUFS, -23).
+	BedMixLUFS int
 }
 
 // DefaultConcurrentFits is WorkerConfig.ConcurrentFits' default: four times the
