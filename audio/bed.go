@@ -27,7 +27,7 @@ const (
 )
 
 // BedParams describes a bed rendered for a programme: its sound (any audio or video
-// file ffmpeg reads) resampled, mixed to Channels, trimmed or padded with silence to
+// file ffmpeg reads) resampled, mixed to Channels (mono as (L+R)/2), trimmed or padded with silence to
 // exactly Samples frames from 0, as a 16- or 24-bit PCM WAV.
 type BedParams struct {
 	InputPath, OutputPath string
@@ -69,9 +69,15 @@ func RenderBed(ctx context.Context, p BedParams) error {
 		return err
 	}
 	n := strconv.FormatInt(p.Samples, 10)
+	// Folded to stereo first (ffmpeg's downmix of more channels, a mono bed on both),
+	// then to mono as (L+R)/2, which keeps what both sides share at its level (ffmpeg's
+	// own -ac 1 takes it 3 dB down).
+	layout := "aformat=channel_layouts=stereo"
+	if p.Channels == 1 {
+		layout += ",pan=mono|c0=0.5*c0+0.5*c1"
+	}
 	args := []string{"-v", "error", "-nostdin", "-hide_banner", "-i", in, "-vn", "-sn", "-dn",
-		"-af", "aresample=" + strconv.Itoa(p.SampleRate) + ",atrim=end_sample=" + n + ",apad=whole_len=" + n,
-		"-ac", strconv.Itoa(p.Channels)}
+		"-af", "aresample=" + strconv.Itoa(p.SampleRate) + "," + layout + ",atrim=end_sample=" + n + ",apad=whole_len=" + n}
 	return ffmpegToWAV(ctx, p.OutputPath, args, p.SampleRate, p.Channels, p.BitDepth, p.TimeReference, p.Samples)
 }
 
