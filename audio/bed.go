@@ -69,11 +69,20 @@ func RenderBed(ctx context.Context, p BedParams) error {
 		return err
 	}
 	n := strconv.FormatInt(p.Samples, 10)
-	// Folded to stereo first (ffmpeg's downmix of more channels, a mono bed on both),
-	// then to mono as (L+R)/2, which keeps what both sides share at its level (ffmpeg's
-	// own -ac 1 takes it 3 dB down).
+	info, err := Probe(ctx, p.InputPath)
+	if err != nil {
+		return err
+	}
+	// Channels keep their level: a mono bed goes to both sides as it is, a stereo
+	// one to mono as (L+R)/2 (ffmpeg's own -ac takes a centre 3 dB down either way);
+	// more channels are first folded to stereo by ffmpeg's downmix.
 	layout := "aformat=channel_layouts=stereo"
-	if p.Channels == 1 {
+	switch {
+	case info.Channels == 1 && p.Channels == 1:
+		layout = "aformat=channel_layouts=mono"
+	case info.Channels == 1:
+		layout = "pan=stereo|c0=c0|c1=c0"
+	case p.Channels == 1:
 		layout += ",pan=mono|c0=0.5*c0+0.5*c1"
 	}
 	args := []string{"-v", "error", "-nostdin", "-hide_banner", "-i", in, "-vn", "-sn", "-dn",
