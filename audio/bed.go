@@ -195,8 +195,8 @@ func MixOverBed(ctx context.Context, p BedMixParams) (BedMixResult, error) {
 		}
 	}
 	n := strconv.FormatInt(bp.Samples, 10)
-	args := append(inputs[:0:0], "-v", "error", "-nostdin", "-hide_banner", "-i", dlg, "-i", bed,
-		"-filter_complex", graph+post+",atrim=end_sample="+n+",apad=whole_len="+n+"[out]", "-map", "[out]")
+	args := []string{"-v", "error", "-nostdin", "-hide_banner", "-i", dlg, "-i", bed,
+		"-filter_complex", graph + post + ",atrim=end_sample=" + n + ",apad=whole_len=" + n + "[out]", "-map", "[out]"}
 	return res, ffmpegToWAV(ctx, p.OutputPath, args, bp.SampleRate, bp.Channels, bp.BitDepth, p.TimeReference, bp.Samples)
 }
 

@@ -32,7 +32,7 @@ func toneLevel(p PCM, freq float64, from, to int) float64 {
 		s2, s1 = s1, s
 	}
 	power := s1*s1 + s2*s2 - c*s1*s2
-	return 2 * math.Sqrt(math.Max(power, 0)) / float64(to-from)
+	return 2 * math.Sqrt(max(power, 0)) / float64(to-from)
 }
 
 // integratedLUFS measures a file with ffmpeg's ebur128 filter (EBU R128).

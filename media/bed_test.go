@@ -23,7 +23,7 @@ func toneLevel(p audio.PCM, freq float64, msFrom, msTo int) float64 {
 		s := float64(p.Samples[i*p.Channels])/32768 + c*s1 - s2
 		s2, s1 = s1, s
 	}
-	return 2 * math.Sqrt(math.Max(s1*s1+s2*s2-c*s1*s2, 0)) / float64(to-from)
+	return 2 * math.Sqrt(max(s1*s1+s2*s2-c*s1*s2, 0)) / float64(to-from)
 }
 
 // TestBedUploadReplaceAndRemove takes a stereo M&E bed, replaces it with a full mix

@@ -40,7 +40,7 @@ func bedToneLevel(p audio.PCM, msFrom, msTo int) float64 {
 		s := float64(p.Samples[i*p.Channels])/32768 + c*s1 - s2
 		s2, s1 = s1, s
 	}
-	return 2 * math.Sqrt(math.Max(s1*s1+s2*s2-c*s1*s2, 0)) / float64(to-from)
+	return 2 * math.Sqrt(max(s1*s1+s2*s2-c*s1*s2, 0)) / float64(to-from)
 }
 
 // ebur128 measures the integrated loudness of a WAV with ffmpeg's ebur128 filter.
@@ -158,7 +158,7 @@ func TestExportWithTheBed(t *testing.T) {
 	require.EqualValues(t, 172_800_000, ref, "the stems' time reference")
 	require.EqualValues(t, 2, binary.LittleEndian.Uint16(raw[22:]), "stereo")
 	require.EqualValues(t, 24, binary.LittleEndian.Uint16(raw[34:]), "24-bit")
-	require.EqualValues(t, st.manifest.Samples*2*3, int64(len(raw))-headerLen(t, raw), "the programme's length")
+	require.Equal(t, st.manifest.Samples*2*3, int64(len(raw))-headerLen(t, raw), "the programme's length")
 	// Decode through ffmpeg to 16-bit to look at the padding.
 	p := filepath.Join(dir, "short-bed.wav")
 	require.NoError(t, os.WriteFile(p, raw, 0o600))
