@@ -91,6 +91,9 @@ type Config struct {
 	// The blob collector: how often it runs (BLOB_GC_INTERVAL) and how old a blob
 	// nothing refers to must be before it goes (BLOB_GC_GRACE).
 	BlobGCInterval, BlobGCGrace time.Duration
+	// BedMixLUFS is the integrated loudness (EBU R128) an export's mix over the M&E
+	// bed is brought to (BED_MIX_LUFS).
+	BedMixLUFS int
 }
 
 type option struct {
@@ -394,6 +397,8 @@ var options = []option{
 		setFunc: func(c *Config, v string) error { return setDuration(&c.BlobGCInterval, v, time.Minute) }},
 	{name: "BLOB_GC_GRACE", def: "24h", help: "how old a blob nothing refers to must be (its row and its file) before the collector removes it; longer than any upload or render",
 		setFunc: func(c *Config, v string) error { return setDuration(&c.BlobGCGrace, v, time.Hour) }},
+	{name: "BED_MIX_LUFS", def: "-23", help: "integrated loudness (LUFS, EBU R128) of an export's mix of the dialogue over the M&E bed; -23 is EBU R128 broadcast, -24 ATSC A/85, -16 streaming",
+		setFunc: func(c *Config, v string) error { return setInt(&c.BedMixLUFS, v, -31, -10) }},
 }
 
 // Load reads the configuration from the process environment.

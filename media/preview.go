@@ -20,6 +20,10 @@ type PreviewOpts struct {
 	// FillOriginal plays the original performance's segment for a line without such a
 	// take; otherwise silence.
 	FillOriginal bool
+	// Bed plays the dub over the project's music-and-effects bed, ducked under the
+	// lines as in the export's mix over the bed (not loudness-normalised); without a
+	// bed, or false, the dub alone.
+	Bed bool
 }
 
 // PreviewMix returns the dub of a whole project as it plays under the picture: from
@@ -81,6 +85,16 @@ func (l *Library) PreviewMix(ctx context.Context, projectID int64, opts PreviewO
 	if opts.FillOriginal && src != nil {
 		channels = src.Channels // the original's segments keep their channels
 	}
+	var bed *studio.ProjectBed
+	if opts.Bed {
+		switch b, err := l.store.ProjectBed(ctx, projectID); {
+		case err == nil:
+			bed = b
+			channels = max(channels, b.Channels) // a stereo bed keeps its image
+		case !errors.Is(err, studio.ErrNotFound):
+			return nil, err
+		}
+	}
 	samples := max(audio.SamplesFor(endMs, rate), 1)
 	key := []string{"preview", strconv.Itoa(rate), strconv.Itoa(channels), strconv.FormatInt(samples, 10)}
 	var clips []audio.Clip
@@ -116,6 +130,39 @@ func (l *Library) PreviewMix(ctx context.Context, projectID int64, opts PreviewO
 		})
 	if err != nil {
 		return nil, fmt.Errorf("error assembling the preview of project %d: %w", projectID, err)
+	}
+	if bed == nil {
+		return blob, nil
+	}
+	return l.previewOverBed(ctx, bed, blob, channels, samples)
+}
+
+// previewOverBed mixes the dub of the preview over the bed, ducked as the export's
+// mix over the bed is, cached under the two blobs' hashes: a new bed or a new take
+// is a new mix.
+func (l *Library) previewOverBed(ctx context.Context, bed *studio.ProjectBed, dub *studio.Blob, channels int, samples int64) (*studio.Blob, error) {
+	const rate = audio.DefaultSampleRate
+	stem, err := l.BedStem(ctx, bed, channels, samples)
+	if err != nil {
+		return nil, err
+	}
+	dubPath, err := l.blobs.Path(dub.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	bedPath, err := l.blobs.Path(stem.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	// The ducking is audio's defaults, the export's; "duck1" names them in the key.
+	key := derivedKey("preview-bed", "duck1", dub.SHA256, stem.SHA256, strconv.Itoa(channels), strconv.FormatInt(samples, 10))
+	blob, err := l.store.DerivedAudio(ctx, l.blobs, key, func(ctx context.Context, out string) (studio.Blob, error) {
+		_, err := audio.MixOverBed(ctx, audio.BedMixParams{DialoguePath: dubPath, BedPath: bedPath, OutputPath: out,
+			SampleRate: rate, Channels: channels, Samples: samples})
+		return studio.Blob{Format: audio.FormatWAV, DurationMs: int(samples * 1000 / rate), SampleRate: rate, Channels: channels}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error mixing the preview of project %d over its bed: %w", bed.ProjectID, err)
 	}
 	return blob, nil
 }

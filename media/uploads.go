@@ -83,6 +83,25 @@ func (l *Library) checkReference(ctx context.Context, up Upload) (audio.Info, er
 // to a 48 kHz WAV (next to the upload, until it is stored) and kept as a blob. The
 // upload itself is not kept, and its name is only shown. userID is who uploaded it.
 func (l *Library) SetProjectSource(ctx context.Context, projectID, userID int64, up Upload) (*studio.ProjectSource, error) {
+	blob, err := l.extractSound(ctx, up)
+	if err != nil {
+		return nil, err
+	}
+	src := studio.ProjectSource{ProjectID: projectID, AudioSHA256: blob.SHA256, FileName: up.Name,
+		DurationMs: blob.DurationMs, Channels: blob.Channels, UploadedBy: &userID}
+	if err := l.store.SetProjectSource(ctx, src); err != nil {
+		return nil, err
+	}
+	return &src, nil
+}
+
+// extractSound checks an uploaded audio or video file and keeps its sound track as a
+// blob: a 48 kHz WAV of at most two channels, extracted by ffmpeg next to the
+// upload. The length (SOURCE_MAX_SECONDS) and the free space the WAV needs
+// (MIN_FREE_MB kept) are checked before anything is extracted, and a file that is
+// not audio, or a video without a sound track, is refused before anything is
+// written: a refusal changes nothing. A project's source and its bed share it.
+func (l *Library) extractSound(ctx context.Context, up Upload) (*studio.Blob, error) {
 	wav := up.Path + ".wav"
 	defer os.Remove(wav) // gone already once stored
 	// The length and the free space are checked before anything is extracted: the
@@ -113,17 +132,8 @@ func (l *Library) SetProjectSource(ctx context.Context, projectID, userID int64,
 	if err != nil {
 		return nil, fmt.Errorf("error probing the extracted sound track: %w", err)
 	}
-	blob, err := l.store.PutBlob(ctx, l.blobs, wav, studio.Blob{Format: audio.FormatWAV,
+	return l.store.PutBlob(ctx, l.blobs, wav, studio.Blob{Format: audio.FormatWAV,
 		DurationMs: int(info.Duration.Milliseconds()), SampleRate: info.SampleRate, Channels: info.Channels})
-	if err != nil {
-		return nil, err
-	}
-	src := studio.ProjectSource{ProjectID: projectID, AudioSHA256: blob.SHA256, FileName: up.Name,
-		DurationMs: blob.DurationMs, Channels: info.Channels, UploadedBy: &userID}
-	if err := l.store.SetProjectSource(ctx, src); err != nil {
-		return nil, err
-	}
-	return &src, nil
 }
 
 // DeleteProjectSource forgets a project's source audio. Its blob and the segments

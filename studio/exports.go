@@ -59,6 +59,10 @@ type ExportOptions struct {
 	StartTimecode string
 	// FPS of StartTimecode: 24, 25 (default) or 30.
 	FPS int
+	// BedMix adds a full mix of the dialogue over the project's bed, the bed ducked
+	// under the lines and the whole brought to the loudness target (BED_MIX_LUFS).
+	// The bed's own stem goes in whenever the project has a bed.
+	BedMix bool
 }
 
 // DefaultStartTimecode is the programme's start when an export does not say.
@@ -128,6 +132,15 @@ func (s *Store) CreateExport(ctx context.Context, projectID, userID int64, opts 
 		}
 		if most := s.Limits.ExportMs(); programmeMs > most {
 			return i18n.Errorf(ErrInvalid, "export.too_long", seconds(programmeMs), seconds(most))
+		}
+		if opts.BedMix {
+			var beds int64
+			if err := tx.Raw(`SELECT count(*) FROM project_beds WHERE project_id = ?`, projectID).Scan(&beds).Error; err != nil {
+				return err
+			}
+			if beds == 0 {
+				return i18n.Errorf(ErrInvalid, "export.no_bed")
+			}
 		}
 		if err := tx.Omit("CreatedAt", "FinishedAt").Create(e).Error; err != nil {
 			return err

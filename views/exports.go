@@ -17,7 +17,11 @@ func exportFormat(p Page, e studio.Export) string {
 	if e.Stereo {
 		ch = p.T("export.stereo")
 	}
-	return bits + ", " + ch + ", " + e.StartTimecode
+	out := bits + ", " + ch + ", " + e.StartTimecode
+	if e.BedMix {
+		out += ", " + p.T("export.has_bed_mix")
+	}
+	return out
 }
 
 // leftOutIndexes lists the line numbers of an export's left-out lines: "3, 7".

@@ -65,6 +65,7 @@ func exportOptions(c echo.Context) (studio.ExportOptions, error) {
 		IncludeStale:  c.FormValue("include_stale") != "",
 		Stereo:        c.FormValue("channels") == "stereo",
 		SpeakerNames:  c.FormValue("speaker_names") != "",
+		BedMix:        c.FormValue("bed_mix") != "",
 		StartTimecode: c.FormValue("start_timecode"),
 	}
 	for _, f := range []struct {

@@ -201,6 +201,7 @@ func (s *Server) routes(editor, manager, admin *echo.Group) {
 	editor.GET("/projects/:pid/lines/:lid/source.wav", s.serveSourceSegment)
 	s.videoRoutes(editor)
 	s.timelineRoutes(editor)
+	s.bedRoutes(editor)
 	s.languageRoutes(editor)
 	editor.GET("/projects/:pid/exports", s.showExports)
 	editor.POST("/projects/:pid/exports", s.startExport)
@@ -248,7 +249,7 @@ func (s *Server) uploadLimit(path string) (limit int64, upload bool) {
 	const slack = 1 << 20
 	if strings.HasPrefix(path, "/projects/") {
 		switch {
-		case strings.HasSuffix(path, "/source"):
+		case strings.HasSuffix(path, "/source"), strings.HasSuffix(path, "/bed"):
 			return s.cfg.SourceMaxUploadBytes + slack, true
 		case strings.HasSuffix(path, "/reference"), strings.HasSuffix(path, "/emotion-audio"), strings.HasSuffix(path, "/import"):
 			return s.cfg.MaxUploadBytes + slack, true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -37,6 +38,8 @@ type Media interface {
 	SetProjectSourceVideo(ctx context.Context, projectID, userID int64, up media.Upload) (*studio.ProjectSource, *studio.ProjectVideo, error)
 	PreviewMix(ctx context.Context, projectID int64, opts media.PreviewOpts) (*studio.Blob, error)
 	DeleteProjectSource(ctx context.Context, projectID int64) error
+	SetProjectBed(ctx context.Context, projectID, userID int64, kind studio.BedKind, up media.Upload) (*studio.ProjectBed, error)
+	DeleteProjectBed(ctx context.Context, projectID int64) error
 	SourceSegment(ctx context.Context, projectID int64, startMs, endMs int) (*studio.Blob, error)
 	RangeMix(ctx context.Context, projectID int64, lineIDs []int64) (*media.RangeMix, error)
 	SpeechBounds(t studio.Take) (startMs, endMs int)
@@ -182,6 +185,15 @@ func parseSourceEmotion(v string) (*studio.Emotion, error) {
 // directory without holding it in memory or in a second temporary file (a source video
 // can be gigabytes), refusing it with 413 past limit.
 func (s *Server) spoolLargeUpload(c echo.Context, field string, limit int64) (media.Upload, error) {
+	up, _, err := s.spoolLargeUploadFields(c, field, limit)
+	return up, err
+}
+
+// spoolLargeUploadFields is spoolLargeUpload that also returns the form's short
+// fields sent before the file (at most 1 KiB each; a field after the file is not
+// read), such as the bed's kind.
+func (s *Server) spoolLargeUploadFields(c echo.Context, field string, limit int64) (media.Upload, url.Values, error) {
+	fields := url.Values{}
 	tooLarge := echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
 	noFile := echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "upload.no_file"))
 	r := c.Request()
@@ -190,35 +202,44 @@ func (s *Server) spoolLargeUpload(c echo.Context, field string, limit int64) (me
 	var filename string
 	if r.MultipartForm != nil {
 		// Already parsed (a form that sent its CSRF token as a field).
+		for k, v := range r.MultipartForm.Value {
+			fields[k] = v
+		}
 		fh, err := c.FormFile(field)
 		if err != nil {
-			return media.Upload{}, noFile
+			return media.Upload{}, fields, noFile
 		}
 		f, err := fh.Open()
 		if err != nil {
-			return media.Upload{}, err
+			return media.Upload{}, fields, err
 		}
 		defer f.Close()
 		src, filename = f, fh.Filename
 	} else {
 		mr, err := r.MultipartReader()
 		if err != nil {
-			return media.Upload{}, noFile
+			return media.Upload{}, fields, noFile
 		}
 		for {
 			part, err := mr.NextPart()
 			var mbe *http.MaxBytesError
 			switch {
 			case errors.As(err, &mbe):
-				return media.Upload{}, tooLarge
+				return media.Upload{}, fields, tooLarge
 			case err != nil:
-				return media.Upload{}, noFile
+				return media.Upload{}, fields, noFile
 			}
 			if part.FormName() == field && part.FileName() != "" {
 				src, filename = part, part.FileName()
 				break
 			}
+			if part.FileName() == "" && part.FormName() != "" {
+				if v, err := io.ReadAll(io.LimitReader(part, 1<<10)); err == nil {
+					fields.Add(part.FormName(), string(v))
+				}
+			}
 		}
 	}
-	return s.spoolTo(c, src, filename, "source-*", limit)
+	up, err := s.spoolTo(c, src, filename, "source-*", limit)
+	return up, fields, err
 }

@@ -46,6 +46,12 @@ func (s *Server) pictureVM(c echo.Context, p *studio.Project) (views.PictureVM, 
 	case !errors.Is(err, studio.ErrNotFound):
 		return vm, err
 	}
+	switch b, err := s.store.ProjectBed(c.Request().Context(), p.ID); {
+	case err == nil:
+		vm.Bed = b
+	case !errors.Is(err, studio.ErrNotFound):
+		return vm, err
+	}
 	return vm, nil
 }
 
@@ -83,14 +89,16 @@ func (s *Server) serveProxy(c echo.Context) error {
 
 // servePreview sends the dub of the whole programme as it plays under the picture
 // (media.PreviewMix): takes=approved plays approved takes only (else the latest),
-// fill=original the original where a line has none (else silence). The mix changes
+// fill=original the original where a line has none (else silence), bed=1 the dub
+// over the project's M&E bed, ducked (else the dub alone). The mix changes
 // with the takes, so it is revalidated by its ETag (its hash) on each load.
 func (s *Server) servePreview(c echo.Context) error {
 	p, err := s.project(c)
 	if err != nil {
 		return err
 	}
-	opts := media.PreviewOpts{Approved: c.QueryParam("takes") == "approved", FillOriginal: c.QueryParam("fill") == "original"}
+	opts := media.PreviewOpts{Approved: c.QueryParam("takes") == "approved", FillOriginal: c.QueryParam("fill") == "original",
+		Bed: c.QueryParam("bed") == "1"}
 	blob, err := s.media.PreviewMix(c.Request().Context(), p.ID, opts)
 	if err != nil {
 		return err

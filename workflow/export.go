@@ -80,4 +80,39 @@ type Manifest struct {
 	Lines         []ManifestLine       `json:"lines"`
 	Stems         []string             `json:"stems"`
 	LeftOut       []studio.LeftOutLine `json:"left_out"`
+	// Bed is the project's M&E bed in the export; absent when it has none.
+	Bed *ManifestBed `json:"bed,omitempty"`
+}
+
+// ManifestBed is the bed's stem in an export: File runs from the programme's first
+// sample for Samples frames (the mix's length), the upload trimmed or padded with
+// silence. Kind is "me" (music and effects) or "full_mix" (the original mix, its own
+// dialogue in it).
+type ManifestBed struct {
+	File             string          `json:"file"`
+	Kind             string          `json:"kind"`
+	SourceFile       string          `json:"source_file"`
+	SourceSHA256     string          `json:"source_sha256"`
+	SourceDurationMs int             `json:"source_duration_ms"`
+	Samples          int64           `json:"samples"`
+	Mix              *ManifestBedMix `json:"mix,omitempty"`
+}
+
+// ManifestBedMix is the full mix of the dialogue over the ducked bed, and how it was
+// made: the ducking's settings, and the loudness measured before normalising
+// (MeasuredLUFS, MeasuredTruePeakDB), the gain then applied to reach TargetLUFS, and
+// whether a limiter held the peaks at TruePeakDB.
+type ManifestBedMix struct {
+	File               string  `json:"file"`
+	TargetLUFS         float64 `json:"target_lufs"`
+	TruePeakDB         float64 `json:"true_peak_db"`
+	MeasuredLUFS       float64 `json:"measured_lufs"`
+	MeasuredTruePeakDB float64 `json:"measured_true_peak_db"`
+	GainDB             float64 `json:"gain_db"`
+	Limited            bool    `json:"limited"`
+	Ducking            string  `json:"ducking"`
+	DuckThresholdDB    float64 `json:"duck_threshold_db"`
+	DuckRatio          float64 `json:"duck_ratio"`
+	DuckAttackMs       float64 `json:"duck_attack_ms"`
+	DuckReleaseMs      float64 `json:"duck_release_ms"`
 }

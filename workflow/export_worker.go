@@ -233,6 +233,15 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 		man.Stems = append(man.Stems, "stems/"+name+".wav")
 		progress(55 + 30*(i+1)/len(stems))
 	}
+	bedFiles, bedMan, err := w.exportBed(ctx, ex, work, channels, timeRef, man.Samples, mix)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	for _, e := range bedFiles {
+		files = append(files, entry{e[0], e[1]})
+	}
+	man.Bed = bedMan
+	progress(95)
 	var srt, vtt, ass, manifestCSV bytes.Buffer
 	if err := script.WriteSRT(&srt, cues); err != nil {
 		return 0, 0, nil, err
@@ -316,4 +325,60 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 		return 0, 0, nil, err
 	}
 	return len(lines), fi.Size(), leftOut, nil
+}
+
+// Bed files in an export's archive.
+const (
+	bedStemName = "bed.wav"
+	bedMixName  = "mix_over_bed.wav"
+)
+
+// exportBed lays the project's bed, when it has one, against the programme: its own
+// stem (bed.wav: from 0, trimmed or padded to samples, in the stems' channels, bit
+// depth and time reference) and, when the export asks, the dialogue mix over it
+// (mix_over_bed.wav: the bed ducked under the lines, loudness-normalised). It returns
+// the archive's (name, path) pairs and the manifest's account; none without a bed.
+func (w *Worker) exportBed(ctx context.Context, ex *studio.Export, work string, channels int, timeRef, samples int64, dialogue string) ([][2]string, *ManifestBed, error) {
+	bed, err := w.store.ProjectBed(ctx, ex.ProjectID)
+	if errors.Is(err, studio.ErrNotFound) {
+		if ex.BedMix {
+			return nil, nil, errors.New("the mix over the bed was asked for, but the project has no bed (removed since the export was queued)")
+		}
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	in, err := w.blobs.Path(bed.AudioSHA256)
+	if err != nil {
+		return nil, nil, err
+	}
+	const rate = audio.DefaultSampleRate
+	stem := filepath.Join(work, "bed.wav")
+	if err := audio.RenderBed(ctx, audio.BedParams{InputPath: in, OutputPath: stem, SampleRate: rate, Channels: channels,
+		BitDepth: ex.BitDepth, TimeReference: &timeRef, Samples: samples}); err != nil {
+		return nil, nil, fmt.Errorf("the bed: %w", err)
+	}
+	man := &ManifestBed{File: bedStemName, Kind: string(bed.Kind), SourceFile: bed.FileName, SourceSHA256: bed.AudioSHA256,
+		SourceDurationMs: bed.DurationMs, Samples: samples}
+	out := [][2]string{{bedStemName, stem}}
+	if !ex.BedMix {
+		return out, man, nil
+	}
+	target := float64(w.cfg.BedMixLUFS)
+	if target == 0 {
+		target = audio.DefaultMixLUFS
+	}
+	mixed := filepath.Join(work, "mix-over-bed.wav")
+	res, err := audio.MixOverBed(ctx, audio.BedMixParams{DialoguePath: dialogue, BedPath: stem, OutputPath: mixed,
+		SampleRate: rate, Channels: channels, BitDepth: ex.BitDepth, TimeReference: &timeRef, Samples: samples,
+		Normalize: true, TargetLUFS: target, TruePeakDB: audio.DefaultMixTruePeakDB})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the mix over the bed: %w", err)
+	}
+	man.Mix = &ManifestBedMix{File: bedMixName, TargetLUFS: target, TruePeakDB: audio.DefaultMixTruePeakDB,
+		MeasuredLUFS: res.InputLUFS, MeasuredTruePeakDB: res.InputTruePeakDB, GainDB: res.GainDB, Limited: res.Limited,
+		Ducking: "sidechaincompress", DuckThresholdDB: audio.DefaultDuckThresholdDB, DuckRatio: audio.DefaultDuckRatio,
+		DuckAttackMs: audio.DefaultDuckAttackMs, DuckReleaseMs: audio.DefaultDuckReleaseMs}
+	return append(out, [2]string{bedMixName, mixed}), man, nil
 }

@@ -67,6 +67,9 @@ type WorkerConfig struct {
 	// leader inserts), BlobGCGrace how old a blob must be before it may go (defaults
 	// DefaultBlobGCInterval and DefaultBlobGCGrace).
 	BlobGCInterval, BlobGCGrace time.Duration
+	// BedMixLUFS is the loudness an export's mix over the bed is brought to (0:
+	// audio.DefaultMixLUFS, -23).
+	BedMixLUFS int
 }
 
 // DefaultConcurrentFits is WorkerConfig.ConcurrentFits' default: four times the

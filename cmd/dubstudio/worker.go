@@ -57,7 +57,7 @@ func startWorker(ctx context.Context, cfg *config.Config, store *studio.Store, p
 		}
 	}
 	w, err := workflow.NewWorker(p, permits, workflow.WorkerConfig{Name: cfg.WorkerName, DataDir: cfg.DataDir,
-		OOMRetries: cfg.OOMRetries, ProxyTimeout: cfg.ProxyTimeout,
+		OOMRetries: cfg.OOMRetries, ProxyTimeout: cfg.ProxyTimeout, BedMixLUFS: cfg.BedMixLUFS,
 		BlobGCInterval: cfg.BlobGCInterval, BlobGCGrace: cfg.BlobGCGrace,
 		Proxy: media.ProxyOpts{Height: cfg.ProxyHeight, CRF: cfg.ProxyCRF, Threads: cfg.ProxyThreads}}, logger)
 	if err != nil {

@@ -1,6 +1,7 @@
 // The picture (views/picture.templ): the source video's proxy with the dub in sync.
 //
-// The video is the clock. With "Original" it plays its own sound; with "Dub" it is
+// The video is the clock. With "Original" it plays its own sound; with "Dub" (or "Dub
+// over the bed", the same mix with the project's M&E bed ducked under it) it is
 // muted and an <audio> element plays the server's preview mix of the whole programme
 // (media.PreviewMix: one WAV from 0, every take at its timecode), slaved to it:
 //   - a play or a seek starts the two together: the picture waits (paused) until
@@ -37,13 +38,16 @@ function init(root) {
   let stale = false; // the lines changed since the mix was loaded
   let syncedRuns = 0;
 
-  const dubOn = () => sound.value === "dub";
+  // "bed" (the dub over the M&E bed) and "dub" (the dub only) both play the mix.
+  const dubOn = () => sound.value === "dub" || sound.value === "bed";
+  let mixBed = null; // whether the loaded mix has the bed under it
   const say = (key) => { status.textContent = key ? root.getAttribute("data-label-" + key) || "" : ""; };
 
   function mixURL() {
     const u = new URL(root.getAttribute("data-mix-url"), document.baseURI);
     u.searchParams.set("takes", takes.value);
     u.searchParams.set("fill", fill.value);
+    if (sound.value === "bed") u.searchParams.set("bed", "1");
     if (stale) u.searchParams.set("r", String(Date.now()));
     return u.pathname + u.search;
   }
@@ -52,6 +56,7 @@ function init(root) {
     if (!dubOn()) return;
     if (!force && !stale && dub.getAttribute("src")) return;
     dub.src = mixURL();
+    mixBed = sound.value === "bed";
     stale = false;
     dub.currentTime = video.currentTime; // kept until the new mix has loaded
   }
@@ -111,6 +116,7 @@ function init(root) {
     video.muted = dubOn();
     dub.muted = !dubOn();
     if (!dubOn()) { dub.pause(); say(""); root.removeAttribute("data-synced"); return; }
+    if (mixBed !== null && mixBed !== (sound.value === "bed")) stale = true; // bed on or off: another mix
     loadMix(false);
     if (!video.paused) together();
   }
