@@ -38,6 +38,12 @@ type Take struct {
 	StretchRatio  float64
 	NeededRatio   float64
 	BorrowedMs    int
+	// CutMs is how much of the stretched speech the duration lock cut off at the end
+	// of the slot and borrowed time (a take too long to fit; audio.FitResult.CutMs).
+	CutMs int
+	// Deterministic: the engine gives the same audio for the same input whatever the
+	// seed (espeak-ng), so a new take of an unchanged line would be the same.
+	Deterministic bool
 	LoudnessLUFS  float64 `gorm:"column:loudness_lufs"`
 	NeedsReview   bool
 	Hint          *TakeHint `gorm:"serializer:json"`
@@ -376,8 +382,9 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 	q.WriteString(`l AS (SELECT id FROM lines WHERE id = ? AND render_seq = ? AND state <> 'cancelled' FOR UPDATE),
 		t AS (INSERT INTO takes (line_id, project_id, revision, render_seq, engine, model_version, gpu, worker, seed,
 			spoken_text, peak_vram_bytes, synth_ms, fit_ms, audio_ms, duration_ms, rtf, stretch_ratio, needed_ratio,
-			borrowed_ms, loudness_lufs, needs_review, hint, audio_sha256, raw_sha256, approved_at, approved_by)
-			SELECT l.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ? FROM l
+			borrowed_ms, loudness_lufs, needs_review, hint, audio_sha256, raw_sha256, approved_at, approved_by,
+			cut_ms, deterministic)
+			SELECT l.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ? FROM l
 			ON CONFLICT (line_id, render_seq) DO NOTHING RETURNING id)
 		UPDATE lines SET state = ?, last_error = '', last_traceback = '', state_changed_at = now(),
 			current_take_id = coalesce((SELECT id FROM t),
@@ -388,7 +395,7 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 		t.ProjectID, t.Revision, t.RenderSeq, t.Engine, t.ModelVersion, t.GPU, t.Worker, t.Seed, t.SpokenText,
 		t.PeakVRAMBytes, t.SynthMs, t.FitMs, t.AudioMs, t.DurationMs, t.RTF, t.StretchRatio, t.NeededRatio,
 		t.BorrowedMs, t.LoudnessLUFS, t.NeedsReview, hint, t.AudioSHA256, t.RawSHA256, t.ApprovedAt, t.ApprovedBy,
-		state, t.LineID, t.RenderSeq)
+		t.CutMs, t.Deterministic, state, t.LineID, t.RenderSeq)
 	var id *int64
 	err := queryRow(s.db.WithContext(ctx), q.String(), args, &id)
 	if errors.Is(err, sql.ErrNoRows) {
