@@ -66,7 +66,7 @@ func init() {
 
 		"range.play":     {EN: "Play selected on the timeline", ZH: "按时间轴播放所选"},
 		"range.none":     {EN: "Select the lines to play first.", ZH: "请先选择要播放的句子。"},
-		"range.too_long": {EN: "A range plays at most %d minutes.", ZH: "一次最多播放 %d 分钟。"},
+		"range.too_long": {EN: "A range plays at most %d minutes.", One: "A range plays at most %d minute.", ZH: "一次最多播放 %d 分钟。"},
 		"range.label":    {EN: "Lines %d–%d · %s → %s", ZH: "第 %d–%d 句 · %s → %s"},
 		"range.no_takes": {EN: "None of the selected lines has a take yet.", ZH: "所选句子都还没有录音版本。"},
 
