@@ -54,6 +54,20 @@ type Take struct {
 	CreatedAt     time.Time
 }
 
+// OverMs is how much of the take's speech runs past its slot and borrowed time, cut
+// off there by the duration lock (with a short fade): CutMs, or for a take recorded
+// before CutMs was, the estimate from its ratios (speech needed NeededRatio of the
+// available time and got StretchRatio). 0 for a take that fits.
+func (t Take) OverMs() int {
+	if t.CutMs > 0 {
+		return t.CutMs
+	}
+	if !t.NeedsReview || t.StretchRatio <= 0 || t.NeededRatio <= t.StretchRatio {
+		return 0
+	}
+	return int(float64(t.DurationMs)*(t.NeededRatio/t.StretchRatio-1) + 0.5)
+}
+
 // TakeHint is a message for the editor about a take that did not fit its slot.
 type TakeHint struct {
 	Key  string `json:"key"`

@@ -60,10 +60,19 @@ function abRow(row) {
   if (now && now.owner === row) playRow(row, now.kind !== "original", player.currentTime());
   else playRow(row, true, 0);
 }
+// approveRow approves row's current take. One that needs review is approved only
+// once the question the row carries (data-approve-confirm) is answered yes; the
+// answer goes with the request (data-approve-vals), which the server asks for.
 function approveRow(row) {
   const url = row.getAttribute("data-approve-url");
   if (!url) return false;
-  htmx.ajax("POST", url, { source: row, target: row, swap: "outerHTML" });
+  const ask = row.getAttribute("data-approve-confirm");
+  let values = {};
+  if (ask) {
+    if (!window.confirm(ask)) return true;
+    values = JSON.parse(row.getAttribute("data-approve-vals") || "{}");
+  }
+  htmx.ajax("POST", url, { source: row, target: row, swap: "outerHTML", values: values });
   return true;
 }
 
