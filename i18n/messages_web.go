@@ -113,6 +113,9 @@ func init() {
 		"bulk.select":        {EN: "Select line", ZH: "选择台词"},
 		"bulk.select_all":    {EN: "Select all", ZH: "全选"},
 		"bulk.none_selected": {EN: "Select at least one line.", ZH: "请至少选择一句台词。"},
+		"bulk.assigned":      {EN: "Assigned %d lines to %s.", One: "Assigned %d line to %s.", ZH: "已将 %d 句台词分配给 %s。"},
+		"bulk.unassigned":    {EN: "Removed the character from %d lines.", One: "Removed the character from %d line.", ZH: "已取消 %d 句台词的角色。"},
+		"bulk.assigned_none": {EN: "Nothing changed: the selected lines have that character already.", ZH: "没有变化：所选台词已是该角色。"},
 
 		"lines.none":  {EN: "No lines match.", ZH: "没有匹配的台词。"},
 		"lines.empty": {EN: "No lines yet: import a script above.", ZH: "还没有台词：请在上方导入剧本。"},
