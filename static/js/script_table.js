@@ -76,6 +76,22 @@ function approveRow(row) {
   return true;
 }
 
+// Shift-click on a line's box ticks (or clears) every box from the last one clicked
+// to it, as a file list does. The last box is kept by its line, which outlives a
+// row swapped in.
+let lastBoxLine = null;
+document.addEventListener("click", function (ev) {
+  const box = ev.target.closest && ev.target.closest('#lines input[type=checkbox][name="line_id"]');
+  if (!box) return;
+  const boxes = Array.prototype.slice.call(document.querySelectorAll('#lines input[type=checkbox][name="line_id"]'));
+  const last = lastBoxLine && boxes.filter(function (b) { return b.value === lastBoxLine; })[0];
+  if (ev.shiftKey && last && last !== box) {
+    const i = boxes.indexOf(last), j = boxes.indexOf(box);
+    boxes.slice(Math.min(i, j), Math.max(i, j) + 1).forEach(function (b) { b.checked = box.checked; });
+  }
+  lastBoxLine = box.value;
+});
+
 // Capture phase: the focus moves before htmx acts on the click (an edit, say).
 document.addEventListener("click", function (ev) {
   if (!ev.target.closest) return;
