@@ -7,6 +7,7 @@ func init() {
 		"nav.dashboard":        {EN: "Dashboard", ZH: "看板"},
 		"nav.gpus":             {EN: "GPUs", ZH: "GPU"},
 		"nav.jobs":             {EN: "Jobs", ZH: "任务队列"},
+		"nav.back_to_app":      {EN: "← Back to dubstudio", ZH: "← 返回 dubstudio"},
 		"nav.workers":          {EN: "Workers", ZH: "工作进程"},
 		"nav.users":            {EN: "Users", ZH: "用户"},
 		"nav.language":         {EN: "Language", ZH: "语言"},
