@@ -132,9 +132,9 @@ func TestReviewOfATakeTooLongForItsSlot(t *testing.T) {
 	require.InDelta(t, geo["overMs"]/3100, geo["overWidth"]/geo["waveWidth"], 0.05)
 	// The timecodes under the waveform keep clear of each other (the slot ends 100 ms
 	// before the take: its label used to sit on the end's).
-	clear, err := chromedp.Run(ctx, chromedp.Evaluate[string](noOverlap(take+` .wave-times span`, take+` .wave-times`)))
+	apart, err := chromedp.Run(ctx, chromedp.Evaluate[string](noOverlap(take+` .wave-times span`, take+` .wave-times`)))
 	require.NoError(t, err)
-	require.Equal(t, "ok", clear)
+	require.Equal(t, "ok", apart)
 	// Regenerate is off, saying why.
 	disabled, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[data-testid=review-regenerate]').disabled`))
 	require.NoError(t, err)
