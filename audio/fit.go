@@ -39,8 +39,13 @@ const (
 	// trimMargin is kept either side of the speech found by the silence threshold, so
 	// that soft onsets and decays just under it are not clipped.
 	trimMargin = 5 * time.Millisecond
-	// fadeOut is applied where Fit has to cut speech short, so the cut does not click.
+	// fadeOut is applied where Fit cuts the output to its exact length, so the cut
+	// does not click.
 	fadeOut = 5 * time.Millisecond
+	// cutFade is applied instead where the cut removes speech (a take too long for
+	// its slot, stretched at the limit): the word cut off fades out over it rather
+	// than stopping dead mid-syllable, and the review view shows how much was cut.
+	cutFade = 30 * time.Millisecond
 	// peakCeiling is the highest sample peak loudness gain may produce (-1 dBFS).
 	peakCeiling = -1.0
 )
@@ -143,6 +148,10 @@ type FitResult struct {
 	SpeechMs int
 	// BorrowedMs is how far the output runs into the following gap.
 	BorrowedMs int
+	// CutMs is how much of the (stretched) take the cut to Samples removed: speech
+	// past the slot and the borrowed time, for a take too long to fit. The cut fades
+	// out over cutFade (30 ms) rather than stopping mid-word.
+	CutMs int
 	// LoudnessLUFS is the output's integrated loudness (SilenceLUFS for silence), and
 	// GainDB the gain applied to reach it. The loudness is the input's measurement
 	// plus the gain: quantising to 16 bits changes it by far less than anyone hears or
@@ -212,6 +221,9 @@ func Fit(ctx context.Context, p FitParams) (FitResult, error) {
 		res.BorrowedMs = int(min(ms, int64(plan.MaxBorrowMs)))
 	}
 	res.Samples = SamplesFor(p.SlotMs+res.BorrowedMs, p.SampleRate)
+	if cut := int64(len(y)) - res.Samples; cut > 0 {
+		res.CutMs = int(cut * 1000 / int64(p.SampleRate))
+	}
 	y = fitLength(y, res.Samples, p.SampleRate)
 
 	t0 = time.Now()
@@ -577,17 +589,29 @@ var hasRubberband = sync.OnceValue(func() bool {
 	return false
 })
 
-// fitLength pads y with silence or cuts it to n samples; a cut fades out over fadeOut.
+// fitLength pads y with silence or cuts it to n samples. A cut fades out over
+// fadeOut; one that removes more than fadeOut of audio (speech cut short) over
+// cutFade.
 func fitLength(y []float32, n int64, rate int) []float32 {
 	if int64(len(y)) <= n {
 		return append(y, make([]float32, n-int64(len(y)))...)
 	}
+	short := samplesIn(fadeOut, rate)
+	fade := short
+	if int64(len(y))-n > int64(short) {
+		fade = samplesIn(cutFade, rate)
+	}
 	y = y[:n]
-	fade := min(len(y), int(int64(rate)*int64(fadeOut)/int64(time.Second)))
+	fade = min(len(y), fade)
 	for i := range fade {
 		y[len(y)-1-i] *= float32(i) / float32(fade)
 	}
 	return y
+}
+
+// samplesIn is the number of samples d lasts at rate.
+func samplesIn(d time.Duration, rate int) int {
+	return int(int64(rate) * int64(d) / int64(time.Second))
 }
 
 // normalize returns the gain that brings y to target LUFS, limited so that the peak

@@ -512,3 +512,32 @@ func TestFitRefusesASlotPastTheCap(t *testing.T) {
 	require.NoError(t, err, "a slot at the cap fits")
 	require.Equal(t, SamplesFor(2000, DefaultSampleRate), res.Samples)
 }
+
+// TestFitFadesSpeechItCuts fits a steady tone twice the slot's length: the part cut
+// off is reported, and the end fades out over the last 30 ms instead of stopping at
+// full level (which sounds like a word bitten off).
+func TestFitFadesSpeechItCuts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := tone(t, dir, "long.wav", "4", "48000")
+	res, err := Fit(ctxT(t), FitParams{InputPath: in, OutputPath: filepath.Join(dir, "out.wav"), SlotMs: 2000, forceAtempo: true})
+	require.NoError(t, err)
+	out := requireFitted(t, res)
+	require.True(t, res.NeedsReview)
+	require.Equal(t, int64(96000), res.Samples)
+	// 4 s at 1.25 is 3.2 s: 1.2 s past the 2 s slot is cut.
+	require.InDelta(t, 1200, res.CutMs, 20)
+	peakIn := func(fromMs, toMs int) float64 {
+		var pk int16
+		n := len(out.Samples)
+		for _, s := range out.Samples[n-toMs*48 : n-fromMs*48] {
+			pk = max(pk, s, -s)
+		}
+		return float64(pk)
+	}
+	steady := peakIn(100, 200)
+	require.Greater(t, steady, 1000.0)
+	require.InDelta(t, steady, peakIn(30, 40), steady*0.02, "the fade starts 30 ms before the end")
+	require.Less(t, peakIn(10, 15), steady*0.6, "10-15 ms before the end it is half faded")
+	require.Less(t, peakIn(0, 3), steady*0.15, "and it ends near silence")
+}

@@ -93,7 +93,7 @@ func TestImportPreviewAndModes(t *testing.T) {
 		chromedp.SetUploadFiles(css(`[data-testid=import-file]`), []string{file("import_fr_v2.srt")}),
 		chromedp.WaitVisible(css(`[data-testid=import-rows]`)),
 	))
-	require.Contains(t, text(`[data-testid=import-summary]`), "2 new lines, 0 updated, 0 unchanged, 1 exact duplicates skipped")
+	require.Contains(t, text(`[data-testid=import-summary]`), "New lines: 2, updated: 0, unchanged: 0, exact duplicates skipped: 1")
 	require.Contains(t, text(`[data-testid=import-row]:nth-child(1) [data-testid=import-row-action]`), "duplicate of line 1")
 	screenshot(t, ctx, "import-append.png")
 
@@ -103,7 +103,7 @@ func TestImportPreviewAndModes(t *testing.T) {
 		chromedp.Click(css(`[data-testid=import-mode-merge]`)),
 		chromedp.WaitVisible(css(`[data-testid=import-rows]`)),
 	))
-	require.Contains(t, text(`[data-testid=import-summary]`), "1 new lines, 1 updated, 1 unchanged")
+	require.Contains(t, text(`[data-testid=import-summary]`), "New lines: 1, updated: 1, unchanged: 1")
 	require.Contains(t, text(`[data-testid=import-row]:nth-child(2) [data-testid=import-row-action]`), "updates line 2")
 	require.Contains(t, text(`[data-testid=import-new-characters]`), "CLAIRE")
 	screenshot(t, ctx, "import-merge.png")

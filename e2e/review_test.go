@@ -36,6 +36,13 @@ type reviewBundle struct {
 
 func setupReview(t *testing.T) *reviewBundle {
 	t.Helper()
+	return setupReviewWith(t, nil)
+}
+
+// setupReviewWith is setupReview on a project of the given lines (nil: three lines
+// of studiotest.Project), rendered.
+func setupReviewWith(t *testing.T, lines []studio.NewLine) *reviewBundle {
+	t.Helper()
 	for _, tool := range []string{"espeak-ng", "ffmpeg"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s is not installed", tool)
@@ -65,7 +72,14 @@ func setupReview(t *testing.T) *reviewBundle {
 	t.Cleanup(srv.StopStreams)
 
 	editor := studiotest.User(t, store, studio.RoleEditor)
-	project := studiotest.Project(t, store, editor, 3)
+	var project *studio.Project
+	if lines == nil {
+		project = studiotest.Project(t, store, editor, 3)
+	} else {
+		project = studiotest.Project(t, store, editor, 0)
+		_, err = store.ImportLines(ctx, editor.ID, project.ID, lines)
+		require.NoError(t, err)
+	}
 	_, err = pipeline.RenderPending(ctx, project.ID)
 	require.NoError(t, err)
 	b := &reviewBundle{testBundle: &testBundle{store: store, server: ts, editor: editor}, pipeline: pipeline, project: project}
@@ -305,9 +319,21 @@ func TestReviewWithTheKeyboard(t *testing.T) {
 	require.NoError(t, err)
 	require.InDelta(t, 5.6, rangeLen, 0.25, "lines 1 to 3: from 0 s to the end of line 3's take")
 
-	// r asks for a new take; the panel follows the render and shows it when done,
-	// while the approved take stays approved.
+	// espeak-ng would make the same take again: regenerate is off, saying why. Once
+	// the character's voice changes, r asks for a new take; the panel follows the
+	// render and shows it when done, while the approved take stays approved.
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(css(`[data-testid=regenerate-same]`))))
+	same, err := chromedp.Run(ctx, chromedp.Text(css(`[data-testid=regenerate-same]`)))
+	require.NoError(t, err)
+	require.Contains(t, same, "espeak gives the same audio")
+	bob, err := b.store.Character(context.Background(), b.project.ID, *second.CharacterID)
+	require.NoError(t, err)
+	require.NoError(t, b.store.UpdateCharacter(context.Background(), b.project.ID, bob.ID,
+		studio.CharacterParams{Name: bob.Name, Color: bob.Color, Emotion: bob.Emotion, PreviewVoice: "en-gb-x-rp"}))
 	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Reload(),
+		chromedp.WaitVisible(css(`#review-panel article.take[data-take-id][data-ready=true]`)),
+		chromedp.WaitNotPresent(css(`[data-testid=regenerate-same]`)),
 		chromedp.KeyEvent("r"),
 		chromedp.WaitVisible(css(`[data-testid=review-rendering]`)),
 	))

@@ -25,9 +25,51 @@ const (
 var Langs = []Lang{EN, ZH}
 
 // Message is one catalog entry. Placeholders use fmt verbs, in the same order in both.
+//
+// A message with a count has the English singular in One ("Queued %d line."), used
+// when the count is 1; Chinese has no plural. The count is the argument at position
+// Count (from 1), or the first integer argument where Count is 0.
 type Message struct {
-	EN string
-	ZH string
+	EN    string
+	ZH    string
+	One   string
+	Count int
+}
+
+// count returns the message's count among args, and whether there is one.
+func (m Message) count(args []any) (int64, bool) {
+	if m.Count > 0 {
+		if m.Count > len(args) {
+			return 0, false
+		}
+		return integer(args[m.Count-1])
+	}
+	for _, a := range args {
+		if n, ok := integer(a); ok {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// integer reads a whole number: any integer type, or a whole float64 (a count read
+// back from JSON).
+func integer(a any) (int64, bool) {
+	switch v := a.(type) {
+	case int:
+		return int64(v), true
+	case int32:
+		return int64(v), true
+	case int64:
+		return v, true
+	case uint:
+		return int64(v), true //nolint:gosec // counts are small
+	case float64:
+		if v == float64(int64(v)) {
+			return int64(v), true
+		}
+	}
+	return 0, false
 }
 
 var catalog = map[string]Message{}
@@ -51,6 +93,10 @@ func T(lang Lang, key string, args ...any) string {
 	s := m.EN
 	if lang == ZH && m.ZH != "" {
 		s = m.ZH
+	} else if m.One != "" {
+		if n, ok := m.count(args); ok && n == 1 {
+			s = m.One
+		}
 	}
 	if len(args) == 0 {
 		return s

@@ -59,8 +59,9 @@ func init() {
 			ZH: "GPU（%s）显存不足，此台词将以更大的安全余量重试。",
 		},
 		"gpu.calibration.leak": {
-			EN: "Memory after each run kept rising over %d runs (from %.2f GB to %.2f GB): that is a leak, not a concurrency problem.",
-			ZH: "连续 %d 次运行后显存回落值持续上升（从 %.2f GB 到 %.2f GB）：这是内存泄漏，而非并发问题。",
+			EN:  "Memory after each run kept rising over %d runs (from %.2f GB to %.2f GB): that is a leak, not a concurrency problem.",
+			One: "Memory after each run kept rising over %d run (from %.2f GB to %.2f GB): that is a leak, not a concurrency problem.",
+			ZH:  "连续 %d 次运行后显存回落值持续上升（从 %.2f GB 到 %.2f GB）：这是内存泄漏，而非并发问题。",
 		},
 		"gpu.calibration.progress.load": {
 			EN: "Loading a model host and measuring its memory",
@@ -83,8 +84,9 @@ func init() {
 			ZH: "KV 缓存必须在 0（由模型进程决定）到 %d GiB 之间。",
 		},
 		"gpu.profile.batch_concurrency_max": {
-			EN: "A batching host decodes at most %d lines at once: lower the concurrency.",
-			ZH: "批处理模型进程最多同时解码 %d 条台词：请降低并发数。",
+			EN:  "A batching host decodes at most %d lines at once: lower the concurrency.",
+			One: "A batching host decodes at most %d line at once: lower the concurrency.",
+			ZH:  "批处理模型进程最多同时解码 %d 条台词：请降低并发数。",
 		},
 		"gpu.profile.batching_share": {
 			EN: "A batching GPU runs one host, which has no weights to share: turn \"Share weights\" off.",
@@ -119,8 +121,9 @@ func init() {
 			ZH: "正在等待该 GPU 上正在合成的台词完成",
 		},
 		"gpu.calibration.too_few_runs": {
-			EN: "Bucket %s has %d runs; at least %d are needed to trust its peak.",
-			ZH: "长度档 %s 只有 %d 次运行；至少需要 %d 次才能采信其峰值。",
+			EN:  "Bucket %s has %d runs; at least %d are needed to trust its peak.",
+			One: "Bucket %s has %d run; at least %d are needed to trust its peak.",
+			ZH:  "长度档 %s 只有 %d 次运行；至少需要 %d 次才能采信其峰值。",
 		},
 	})
 }
@@ -171,7 +174,7 @@ func init() {
 		"gpus.lane.normal":              {EN: "normal lane", ZH: "普通通道"},
 		"gpus.lane.long":                {EN: "long lane", ZH: "长文本通道"},
 		"gpus.for_seconds":              {EN: "for %d s", ZH: "已 %d 秒"},
-		"gpus.restarts":                 {EN: "restarted %d times", ZH: "已重启 %d 次"},
+		"gpus.restarts":                 {EN: "restarted %d times", One: "restarted %d time", ZH: "已重启 %d 次"},
 		"gpus.no_hosts":                 {EN: "No model host runs on this GPU now.", ZH: "此 GPU 上当前没有模型进程。"},
 		"gpus.processes":                {EN: "Processes on the card (NVML)", ZH: "显卡上的进程（NVML）"},
 		"gpus.assign":                   {EN: "Assign", ZH: "分配"},

@@ -53,6 +53,22 @@ type ProjectStats struct {
 	TotalAudioMs int64 // the slots of every line
 	DoneAudioMs  int64 // the slots of lines done or waiting for review
 	Recent       Throughput
+	// Approved is the number of lines with an approved take; Reviewed the lines
+	// someone acted on in review (approved, commented, went back to a take, asked for
+	// a new one).
+	Approved int
+	Reviewed int
+}
+
+// Active is the number of lines queued or rendering: the work an ETA is about.
+func (s ProjectStats) Active() int {
+	n := 0
+	for st, c := range s.Counts {
+		if st.Active() {
+			n += c
+		}
+	}
+	return n
 }
 
 // Failed is the number of failed lines, which need someone to act.
@@ -119,6 +135,22 @@ func (s *Store) ProjectStats(ctx context.Context, projectIDs []int64, p Dashboar
 	}
 	for _, a := range audio {
 		out[a.ProjectID].TotalAudioMs, out[a.ProjectID].DoneAudioMs = a.Total, a.Done
+	}
+
+	var reviewed []struct {
+		ProjectID int64
+		Approved  int
+		Reviewed  int
+	}
+	err = s.db.WithContext(ctx).Raw(`SELECT l.project_id,
+			count(*) FILTER (WHERE l.approved_take_id IS NOT NULL) AS approved,
+			count(*) FILTER (WHERE EXISTS (SELECT 1 FROM take_reviews r WHERE r.line_id = l.id)) AS reviewed
+		FROM lines l WHERE l.project_id IN ? GROUP BY l.project_id`, projectIDs).Scan(&reviewed).Error
+	if err != nil {
+		return nil, fmt.Errorf("error counting reviewed lines: %w", err)
+	}
+	for _, r := range reviewed {
+		out[r.ProjectID].Approved, out[r.ProjectID].Reviewed = r.Approved, r.Reviewed
 	}
 
 	var recent []struct {

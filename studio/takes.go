@@ -38,6 +38,12 @@ type Take struct {
 	StretchRatio  float64
 	NeededRatio   float64
 	BorrowedMs    int
+	// CutMs is how much of the stretched speech the duration lock cut off at the end
+	// of the slot and borrowed time (a take too long to fit; audio.FitResult.CutMs).
+	CutMs int
+	// Deterministic: the engine gives the same audio for the same input whatever the
+	// seed (espeak-ng), so a new take of an unchanged line would be the same.
+	Deterministic bool
 	LoudnessLUFS  float64 `gorm:"column:loudness_lufs"`
 	NeedsReview   bool
 	Hint          *TakeHint `gorm:"serializer:json"`
@@ -84,6 +90,20 @@ type TakeUsage struct {
 
 // QueueMs is the line's whole wait: for a permit in the worker, then in the host.
 func (u TakeUsage) QueueMs() int { return u.PermitWaitMs + u.HostQueueMs }
+
+// OverMs is how much of the take's speech runs past its slot and borrowed time, cut
+// off there by the duration lock (with a short fade): CutMs, or for a take recorded
+// before CutMs was, the estimate from its ratios (speech needed NeededRatio of the
+// available time and got StretchRatio). 0 for a take that fits.
+func (t Take) OverMs() int {
+	if t.CutMs > 0 {
+		return t.CutMs
+	}
+	if !t.NeedsReview || t.StretchRatio <= 0 || t.NeededRatio <= t.StretchRatio {
+		return 0
+	}
+	return int(float64(t.DurationMs)*(t.NeededRatio/t.StretchRatio-1) + 0.5)
+}
 
 // TakeHint is a message for the editor about a take that did not fit its slot.
 type TakeHint struct {
@@ -416,9 +436,10 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 			spoken_text, peak_vram_bytes, synth_ms, fit_ms, audio_ms, duration_ms, rtf, stretch_ratio, needed_ratio,
 			borrowed_ms, loudness_lufs, needs_review, hint, audio_sha256, raw_sha256, approved_at, approved_by,
 			predicted_vram_bytes, measured_vram_bytes, kv_bytes, activation_bytes, permit_wait_ms, host_queue_ms,
-			gpt_ms, s2mel_ms, vocoder_ms, batch_rows_mean, s2mel_group, gpu_index)
+			gpt_ms, s2mel_ms, vocoder_ms, batch_rows_mean, s2mel_group, gpu_index,
+			cut_ms, deterministic)
 			SELECT l.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?,
-				?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM l
+				?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM l
 			ON CONFLICT (line_id, render_seq) DO NOTHING RETURNING id)
 		UPDATE lines SET state = ?, last_error = '', last_traceback = '', state_changed_at = now(),
 			current_take_id = coalesce((SELECT id FROM t),
@@ -431,7 +452,7 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 		t.BorrowedMs, t.LoudnessLUFS, t.NeedsReview, hint, t.AudioSHA256, t.RawSHA256, t.ApprovedAt, t.ApprovedBy,
 		u.PredictedVRAMBytes, u.MeasuredVRAMBytes, u.KVBytes, u.ActivationBytes, u.PermitWaitMs, u.HostQueueMs,
 		u.GPTMs, u.S2MelMs, u.VocoderMs, u.BatchRowsMean, u.S2MelGroup, u.GPUIndex,
-		state, t.LineID, t.RenderSeq)
+		t.CutMs, t.Deterministic, state, t.LineID, t.RenderSeq)
 	var id *int64
 	err := queryRow(s.db.WithContext(ctx), q.String(), args, &id)
 	if errors.Is(err, sql.ErrNoRows) {

@@ -63,6 +63,10 @@ type HostInfo struct {
 	// EmotionText reports that the engine accepts EmotionText (a Qwen emotion model is
 	// loaded).
 	EmotionText bool `json:"emotion_text"`
+	// Deterministic reports that Request.Seed changes nothing: the same request gives
+	// the same audio, byte for byte (espeak-ng). A new take of an unchanged line then
+	// cannot differ, and the review view does not offer one.
+	Deterministic bool `json:"deterministic,omitempty"`
 }
 
 // PrepareRequest asks an engine to compute (or load) a speaker's conditioning.
@@ -186,6 +190,9 @@ type Result struct {
 	PeakReservedBytes  int64 `json:"peak_reserved_bytes"`
 	// DurationFactor actually applied (1 where the engine has no control).
 	DurationFactor float64 `json:"duration_factor,omitempty"`
+	// Deterministic says that this audio did not depend on Request.Seed: the same
+	// request again gives the same bytes (HostInfo.Deterministic). The take records it.
+	Deterministic bool `json:"deterministic,omitempty"`
 	// Sequence is a batching host's account of this line (protocol 2); nil otherwise.
 	// There PeakAllocatedBytes is the line's own share (its KV blocks at their most and
 	// its share of its s2mel/vocoder group), not the process's peak.

@@ -65,7 +65,7 @@ func (e *Espeak) Info(ctx context.Context) (HostInfo, error) {
 		return HostInfo{}, e.versionErr
 	}
 	return HostInfo{Model: "espeak-ng", Version: versionWord(e.version), Concurrency: e.concurrency,
-		SampleRate: 22050, DurationControl: true}, nil
+		SampleRate: 22050, DurationControl: true, Deterministic: true}, nil
 }
 
 func versionWord(s string) string {
@@ -128,7 +128,7 @@ func (e *Espeak) Synthesize(ctx context.Context, req Request) (Result, error) {
 	total := time.Since(start).Seconds()
 	return Result{Engine: e.Name(), ModelVersion: versionWord(e.version), OutputPath: req.OutputPath,
 		SampleRate: info.SampleRate, AudioSeconds: info.Seconds, Stages: map[string]float64{"total": total},
-		DurationFactor: factor}, nil
+		DurationFactor: factor, Deterministic: true}, nil
 }
 
 // Close implements Engine.

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"dubstudio/studio"
+	"dubstudio/studio/studiotest"
 )
 
 // setupDashboard gives the bundle's project three one-minute lines: the first done
@@ -64,7 +65,7 @@ func TestDashboardIsForManagers(t *testing.T) {
 
 func TestDashboardOverview(t *testing.T) {
 	t.Parallel()
-	b, _ := setupDashboard(t)
+	b, lines := setupDashboard(t)
 	c := b.as(t, studio.RoleManager)
 	d := doc(t, c.get("/dashboard"))
 	rows := d.Find(`[data-testid=dashboard-row]`)
@@ -76,7 +77,8 @@ func TestDashboardOverview(t *testing.T) {
 	require.Contains(t, text("audio-done"), "33%")
 	require.Equal(t, "0.1", text("lines-per-min"), "one take in 15 minutes")
 	require.Equal(t, "4.0", text("audio-per-hour"), "a minute of audio per quarter hour")
-	require.Equal(t, "30 min", text("eta"), "two minutes left at that rate")
+	require.Equal(t, "Nothing queued", text("eta"), "two minutes left, but none of it queued: no time to go")
+	require.True(t, strings.HasPrefix(text("approved"), "0 of 3 lines"), text("approved"))
 	require.Equal(t, "1", text("failed"))
 	require.Equal(t, 1, row.Find(`[data-testid=progress] .seg.st-failed`).Length())
 	poll, _ := d.Find(`[data-testid=dashboard]`).Attr("hx-trigger")
@@ -93,7 +95,18 @@ func TestDashboardOverview(t *testing.T) {
 	require.NoError(t, b.store.SetUserLang(context.Background(), b.users[studio.RoleManager].ID, "zh"))
 	zh := doc(t, c.get("/dashboard"))
 	require.Contains(t, zh.Find("h1").Text(), "看板")
-	require.Contains(t, zh.Find(`[data-testid=eta]`).Text(), "30 分钟")
+	require.Contains(t, zh.Find(`[data-testid=eta]`).Text(), "没有排队的台词")
+
+	// With the draft queued, the two minutes left at that rate: half an hour. With
+	// the done line's take approved and commented on, the counts say so.
+	require.NoError(t, b.store.SetUserLang(context.Background(), b.users[studio.RoleManager].ID, "en"))
+	studiotest.Exec(t, b.store, `UPDATE lines SET state = 'queued' WHERE id = $1`, lines[2].ID)
+	studiotest.Exec(t, b.store, `UPDATE lines SET approved_take_id = (SELECT id FROM takes WHERE line_id = $1) WHERE id = $1`, lines[0].ID)
+	studiotest.Exec(t, b.store, `INSERT INTO take_reviews (project_id, line_id, action) VALUES ($1, $2, 'regenerate')`, b.project.ID, lines[0].ID)
+	row = doc(t, c.get("/dashboard")).Find(`[data-testid=dashboard-row]`).First()
+	require.Equal(t, "30 min", text("eta"), "two minutes left at that rate")
+	require.True(t, strings.HasPrefix(text("approved"), "1 of 3 lines"), text("approved"))
+	require.Equal(t, "1 reviewed", text("reviewed"))
 }
 
 func TestProjectDashboard(t *testing.T) {
@@ -109,7 +122,9 @@ func TestProjectDashboard(t *testing.T) {
 	require.Equal(t, "33%", tile("tile-audio"))
 	require.Equal(t, "0.1", tile("tile-lines-per-min"))
 	require.Equal(t, "4.0", tile("tile-audio-per-hour"))
-	require.Equal(t, "30 min", tile("tile-eta"))
+	require.Equal(t, "Nothing queued", tile("tile-eta"))
+	require.Equal(t, "0", tile("tile-approved"))
+	require.Contains(t, d.Find(`[data-testid=tile-approved]`).Text(), "of 3 lines · 0 reviewed · 0 need review")
 	require.Equal(t, "1", tile("tile-failed"))
 
 	counts := map[string]string{}
@@ -146,7 +161,7 @@ func TestProjectDashboard(t *testing.T) {
 	// A reload: the summary, and the details out of band.
 	frag := doc(t, c.htmx("GET", path, nil))
 	require.Zero(t, frag.Find(`header.topbar`).Length())
-	require.Equal(t, "30 min", strings.TrimSpace(frag.Find(`[data-testid=tile-eta] .tile-value`).Text()))
+	require.Equal(t, "Nothing queued", strings.TrimSpace(frag.Find(`[data-testid=tile-eta] .tile-value`).Text()))
 	oob, _ := frag.Find(`#dash-details`).Attr("hx-swap-oob")
 	require.Equal(t, "true", oob)
 	require.Equal(t, 1, frag.Find(`#dash-details [data-testid=failure]`).Length())

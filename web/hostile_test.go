@@ -400,8 +400,8 @@ func TestHostileTextIsStoredVerbatimAndShownEscaped(t *testing.T) {
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
-	require.Contains(t, string(b), "Imported 1 lines from dup.srt.")
-	require.Contains(t, string(b), "Skipped 1 exact duplicates")
+	require.Contains(t, string(b), "Imported 1 line from dup.srt.")
+	require.Contains(t, string(b), "Skipped 1 exact duplicate ")
 	for file, readAs := range map[string]string{"latin1.srt": "windows-1252", "gbk.srt": "gb18030", "utf16le_no_bom.srt": "utf-16le"} {
 		resp = h.importFile(t, file, corpus(t, "subtitles/"+file))
 		b, err := io.ReadAll(resp.Body)

@@ -303,10 +303,31 @@ func (s *Server) assignLines(c echo.Context) error {
 		}
 		cid = &id
 	}
-	if _, err := s.store.AssignCharacter(c.Request().Context(), currentUser(c).ID, p.ID, ids, cid); err != nil {
+	ctx := c.Request().Context()
+	n, err := s.store.AssignCharacter(ctx, currentUser(c).ID, p.ID, ids, cid)
+	if err != nil {
 		return err
 	}
-	return s.renderLinesAfterChange(c, p)
+	vm, err := s.projectVM(c, p)
+	if err != nil {
+		return err
+	}
+	// Say what was done: the table alone looks the same when the lines assigned are
+	// on another page, or were that character's already.
+	switch {
+	case n == 0:
+		vm.Notice, vm.NoticeNeutral = s.t(c, "bulk.assigned_none"), true
+	case cid == nil:
+		vm.Notice = s.t(c, "bulk.unassigned", n)
+	default:
+		name := ""
+		if ch := vm.Character(cid); ch != nil {
+			name = ch.Name
+		}
+		vm.Notice = s.t(c, "bulk.assigned", n, name)
+	}
+	c.Response().Header().Set(hxTrigger, "progress-changed")
+	return s.render(c, http.StatusOK, views.LinesTable(s.page(c, p.Name, "projects"), vm))
 }
 
 func (s *Server) splitLine(c echo.Context) error {

@@ -154,6 +154,9 @@ func (s *Server) approveTake(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if !confirmed(c, t) {
+		return echo.NewHTTPError(http.StatusConflict, s.t(c, "review.approve_unconfirmed"))
+	}
 	if _, err := s.store.ApproveTakeAs(c.Request().Context(), currentUser(c).ID, t.ProjectID, t.ID); err != nil {
 		return err
 	}

@@ -91,6 +91,7 @@ func (s *Server) reviewVM(c echo.Context, p *studio.Project, l *studio.Line) (vi
 		rt.SpeechStartMs, rt.SpeechEndMs = s.media.SpeechBounds(t)
 		vm.Takes = append(vm.Takes, rt)
 	}
+	vm.SameAgain = s.sameAgain(c, l, vm.Row.Character, takes)
 	src, err := s.store.ProjectSource(ctx, p.ID)
 	switch {
 	case err == nil:
@@ -99,6 +100,27 @@ func (s *Server) reviewVM(c echo.Context, p *studio.Project, l *studio.Line) (vi
 		return vm, err
 	}
 	return vm, nil
+}
+
+// sameAgain says why a new take of l would be the same as its newest one (takes,
+// newest first), or "" when it could differ: the engine that made the newest take
+// is deterministic (a new seed changes nothing) and nothing it reads changed since,
+// neither the line's audible fields nor its character.
+func (s *Server) sameAgain(c echo.Context, l *studio.Line, ch *studio.Character, takes []studio.Take) string {
+	if len(takes) == 0 {
+		return ""
+	}
+	t := takes[0]
+	if !t.Deterministic || t.Revision < l.AudibleRevision || (ch != nil && ch.UpdatedAt.After(t.CreatedAt)) {
+		return ""
+	}
+	return s.t(c, "review.same_again", t.Engine)
+}
+
+// confirmed reports whether an approval of t may go ahead: a take that needs review
+// is approved only with the answer to the question its button asks.
+func confirmed(c echo.Context, t *studio.Take) bool {
+	return !t.NeedsReview || c.FormValue("confirm") == views.ConfirmNeedsReview
 }
 
 // reviewAfter answers an action with the review panel of the line it changed; edit,
@@ -129,6 +151,9 @@ func (s *Server) approveReviewTake(c echo.Context) error {
 	t, err := s.take(c)
 	if err != nil {
 		return err
+	}
+	if !confirmed(c, t) {
+		return echo.NewHTTPError(http.StatusConflict, s.t(c, "review.approve_unconfirmed"))
 	}
 	if _, err := s.store.ApproveTakeAs(c.Request().Context(), currentUser(c).ID, t.ProjectID, t.ID); err != nil {
 		return err
@@ -170,15 +195,29 @@ func (s *Server) commentTake(c echo.Context) error {
 }
 
 // regenerateReviewLine asks for a new take of a line from the review view.
+// A line whose new take could not differ is refused, with the reason.
 func (s *Server) regenerateReviewLine(c echo.Context) error {
-	if err := s.needRenderer(); err != nil {
-		return err
-	}
 	l, err := s.line(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
+	takes, err := s.store.Takes(ctx, l.ProjectID, l.ID)
+	if err != nil {
+		return err
+	}
+	var ch *studio.Character
+	if l.CharacterID != nil {
+		if ch, err = s.store.Character(ctx, l.ProjectID, *l.CharacterID); err != nil {
+			return err
+		}
+	}
+	if why := s.sameAgain(c, l, ch, takes); why != "" {
+		return echo.NewHTTPError(http.StatusConflict, why)
+	}
+	if err := s.needRenderer(); err != nil {
+		return err
+	}
 	n, err := s.renderer.RenderLines(ctx, l.ProjectID, []int64{l.ID})
 	if err != nil {
 		return err
@@ -215,6 +254,13 @@ func (s *Server) approveCurrentTake(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "review.no_take"))
 	}
 	ctx := c.Request().Context()
+	ts, err := s.store.TakesByIDs(ctx, []int64{*l.CurrentTakeID})
+	if err != nil {
+		return err
+	}
+	if t, ok := ts[*l.CurrentTakeID]; ok && !confirmed(c, &t) {
+		return echo.NewHTTPError(http.StatusConflict, s.t(c, "review.approve_unconfirmed"))
+	}
 	if _, err := s.store.ApproveTakeAs(ctx, currentUser(c).ID, l.ProjectID, *l.CurrentTakeID); err != nil {
 		return err
 	}

@@ -37,6 +37,11 @@ func TestRiverUIIsForAdmins(t *testing.T) {
 	admin := b.as(t, studio.RoleAdmin)
 	resp := admin.get("/admin/jobs/")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	// River's page has a way back to the app.
+	back := doc(t, resp).Find(`[data-testid=back-to-app]`)
+	href, _ := back.Attr("href")
+	require.Equal(t, "/", href)
+	require.Contains(t, back.Text(), "Back to dubstudio")
 	resp = admin.get("/admin/jobs/api/jobs?state=available&limit=5")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 

@@ -86,7 +86,7 @@ func (w *Worker) fitTake(ctx context.Context, job *rivertype.JobRow, a FitArgs, 
 		Engine: a.Engine, ModelVersion: a.ModelVersion, GPU: a.Device, Worker: a.Worker, Seed: a.Seed,
 		SpokenText: a.SpokenText, PeakVRAMBytes: a.PeakBytes, SynthMs: a.SynthMs, FitMs: fitMs,
 		AudioMs: int(a.AudioSeconds * 1000), DurationMs: blob.DurationMs, StretchRatio: res.Ratio, NeededRatio: res.NeededRatio,
-		BorrowedMs: res.BorrowedMs, LoudnessLUFS: res.LoudnessLUFS, NeedsReview: res.NeedsReview,
+		BorrowedMs: res.BorrowedMs, CutMs: res.CutMs, Deterministic: a.Deterministic, LoudnessLUFS: res.LoudnessLUFS, NeedsReview: res.NeedsReview,
 		AudioSHA256: blob.SHA256, RawSHA256: &raw256, Usage: a.Usage}
 	if a.AudioSeconds > 0 {
 		take.RTF = float64(a.SynthMs) / 1000 / a.AudioSeconds

@@ -39,16 +39,18 @@ type FitArgs struct {
 	ProjectID int64 `json:"project_id"`
 	Revision  int   `json:"revision"`
 	// RawSHA256 is the engine's output, stored as a blob.
-	RawSHA256    string  `json:"raw_sha256"`
-	SpokenText   string  `json:"spoken_text"`
-	Engine       string  `json:"engine"`
-	ModelVersion string  `json:"model_version"`
-	Device       string  `json:"device"`
-	Worker       string  `json:"worker"`
-	Seed         int64   `json:"seed"`
-	PeakBytes    int64   `json:"peak_bytes"`
-	SynthMs      int     `json:"synth_ms"`
-	AudioSeconds float64 `json:"audio_seconds"`
+	RawSHA256    string `json:"raw_sha256"`
+	SpokenText   string `json:"spoken_text"`
+	Engine       string `json:"engine"`
+	ModelVersion string `json:"model_version"`
+	Device       string `json:"device"`
+	Worker       string `json:"worker"`
+	Seed         int64  `json:"seed"`
+	// Deterministic: the engine's audio does not depend on Seed (tts.Result).
+	Deterministic bool    `json:"deterministic,omitempty"`
+	PeakBytes     int64   `json:"peak_bytes"`
+	SynthMs       int     `json:"synth_ms"`
+	AudioSeconds  float64 `json:"audio_seconds"`
 	// Usage is the synthesis's resource usage, for the take.
 	Usage studio.TakeUsage `json:"usage"`
 }

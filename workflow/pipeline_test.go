@@ -33,6 +33,7 @@ func TestRenderProjectWithEspeak(t *testing.T) {
 		require.Len(t, takes, 1)
 		tk := takes[0]
 		require.Equal(t, "espeak", tk.Engine)
+		require.True(t, tk.Deterministic, "espeak-ng's take records that a new seed would change nothing")
 		require.NotEmpty(t, tk.ModelVersion)
 		require.Equal(t, l.Text, tk.SpokenText)
 		require.Positive(t, tk.SynthMs+tk.FitMs)

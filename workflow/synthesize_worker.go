@@ -267,8 +267,9 @@ func (w *Worker) handToFit(ctx context.Context, job *river.Job[SynthesizeArgs], 
 	a := job.Args
 	fit := FitArgs{LineID: a.LineID, RenderSeq: a.RenderSeq, ProjectID: a.ProjectID, Revision: in.Line.Revision,
 		RawSHA256: out.blob.SHA256, SpokenText: out.spokenText, Engine: out.res.Engine, ModelVersion: out.res.ModelVersion,
-		Device: out.device, Worker: w.cfg.Name, Seed: out.seed, PeakBytes: out.res.LineVRAMBytes(),
-		SynthMs: out.synthMs, AudioSeconds: out.info.Duration.Seconds(), Usage: out.usage}
+		Device: out.device, Worker: w.cfg.Name, Seed: out.seed, Deterministic: out.res.Deterministic,
+		PeakBytes: out.res.LineVRAMBytes(), SynthMs: out.synthMs, AudioSeconds: out.info.Duration.Seconds(),
+		Usage: out.usage}
 	inline := w.fitHere()
 	var handOff studio.HandOffFunc
 	if inline {

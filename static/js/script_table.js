@@ -60,12 +60,37 @@ function abRow(row) {
   if (now && now.owner === row) playRow(row, now.kind !== "original", player.currentTime());
   else playRow(row, true, 0);
 }
+// approveRow approves row's current take. One that needs review is approved only
+// once the question the row carries (data-approve-confirm) is answered yes; the
+// answer goes with the request (data-approve-vals), which the server asks for.
 function approveRow(row) {
   const url = row.getAttribute("data-approve-url");
   if (!url) return false;
-  htmx.ajax("POST", url, { source: row, target: row, swap: "outerHTML" });
+  const ask = row.getAttribute("data-approve-confirm");
+  let values = {};
+  if (ask) {
+    if (!window.confirm(ask)) return true;
+    values = JSON.parse(row.getAttribute("data-approve-vals") || "{}");
+  }
+  htmx.ajax("POST", url, { source: row, target: row, swap: "outerHTML", values: values });
   return true;
 }
+
+// Shift-click on a line's box ticks (or clears) every box from the last one clicked
+// to it, as a file list does. The last box is kept by its line, which outlives a
+// row swapped in.
+let lastBoxLine = null;
+document.addEventListener("click", function (ev) {
+  const box = ev.target.closest && ev.target.closest('#lines input[type=checkbox][name="line_id"]');
+  if (!box) return;
+  const boxes = Array.prototype.slice.call(document.querySelectorAll('#lines input[type=checkbox][name="line_id"]'));
+  const last = lastBoxLine && boxes.filter(function (b) { return b.value === lastBoxLine; })[0];
+  if (ev.shiftKey && last && last !== box) {
+    const i = boxes.indexOf(last), j = boxes.indexOf(box);
+    boxes.slice(Math.min(i, j), Math.max(i, j) + 1).forEach(function (b) { b.checked = box.checked; });
+  }
+  lastBoxLine = box.value;
+});
 
 // Capture phase: the focus moves before htmx acts on the click (an edit, say).
 document.addEventListener("click", function (ev) {
