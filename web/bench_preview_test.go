@@ -104,11 +104,22 @@ func BenchmarkImportPreview20000(b *testing.B) {
 			for b.Loop() {
 				var body strings.Builder
 				w := multipart.NewWriter(&body)
-				fw, _ := w.CreateFormFile("file", "big.srt")
-				fw.Write(data)
-				w.WriteField("preview", "1")
-				w.WriteField("mode", mode)
-				w.Close()
+				fw, err := w.CreateFormFile("file", "big.srt")
+				if err == nil {
+					_, err = fw.Write(data)
+				}
+				if err == nil {
+					err = w.WriteField("preview", "1")
+				}
+				if err == nil {
+					err = w.WriteField("mode", mode)
+				}
+				if err == nil {
+					err = w.Close()
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
 				resp := c.do("POST", path, strings.NewReader(body.String()), w.FormDataContentType(), hdr)
 				n, err := io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()

@@ -132,7 +132,7 @@ func TestBatchingCalibrationStopsWhereMemoryRunsOut(t *testing.T) {
 	res, err := calibrate.Run(context.Background(), cfg)
 	require.NoError(t, err)
 	b := res.Batch
-	require.EqualValues(t, p.KVCacheBytes(), b.KVCacheBytes)
+	require.Equal(t, p.KVCacheBytes(), b.KVCacheBytes)
 	require.Equal(t, 3, b.SequencesThatFit)
 	require.Equal(t, 3, b.Limit)
 	var ns []int

@@ -251,7 +251,7 @@ func escapeASS(line string) string {
 		return line
 	}
 	var b strings.Builder
-	for i := 0; i < len(line); i++ {
+	for i := range len(line) {
 		switch c := line[i]; c {
 		case '{', '}':
 			b.WriteByte('\\')

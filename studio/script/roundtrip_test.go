@@ -35,9 +35,10 @@ func keepable(cues []Cue, f Format) []Cue {
 
 // centi rounds d to the centisecond as WriteASS does.
 func centi(d time.Duration) time.Duration {
-	r := (d + 5*time.Millisecond) / (10 * time.Millisecond) * (10 * time.Millisecond)
+	const cs = 10 * time.Millisecond
+	r := (d + cs/2).Truncate(cs)
 	if r > maxTimecode {
-		r = d / (10 * time.Millisecond) * (10 * time.Millisecond)
+		r = d.Truncate(cs)
 	}
 	return r
 }
