@@ -84,7 +84,7 @@ func TestReviewOfATakeTooLongForItsSlot(t *testing.T) {
 			Text: "This line runs far past the three seconds of its slot, so the duration lock has to cut the end of it off. " +
 				"It keeps going with a second sentence, and then a third one, which nobody could say in the time it has."},
 		{SourceLine: 2, StartMs: 3100, EndMs: 4600, CharacterName: "Alice", Text: "A short one."},
-		{SourceLine: 3, StartMs: 5000, EndMs: 6500, CharacterName: "Alice", Text: "And another."},
+		{SourceLine: 3, StartMs: 5000, EndMs: 6500, CharacterName: "Captain Ahab of the Pequod", Text: "And another."},
 	})
 	long, mid, last := b.lines[0], b.lines[1], b.lines[2]
 	require.Equal(t, studio.StateNeedsReview, long.State)
@@ -100,9 +100,28 @@ func TestReviewOfATakeTooLongForItsSlot(t *testing.T) {
 		chromedp.KeyEvent("j"),
 		chromedp.WaitVisible(css(fmt.Sprintf(`#line-%d.kb-focus`, long.ID))),
 	))
+	// Character chips and each take's "3.00 s × 1.05" label keep to one line, however
+	// narrow the text column leaves them.
+	wraps, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(() => {
+		const out = [];
+		for (const c of document.querySelectorAll('#lines .chip')) {
+			const lh = parseFloat(getComputedStyle(c).fontSize) * 1.6;
+			if (c.getBoundingClientRect().height > lh + 8) out.push('chip ' + c.textContent);
+		}
+		for (const m of document.querySelectorAll('#lines .take-mini')) {
+			const tops = [...m.children].map(e => Math.round(e.getBoundingClientRect().top));
+			for (const e of m.children) {
+				const lh = parseFloat(getComputedStyle(e).fontSize) * 1.6;
+				if (e.getBoundingClientRect().height > lh + 8) out.push('label ' + e.textContent.trim());
+			}
+			if (Math.max(...tops) - Math.min(...tops) > 12) out.push('take-mini row ' + m.textContent.trim());
+		}
+		return out })()`))
+	require.NoError(t, err)
+	require.Empty(t, wraps, "nothing in the script's chips or take labels wraps")
 	dl.answer(false)
 	require.NoError(t, chromedp.Do(ctx, chromedp.KeyEvent("a")))
-	_, err := chromedp.Run(ctx, chromedp.Poll[bool](`true`, chromedp.WithPollingTimeout(time.Second)))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`true`, chromedp.WithPollingTimeout(time.Second)))
 	require.NoError(t, err)
 	require.Len(t, dl.seen(), 1, "a asked once")
 	require.Contains(t, dl.seen()[0], "The take of line 1 needs review (")
