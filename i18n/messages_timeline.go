@@ -3,13 +3,14 @@ package i18n
 // Messages of the editor's timeline under the picture.
 func init() {
 	register(map[string]Message{
-		"timeline.title":     {EN: "Timeline", ZH: "时间线"},
-		"timeline.zoom_in":   {EN: "Zoom in", ZH: "放大"},
-		"timeline.zoom_out":  {EN: "Zoom out", ZH: "缩小"},
-		"timeline.zoom_fit":  {EN: "Fit", ZH: "适应宽度"},
-		"timeline.hint":      {EN: "Drag a clip or its edges to move its slot (edges snap within %d px); Alt+←/→ nudges by a frame.", ZH: "拖动片段或其边缘以移动时段（边缘在 %d 像素内吸附）；Alt+←/→ 按一帧微调。"},
-		"timeline.empty":     {EN: "No lines yet: import a script to see them on the timeline.", ZH: "还没有台词：导入剧本后即可在时间线上看到。"},
-		"timeline.omitted":   {EN: "The timeline shows the first %d lines; %d more are in the script only.", ZH: "时间线只显示前 %d 句；另有 %d 句仅在剧本中。"},
+		"timeline.title":    {EN: "Timeline", ZH: "时间线"},
+		"timeline.zoom_in":  {EN: "Zoom in", ZH: "放大"},
+		"timeline.zoom_out": {EN: "Zoom out", ZH: "缩小"},
+		"timeline.zoom_fit": {EN: "Fit", ZH: "适应宽度"},
+		"timeline.hint":     {EN: "Drag a clip or its edges to move its slot (edges snap within %d px); Alt+←/→ nudges by a frame.", ZH: "拖动片段或其边缘以移动时段（边缘在 %d 像素内吸附）；Alt+←/→ 按一帧微调。"},
+		"timeline.empty":    {EN: "No lines yet: import a script to see them on the timeline.", ZH: "还没有台词：导入剧本后即可在时间线上看到。"},
+		"timeline.omitted": {EN: "The timeline shows the first %d lines; %d more are in the script only.", Count: 2,
+			One: "The timeline shows the first %d lines; %d more is in the script only.", ZH: "时间线只显示前 %d 句；另有 %d 句仅在剧本中。"},
 		"timeline.bad_slot":  {EN: "A slot needs a start and an end in whole milliseconds, the end not before the start.", ZH: "时段需要以整毫秒表示的开始和结束时间，且结束不早于开始。"},
 		"timeline.moved":     {EN: "Line %d now %s – %s.", ZH: "第 %d 句现在为 %s – %s。"},
 		"timeline.saving":    {EN: "Saving…", ZH: "保存中…"},

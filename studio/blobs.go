@@ -157,6 +157,7 @@ var BlobForeignKeys = []BlobRef{
 	{Table: "project_sources", Column: "audio_sha256"},
 	{Table: "project_videos", Column: "video_sha256"},
 	{Table: "project_videos", Column: "proxy_sha256"},
+	{Table: "project_beds", Column: "audio_sha256"},
 	{Table: "derived_audio", Column: "sha256", Cache: true},
 	{Table: "speaker_conditioning", Column: "ref_sha256", Cache: true},
 	{Table: "project_blobs", Column: "sha256", Cache: true},

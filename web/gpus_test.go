@@ -457,7 +457,7 @@ func TestBatchingCalibrationFromThePage(t *testing.T) {
 	page := fmt.Sprintf("/admin/gpus/calibrations/%d", cal.ID)
 	d := doc(t, c.get(page))
 	require.Contains(t, d.Find(`[data-testid=calibration-batch]`).Text(), "A batching host: one process, its weights and a KV pool of 4.00 GB")
-	require.Contains(t, d.Find(`[data-testid=calibration-batch]`).Text(), "started for at most 16 lines at once")
+	require.Contains(t, d.Find(`[data-testid=calibration-batch]`).Text(), "lines at once at most: 16")
 	require.Equal(t, len(res.Analysis), d.Find(`[data-testid=bucket-kv]`).Length())
 	require.Equal(t, len(res.Verdict.Steps), d.Find(`[data-testid=step-row]`).Length())
 	require.Contains(t, d.Find(`[data-testid=calibration-latency-point]`).Text(),
