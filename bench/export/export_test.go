@@ -7,12 +7,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"dubstudio/audio"
+	"dubstudio/internal/peakrss"
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
 	"dubstudio/tts"
@@ -97,13 +99,20 @@ func setupHour(b *testing.B) *benchBundle {
 // BenchmarkExportHour exports a one-hour, 1,000-line project with four characters:
 // 1,000 line WAVs, the 48 kHz mix, four full-length stems, subtitles and the
 // manifest, zipped. Each iteration is one export job, from the request to the
-// finished archive.
+// finished archive. peak-RSS-MB is the process's peak resident memory over an export
+// (the worker runs in this process; issue 17: exports work in bounded memory).
 func BenchmarkExportHour(b *testing.B) {
 	bb := setupHour(b)
 	ctx := context.Background()
-	var size int64
+	var size, peak int64
 	b.ResetTimer()
 	for range b.N {
+		b.StopTimer()
+		debug.FreeOSMemory() // the mark starts from what is live, not the setup's garbage
+		if err := peakrss.Reset(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
 		ex, err := bb.pipeline.Export(ctx, bb.project.ID, bb.editor.ID, studio.ExportOptions{ApprovedOnly: true})
 		require.NoError(b, err)
 		for ex.State != studio.ExportDone {
@@ -115,9 +124,13 @@ func BenchmarkExportHour(b *testing.B) {
 		require.Equal(b, benchLines, ex.Lines)
 		size = ex.SizeBytes
 		b.StopTimer()
+		p, err := peakrss.Peak()
+		require.NoError(b, err)
+		peak = max(peak, p)
 		require.NoError(b, os.Remove(workflow.ExportPath(bb.dataDir, ex.ID)))
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(size)/1e6, "MB/archive")
 	b.ReportMetric(float64(bb.audioMs)/1000/60, "speech-min")
+	b.ReportMetric(float64(peak)/1e6, "peak-RSS-MB")
 }
