@@ -23,6 +23,7 @@ const (
 	EncodingWindows1252 = "windows-1252"
 	EncodingISO88591    = "iso-8859-1"
 	EncodingISO885915   = "iso-8859-15"
+	EncodingWindows1251 = "windows-1251"
 	EncodingGB18030     = "gb18030"
 	EncodingGBK         = "gbk"
 	EncodingBig5        = "big5"
@@ -35,6 +36,7 @@ var legacy = map[string]encoding.Encoding{
 	EncodingWindows1252: charmap.Windows1252,
 	EncodingISO88591:    charmap.ISO8859_1,
 	EncodingISO885915:   charmap.ISO8859_15,
+	EncodingWindows1251: charmap.Windows1251,
 	EncodingGB18030:     simplifiedchinese.GB18030,
 	EncodingGBK:         simplifiedchinese.GBK,
 	EncodingBig5:        traditionalchinese.Big5,
@@ -45,7 +47,7 @@ var legacy = map[string]encoding.Encoding{
 // Encodings lists the encodings an import accepts, in the order a form offers them.
 func Encodings() []string {
 	return []string{EncodingUTF8, EncodingUTF16LE, EncodingUTF16BE, EncodingUTF32LE, EncodingUTF32BE,
-		EncodingWindows1252, EncodingISO88591, EncodingISO885915,
+		EncodingWindows1252, EncodingISO88591, EncodingISO885915, EncodingWindows1251,
 		EncodingGB18030, EncodingGBK, EncodingBig5, EncodingShiftJIS, EncodingEUCKR}
 }
 
@@ -99,9 +101,10 @@ func sniffUTF16(data []byte) string {
 //     Han characters for Shift-JIS, frequent Han characters for GB18030 and Big5
 //     (frequentHan lists the most frequent characters in both simplified and
 //     traditional forms). Mis-decoded text gives rare characters and scores low.
-//   - The best candidate scoring at least one half wins; otherwise the file is
-//     Windows-1252, the superset of ISO-8859-1 Western files use. ISO-8859-15 cannot be
-//     told from Windows-1252 by content: a user picks it.
+//   - The best candidate scoring at least one half wins. Otherwise the file is
+//     Windows-1251 if it reads as Russian there (cyrillicScore), else Windows-1252, the
+//     superset of ISO-8859-1 Western files use. ISO-8859-15 cannot be told from
+//     Windows-1252 by content: a user picks it.
 func detectLegacy(data []byte) string {
 	if mostlyUTF8(data) {
 		return EncodingUTF8
@@ -129,7 +132,39 @@ func detectLegacy(data []byte) string {
 			best, bestScore = name, score
 		}
 	}
+	if best == EncodingWindows1252 && cyrillicScore(data) > 0.5 {
+		return EncodingWindows1251
+	}
 	return best
+}
+
+// cyrillicScore is the share of the non-ASCII bytes of data that decode in Windows-1251
+// to a Cyrillic letter next to another Cyrillic letter. Every byte decodes there, and
+// Western accented letters (0xC0-0xFF) decode to Cyrillic ones too, but they sit alone
+// among ASCII letters ("caf\xe9"), while Russian words are runs of them. Only the
+// one-letter words (в, с, я) of a Russian text lower its score.
+func cyrillicScore(data []byte) float64 {
+	cyr := func(i int) bool {
+		if i < 0 || i >= len(data) || data[i] < 0x80 {
+			return false
+		}
+		r := charmap.Windows1251.DecodeByte(data[i])
+		return r >= 0x400 && r <= 0x4FF
+	}
+	var high, paired int
+	for i, b := range data {
+		if b < 0x80 {
+			continue
+		}
+		high++
+		if cyr(i) && (cyr(i-1) || cyr(i+1)) {
+			paired++
+		}
+	}
+	if high == 0 {
+		return 0
+	}
+	return float64(paired) / float64(high)
 }
 
 // plausibleRune reports whether r is likely text when data is decoded as name.

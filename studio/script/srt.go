@@ -9,10 +9,18 @@ import (
 
 // parseSRT reads SubRip cues: an optional index line, a timing line, text lines, and a
 // blank line. A missing blank line between two cues is tolerated when the next cue's
-// index and timing line are unmistakable.
+// index and timing line are unmistakable, and so is a file whose every line is followed
+// by a blank one (undouble).
 func parseSRT(s *source) []Cue {
-	lines := s.lines
+	lines, at := undouble(s.lines)
 	n := len(lines)
+	// num is the line number, in the file, of lines[i].
+	num := func(i int) int {
+		if i < n {
+			return at[i] + 1
+		}
+		return at[n-1] + 1 + i - (n - 1)
+	}
 	// plain holds the lines with tags removed, which is how the structure is read:
 	// a line is a timing line or an index by what it says, not by its markup.
 	pl := make([]plainLine, n)
@@ -38,7 +46,7 @@ func parseSRT(s *source) []Cue {
 			continue
 		}
 		block := i
-		if !b.next(block + 1) {
+		if !b.next(num(block)) {
 			break
 		}
 		timing := i
@@ -47,21 +55,21 @@ func parseSRT(s *source) []Cue {
 			case i+1 < n && !isBlank(lines[i+1]) && (strings.Contains(pl[i+1].text, "-->") || isIndex(pl[i].text)):
 				timing = i + 1
 				if !strings.Contains(pl[timing].text, "-->") {
-					s.add(timing+1, "script.bad_timing_line", pl[timing].text)
+					s.add(num(timing), "script.bad_timing_line", pl[timing].text)
 					i = skip(timing)
 					continue
 				}
 			default:
-				s.add(block+1, "script.missing_timecode")
+				s.add(num(block), "script.missing_timecode")
 				i = skip(i)
 				continue
 			}
 		}
 		start, end, bad, ok := timingLine(pl[timing].text)
 		if !ok {
-			s.add(timing+1, "script.bad_timecode", bad)
+			s.add(num(timing), "script.bad_timecode", bad)
 		} else {
-			ok = b.times(timing+1, start, end)
+			ok = b.times(num(timing), start, end)
 		}
 		j := timing + 1
 		for j < n && !isBlank(lines[j]) && !cueStart(j) {
@@ -69,11 +77,59 @@ func parseSRT(s *source) []Cue {
 		}
 		if ok {
 			character, text := cueText(pl[timing+1 : j])
-			b.add(timing+2, Cue{SourceLine: block + 1, Start: start, End: end, Character: character, Text: text})
+			b.add(num(timing+1), Cue{SourceLine: num(block), Start: start, End: end, Character: character, Text: text})
 		}
 		i = j
 	}
 	return b.cues
+}
+
+// undouble returns the lines of a file written with every line break doubled (each
+// line followed by a blank one, as an editor writes CR CR LF), with those blank lines
+// taken out and a longer run of blank lines, which stood for the blank line between two
+// cues, kept as one; at holds the index in lines of each returned line. Any other file
+// is returned as it is. A file is doubled when no two of its non-blank lines are
+// adjacent and some timing line has its text after one blank line, which in a normal
+// file would leave the text without a timing line.
+func undouble(lines []string) (out []string, at []int) {
+	n := len(lines)
+	doubled := false
+	for i := 0; i < n; i++ {
+		if isBlank(lines[i]) {
+			continue
+		}
+		if i+1 < n && !isBlank(lines[i+1]) {
+			doubled = false
+			break
+		}
+		if i+2 < n && isBlank(lines[i+1]) && !isBlank(lines[i+2]) && strings.Contains(plain(lines[i]).text, "-->") &&
+			!strings.Contains(plain(lines[i+2]).text, "-->") && !isIndex(plain(lines[i+2]).text) {
+			doubled = true
+		}
+	}
+	at = make([]int, 0, n)
+	if !doubled {
+		for i := range lines {
+			at = append(at, i)
+		}
+		return lines, at
+	}
+	for i := 0; i < n; {
+		if !isBlank(lines[i]) {
+			out, at = append(out, lines[i]), append(at, i)
+			i++
+			continue
+		}
+		j := i
+		for j < n && isBlank(lines[j]) {
+			j++
+		}
+		if j-i > 1 || i == 0 || j == n {
+			out, at = append(out, lines[i]), append(at, i)
+		}
+		i = j
+	}
+	return out, at
 }
 
 // isIndex reports whether s is an SRT cue number.
