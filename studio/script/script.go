@@ -32,6 +32,7 @@ import (
 	"io"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -315,7 +316,7 @@ func detect(filename string, src *source) Format {
 // flag sorts the cues by start time (stable: cues starting together keep the file's
 // order), then sets FlagDuplicate, FlagOverlap, FlagZeroLength, FlagDialogue and
 // FlagLongLine. A duplicate is not counted as an overlap of the cue it repeats, nor
-// flagged otherwise.
+// flagged otherwise. FlagDialogue set by a parser (two voice spans, twoVoices) stays.
 func flag(cues []Cue) {
 	sort.SliceStable(cues, func(i, j int) bool { return cues[i].Start < cues[j].Start })
 	type key struct {
@@ -326,6 +327,7 @@ func flag(cues []Cue) {
 	var maxEnd time.Duration
 	for i := range cues {
 		c := &cues[i]
+		voiced := slices.Contains(c.Flags, FlagDialogue)
 		c.Flags = nil
 		k := key{c.Start, c.End, c.Text}
 		if seen[k] {
@@ -339,7 +341,7 @@ func flag(cues []Cue) {
 		if c.End == c.Start {
 			c.Flags = append(c.Flags, FlagZeroLength)
 		}
-		if isDialogue(c.Text) {
+		if voiced || isDialogue(c.Text) {
 			c.Flags = append(c.Flags, FlagDialogue)
 		}
 		if hasLongLine(c.Text) {

@@ -77,7 +77,11 @@ func parseSRT(s *source) []Cue {
 		}
 		if ok {
 			character, text := cueText(pl[timing+1 : j])
-			b.add(num(timing+1), Cue{SourceLine: num(block), Start: start, End: end, Character: character, Text: text})
+			c := Cue{SourceLine: num(block), Start: start, End: end, Character: character, Text: text}
+			if twoVoices(pl[timing+1 : j]) {
+				c.Flags = []string{FlagDialogue}
+			}
+			b.add(num(timing+1), c)
 		}
 		i = j
 	}

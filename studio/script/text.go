@@ -41,8 +41,18 @@ var entities = map[string]string{
 // in one pass: the output is built as a stack, and when a '>' or '}' arrives, the
 // output's tail from the last '<' or '{' is checked for a tag.
 func stripTags(line string) (text, voice string) {
+	text, voices := stripVoices(line)
+	if len(voices) > 0 {
+		voice = voices[0]
+	}
+	return text, voice
+}
+
+// stripVoices is stripTags that returns the names of all the voice spans of the line,
+// in order.
+func stripVoices(line string) (text string, voices []string) {
 	if !strings.ContainsAny(line, "<{") {
-		return line, ""
+		return line, nil
 	}
 	out := make([]byte, 0, len(line))
 	// Positions in out of the brackets still there, innermost last.
@@ -75,8 +85,8 @@ func stripTags(line string) (text, voice string) {
 			if p := last(lt); p > last(gt) && len(out)-p < maxTagLen {
 				if ok, v := isFormatTag(out[p+1:]); ok {
 					start = p
-					if voice == "" {
-						voice = v
+					if v != "" {
+						voices = append(voices, v)
 					}
 				}
 			}
@@ -104,9 +114,9 @@ func stripTags(line string) (text, voice string) {
 		out = append(out, c)
 	}
 	if len(out) == len(line) {
-		return line, voice
+		return line, voices
 	}
-	return string(out), voice
+	return string(out), voices
 }
 
 // isFormatTag reports whether body, what is between '<' and '>' (and holds neither),
@@ -234,15 +244,42 @@ func escapeSRTVoice(name string) string {
 
 // plainLine is one line of SRT or WebVTT cue text as it reads: tags removed,
 // character references decoded, trimmed; voice is the name of its first voice span,
-// if any.
+// if any, and voices the names of all of them.
 type plainLine struct {
 	text, voice string
+	voices      []string
 }
 
 func plain(raw string) plainLine {
-	t, v := stripTags(raw)
-	t, v = decodeEntities(t), decodeEntities(v)
-	return plainLine{text: strings.TrimSpace(t), voice: canonName(v)}
+	t, vs := stripVoices(raw)
+	l := plainLine{text: strings.TrimSpace(decodeEntities(t))}
+	for _, v := range vs {
+		if v = canonName(decodeEntities(v)); v != "" {
+			l.voices = append(l.voices, v)
+		}
+	}
+	if len(l.voices) > 0 {
+		l.voice = l.voices[0]
+	}
+	return l
+}
+
+// twoVoices reports whether lines hold voice spans of two different names: two
+// speakers' turns in one cue ("<v Emo>Warum? - </v><v Proog>Sofort!</v>"), which
+// the cue's one character cannot say, so the cue is flagged as dialogue, to split.
+func twoVoices(lines []plainLine) bool {
+	first := ""
+	for _, l := range lines {
+		for _, v := range l.voices {
+			switch {
+			case first == "":
+				first = v
+			case v != first:
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // cueText turns the lines of an SRT or WebVTT cue into the cue's character and text:

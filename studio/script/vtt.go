@@ -81,7 +81,11 @@ func parseVTT(s *source) []Cue {
 				pl = append(pl, plain(l))
 			}
 			character, text := cueText(pl)
-			b.add(timing+2, Cue{SourceLine: block + 1, Start: start, End: end, Character: character, Text: text})
+			c := Cue{SourceLine: block + 1, Start: start, End: end, Character: character, Text: text}
+			if twoVoices(pl) {
+				c.Flags = []string{FlagDialogue}
+			}
+			b.add(timing+2, c)
 		}
 		i = j
 	}
