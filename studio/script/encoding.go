@@ -138,33 +138,43 @@ func detectLegacy(data []byte) string {
 	return best
 }
 
-// cyrillicScore is the share of the non-ASCII bytes of data that decode in Windows-1251
-// to a Cyrillic letter next to another Cyrillic letter. Every byte decodes there, and
-// Western accented letters (0xC0-0xFF) decode to Cyrillic ones too, but they sit alone
-// among ASCII letters ("caf\xe9"), while Russian words are runs of them. Only the
-// one-letter words (в, с, я) of a Russian text lower its score.
+// cyrillicScore is the share of the words of data, of two letters or more and with a
+// non-ASCII letter, whose letters are all Cyrillic when data is read as Windows-1251.
+// Every byte decodes there, and Western accented letters (0xC0-0xFF) decode to Cyrillic
+// ones too, but a Western word has Latin letters around them ("Gr\xf6\xdfe" reads
+// "Grцяe"), while a Russian word is Cyrillic throughout.
 func cyrillicScore(data []byte) float64 {
-	cyr := func(i int) bool {
-		if i < 0 || i >= len(data) || data[i] < 0x80 {
-			return false
+	var words, pure int
+	length, high := 0, 0
+	end := func() {
+		if length >= 2 && high > 0 {
+			words++
+			if high == length {
+				pure++
+			}
 		}
-		r := charmap.Windows1251.DecodeByte(data[i])
-		return r >= 0x400 && r <= 0x4FF
+		length, high = 0, 0
 	}
-	var high, paired int
-	for i, b := range data {
-		if b < 0x80 {
-			continue
-		}
-		high++
-		if cyr(i) && (cyr(i-1) || cyr(i+1)) {
-			paired++
+	for _, b := range data {
+		switch {
+		case b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z':
+			length++
+		case b >= 0x80:
+			if r := charmap.Windows1251.DecodeByte(b); r >= 0x400 && r <= 0x4FF {
+				length++
+				high++
+				continue
+			}
+			end()
+		default:
+			end()
 		}
 	}
-	if high == 0 {
+	end()
+	if words == 0 {
 		return 0
 	}
-	return float64(paired) / float64(high)
+	return float64(pure) / float64(words)
 }
 
 // plausibleRune reports whether r is likely text when data is decoded as name.
