@@ -89,7 +89,7 @@ func parseSRT(s *source) []Cue {
 }
 
 // undouble returns the lines of a file written with every line break doubled (each
-// line followed by a blank one, as an editor writes CR CR LF), with those blank lines
+// line followed by a blank one, as an editor writes "\r\r\n"), with those blank lines
 // taken out and a longer run of blank lines, which stood for the blank line between two
 // cues, kept as one; at holds the index in lines of each returned line. Any other file
 // is returned as it is. A file is doubled when no two of its non-blank lines are
@@ -98,7 +98,7 @@ func parseSRT(s *source) []Cue {
 func undouble(lines []string) (out []string, at []int) {
 	n := len(lines)
 	doubled := false
-	for i := 0; i < n; i++ {
+	for i := range n {
 		if isBlank(lines[i]) {
 			continue
 		}
