@@ -384,9 +384,20 @@ func (s *Store) UpdateLine(ctx context.Context, userID int64, projectID, lineID 
 // forUpdate makes two saves of one line serialise, so the second sees the first's revision.
 var forUpdate = clause.Locking{Strength: clause.LockingStrengthUpdate}
 
+// snapshotEqual reports whether two snapshots say the same: their JSON (what the
+// history keeps) is equal. Field by field, so that an import comparing thousands of
+// lines encodes only the emotions of those whose other fields match.
 func snapshotEqual(a, b LineSnapshot) bool {
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
+	if a.Text != b.Text || a.Notes != b.Notes || a.StartMs != b.StartMs || a.EndMs != b.EndMs ||
+		a.DurationLock != b.DurationLock || (a.CharacterID == nil) != (b.CharacterID == nil) ||
+		a.CharacterID != nil && *a.CharacterID != *b.CharacterID {
+		return false
+	}
+	if a.Emotion == nil || b.Emotion == nil {
+		return a.Emotion == b.Emotion
+	}
+	ja, _ := json.Marshal(a.Emotion)
+	jb, _ := json.Marshal(b.Emotion)
 	return string(ja) == string(jb)
 }
 

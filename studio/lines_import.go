@@ -165,9 +165,6 @@ func (s *Store) ImportScript(ctx context.Context, userID, projectID int64, lines
 		if err := renumberByTime(tx, projectID); err != nil {
 			return err
 		}
-		if err := refreshFlags(tx, projectID); err != nil {
-			return err
-		}
 		ids := make([]int64, 0, len(rows)+len(changed))
 		for _, r := range rows {
 			ids = append(ids, r.ID)
@@ -308,11 +305,15 @@ func importedNames(lines []NewLine, actions []ImportAction) []NewLine {
 }
 
 // renumberByTime numbers a project's lines 1, 2, ... by start time, lines starting
-// together in their previous order (the unique index is deferred to the commit).
+// together in their previous order (the unique index is deferred to the commit), and
+// refreshes their flags as refreshFlags does, in the same pass.
 func renumberByTime(tx *gorm.DB, projectID int64) error {
-	return tx.Exec(`UPDATE lines l SET idx = r.n FROM (
-		SELECT id, row_number() OVER (ORDER BY start_ms, idx) AS n FROM lines WHERE project_id = ?) r
-		WHERE l.id = r.id AND l.idx <> r.n`, projectID).Error
+	return tx.Exec(`UPDATE lines l SET idx = r.n, flags = r.f FROM (
+		SELECT id, row_number() OVER w AS n, array_remove(ARRAY[
+			CASE WHEN start_ms < lag(end_ms) OVER w THEN 'overlap' END,
+			CASE WHEN end_ms = start_ms THEN 'zero_length' END]::text[], NULL) AS f
+		FROM lines WHERE project_id = ? WINDOW w AS (ORDER BY start_ms, idx)) r
+		WHERE l.id = r.id AND (l.idx <> r.n OR l.flags IS DISTINCT FROM r.f)`, projectID).Error
 }
 
 // ImportLines appends lines to a project: ImportScript in ImportAppend, for the
