@@ -430,13 +430,11 @@ func insertImported(tx *gorm.DB, userID, projectID int64, maxIdx int, lines []Ne
 		INSERT INTO lines (project_id, idx, start_ms, end_ms, text, character_id, emotion, duration_lock, revision, state, flags, updated_by)
 		SELECT $1, $2 + u.n, u.s, u.e, u.t, u.c, u.em::jsonb, true, 1, 'draft', '{}', $3
 		FROM unnest($4::int[], $5::int[], $6::text[], $7::bigint[], $8::text[]) WITH ORDINALITY AS u(s, e, t, c, em, n)
-		ORDER BY u.n
 		RETURNING id, project_id, idx, text, character_id, emotion, notes, start_ms, end_ms, duration_lock
 	), hist AS (
 		INSERT INTO line_history (line_id, project_id, user_id, action, after)
-		SELECT id, project_id, $3, 'import', jsonb_build_object('text', text, 'character_id', character_id,
-			'emotion', emotion, 'notes', notes, 'start_ms', start_ms, 'end_ms', end_ms, 'duration_lock', duration_lock)
-		FROM ins ORDER BY idx
+		SELECT id, project_id, $3, 'import', `+snapshotSQL("ins")+`
+		FROM ins
 	)
 	SELECT id, idx FROM ins`, projectID, maxIdx, userID, starts, ends, texts, chars, ems)
 	if err != nil {
@@ -454,8 +452,10 @@ func insertImported(tx *gorm.DB, userID, projectID int64, maxIdx int, lines []Ne
 	return rows, q.Err()
 }
 
-// writeLines writes each of ls as writeLine does (befores[i] is ls[i] before), in two
-// statements whatever their number: the lines, then their history.
+// writeLines writes each of ls as writeLine does (befores[i] is ls[i] before), in one
+// statement whatever their number: the lines, and their history, whose snapshots
+// the database builds from the rows before and after the update (every part of a
+// statement sees the rows as they were when it began).
 func writeLines(tx *gorm.DB, userID int64, action string, befores, ls []*Line) error {
 	if len(ls) == 0 {
 		return nil
@@ -467,7 +467,6 @@ func writeLines(tx *gorm.DB, userID int64, action string, befores, ls []*Line) e
 	ems := make([]*string, n)
 	starts, ends, revs, audible := make([]int, n), make([]int, n), make([]int, n), make([]int, n)
 	locks := make([]bool, n)
-	before, after := make([]string, n), make([]string, n)
 	for i, l := range ls {
 		stampWrite(userID, befores[i], l, now)
 		ids[i], texts[i], chars[i], notes[i] = l.ID, l.Text, l.CharacterID, l.Notes
@@ -480,37 +479,34 @@ func writeLines(tx *gorm.DB, userID int64, action string, befores, ls []*Line) e
 			}
 			ems[i] = new(string(j))
 		}
-		b, err := json.Marshal(befores[i].snapshot())
-		if err != nil {
-			return err
-		}
-		a, err := json.Marshal(l.snapshot())
-		if err != nil {
-			return err
-		}
-		before[i], after[i] = string(b), string(a)
+	}
+	var uid any // the history's user, none for the system (as addHistory)
+	if userID > 0 {
+		uid = userID
 	}
 	t, err := sqlTx(tx)
 	if err != nil {
 		return err
 	}
-	ctx := tx.Statement.Context
-	_, err = t.ExecContext(ctx, `UPDATE lines l SET text = u.t, character_id = u.c, emotion = u.em::jsonb, notes = u.notes,
-		start_ms = u.s, end_ms = u.e, duration_lock = u.lock, revision = u.rev, audible_revision = u.aud, state = u.state,
-		updated_by = $1, updated_at = $2
-		FROM unnest($3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::int[], $9::int[], $10::bool[],
-			$11::int[], $12::int[], $13::text[]) AS u(id, t, c, em, notes, s, e, lock, rev, aud, state)
-		WHERE l.id = u.id`, userID, now, ids, texts, chars, ems, notes, starts, ends, locks, revs, audible, states)
-	if err != nil {
-		return err
-	}
-	var uid any
-	if userID > 0 {
-		uid = userID
-	}
-	_, err = t.ExecContext(ctx, `INSERT INTO line_history (line_id, project_id, user_id, action, before, after)
-		SELECT u.id, l.project_id, $1, $2, u.b::jsonb, u.a::jsonb
-		FROM unnest($3::bigint[], $4::text[], $5::text[]) WITH ORDINALITY AS u(id, b, a, n) JOIN lines l ON l.id = u.id
-		ORDER BY u.n`, uid, action, ids, before, after)
+	_, err = t.ExecContext(tx.Statement.Context, `WITH u AS (
+		SELECT * FROM unnest($4::bigint[], $5::text[], $6::bigint[], $7::text[], $8::text[], $9::int[], $10::int[],
+			$11::bool[], $12::int[], $13::int[], $14::text[]) AS u(id, t, c, em, notes, s, e, lock, rev, aud, state)
+	), old AS (
+		SELECT l.id, `+snapshotSQL("l")+` AS snap FROM lines l JOIN u ON u.id = l.id
+	), upd AS (
+		UPDATE lines l SET text = u.t, character_id = u.c, emotion = u.em::jsonb, notes = u.notes,
+			start_ms = u.s, end_ms = u.e, duration_lock = u.lock, revision = u.rev, audible_revision = u.aud, state = u.state,
+			updated_by = $1, updated_at = $2
+		FROM u WHERE l.id = u.id
+		RETURNING l.id, l.project_id, `+snapshotSQL("l")+` AS snap
+	)
+	INSERT INTO line_history (line_id, project_id, user_id, action, before, after)
+	SELECT upd.id, upd.project_id, $3, $15, old.snap, upd.snap FROM upd JOIN old ON old.id = upd.id`, userID, now, uid, ids, texts, chars, ems, notes, starts, ends, locks, revs, audible, states, action)
 	return err
+}
+
+// snapshotSQL is the LineSnapshot of the lines row named l, as SQL building its JSON.
+func snapshotSQL(l string) string {
+	return strings.NewReplacer("l.", l+".").Replace(`jsonb_build_object('text', l.text, 'character_id', l.character_id,
+		'emotion', l.emotion, 'notes', l.notes, 'start_ms', l.start_ms, 'end_ms', l.end_ms, 'duration_lock', l.duration_lock)`)
 }
