@@ -384,9 +384,20 @@ func (s *Store) UpdateLine(ctx context.Context, userID int64, projectID, lineID 
 // forUpdate makes two saves of one line serialise, so the second sees the first's revision.
 var forUpdate = clause.Locking{Strength: clause.LockingStrengthUpdate}
 
+// snapshotEqual reports whether two snapshots say the same: their JSON (what the
+// history keeps) is equal. Field by field, so that an import comparing thousands of
+// lines encodes only the emotions of those whose other fields match.
 func snapshotEqual(a, b LineSnapshot) bool {
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
+	if a.Text != b.Text || a.Notes != b.Notes || a.StartMs != b.StartMs || a.EndMs != b.EndMs ||
+		a.DurationLock != b.DurationLock || (a.CharacterID == nil) != (b.CharacterID == nil) ||
+		a.CharacterID != nil && *a.CharacterID != *b.CharacterID {
+		return false
+	}
+	if a.Emotion == nil || b.Emotion == nil {
+		return a.Emotion == b.Emotion
+	}
+	ja, _ := json.Marshal(a.Emotion)
+	jb, _ := json.Marshal(b.Emotion)
 	return string(ja) == string(jb)
 }
 
@@ -441,15 +452,7 @@ func (s *Store) saveLine(ctx context.Context, tx *gorm.DB, userID int64, action 
 // writeLine writes l as saveLine does, and its history, without refreshing the
 // project's flags or running the hook.
 func writeLine(tx *gorm.DB, userID int64, action string, before, l *Line) error {
-	l.Revision++
-	l.UpdatedBy = &userID
-	l.UpdatedAt = time.Now()
-	if before != nil && Audible(before, l) {
-		l.AudibleRevision = l.Revision
-		if !l.State.Active() {
-			l.State = StateDraft
-		}
-	}
+	stampWrite(userID, before, l, time.Now())
 	err := tx.Model(&Line{}).Where("id = ?", l.ID).Updates(map[string]any{
 		"text": l.Text, "character_id": l.CharacterID, "emotion": l.Emotion, "notes": l.Notes,
 		"start_ms": l.StartMs, "end_ms": l.EndMs, "duration_lock": l.DurationLock,
@@ -459,6 +462,21 @@ func writeLine(tx *gorm.DB, userID int64, action string, before, l *Line) error 
 		return err
 	}
 	return addHistory(tx, userID, action, before, l)
+}
+
+// stampWrite does a write's bookkeeping on l: its revision bumped, who and when, and
+// an audible change (from before; nil for a new line) sending a line not being
+// rendered back to draft.
+func stampWrite(userID int64, before, l *Line, now time.Time) {
+	l.Revision++
+	l.UpdatedBy = &userID
+	l.UpdatedAt = now
+	if before != nil && Audible(before, l) {
+		l.AudibleRevision = l.Revision
+		if !l.State.Active() {
+			l.State = StateDraft
+		}
+	}
 }
 
 // lineChanged runs the LineChanged hook, if any, in tx.
@@ -720,9 +738,9 @@ type ImportResult struct {
 	Flagged int
 	// Updated, Unchanged and Duplicates count the file's lines that updated a line,
 	// matched one that already said the same, or repeated one exactly and were
-	// skipped; Deleted the lines a replace removed (ImportScript only).
+	// skipped; Deleted the lines a replace removed.
 	Updated, Unchanged, Duplicates, Deleted int
-	// Actions says per line of the import what was done (ImportScript only).
+	// Actions says per line of the import what was done.
 	Actions []ImportAction
 }
 
@@ -772,53 +790,6 @@ func ParseEmotionColumn(s string) (*Emotion, error) {
 	return e, e.Validate()
 }
 
-// ImportLines appends lines to a project, creating characters by name (case-insensitive)
-// as needed. It is all-or-nothing: any problem refuses the whole import with every
-// problem listed. ImportScript offers the other modes and keeps lines in time order.
-func (s *Store) ImportLines(ctx context.Context, userID, projectID int64, lines []NewLine) (*ImportResult, error) {
-	emotions, err := s.checkNewLines(lines)
-	if err != nil {
-		return nil, err
-	}
-	res := &ImportResult{Lines: len(lines)}
-	err = s.inTx(ctx, func(tx *gorm.DB) error {
-		// Serialise imports into one project so indices stay dense.
-		if err := tx.Exec("SELECT 1 FROM projects WHERE id = ? FOR UPDATE", projectID).Error; err != nil {
-			return err
-		}
-		byName, err := ensureCharacters(tx, projectID, lines, res)
-		if err != nil {
-			return err
-		}
-		var maxIdx int
-		if err := tx.Raw("SELECT coalesce(max(idx), 0) FROM lines WHERE project_id = ?", projectID).Scan(&maxIdx).Error; err != nil {
-			return err
-		}
-		rows, err := insertImported(tx, userID, projectID, maxIdx, lines, emotions, byName)
-		if err != nil {
-			return err
-		}
-		if err := refreshFlags(tx, projectID); err != nil {
-			return err
-		}
-		var flagged int64
-		if err := tx.Raw("SELECT count(*) FROM lines WHERE project_id = ? AND idx > ? AND cardinality(flags) > 0", projectID, maxIdx).Scan(&flagged).Error; err != nil {
-			return err
-		}
-		res.Flagged = int(flagged)
-		for i := range rows {
-			if err := s.lineChanged(ctx, tx, nil, &rows[i]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
-}
-
 // checkNewLines checks every line of an import and returns their emotions, or an
 // *ImportError listing every problem.
 func (s *Store) checkNewLines(lines []NewLine) ([]*Emotion, error) {
@@ -847,67 +818,6 @@ func (s *Store) checkNewLines(lines []NewLine) ([]*Emotion, error) {
 		return nil, &ImportError{Problems: problems}
 	}
 	return emotions, nil
-}
-
-// ensureCharacters returns the project's characters by lower-case name, creating
-// those that lines name and the project lacks (recorded in res).
-func ensureCharacters(tx *gorm.DB, projectID int64, lines []NewLine, res *ImportResult) (map[string]int64, error) {
-	var chars []Character
-	if err := tx.Where("project_id = ?", projectID).Find(&chars).Error; err != nil {
-		return nil, err
-	}
-	byName := map[string]int64{}
-	for _, c := range chars {
-		byName[strings.ToLower(c.Name)] = c.ID
-	}
-	var lang string // new characters get the project language's voice
-	if err := tx.Raw("SELECT language FROM projects WHERE id = ?", projectID).Scan(&lang).Error; err != nil {
-		return nil, err
-	}
-	for _, nl := range lines {
-		name := strings.TrimSpace(nl.CharacterName)
-		if name == "" {
-			continue
-		}
-		if _, ok := byName[strings.ToLower(name)]; ok {
-			continue
-		}
-		c := Character{ProjectID: projectID, Name: name, Color: Palette[(len(chars)+len(res.CharactersCreated))%len(Palette)],
-			Emotion: Emotion{Mode: EmotionSpeaker}, PreviewVoice: DefaultVoice(lang, nl.Text)}
-		if err := tx.Create(&c).Error; err != nil {
-			return nil, err
-		}
-		byName[strings.ToLower(name)] = c.ID
-		res.CharactersCreated = append(res.CharactersCreated, name)
-	}
-	return byName, nil
-}
-
-// insertImported inserts lines as drafts numbered from maxIdx+1, with their import
-// recorded in the history.
-func insertImported(tx *gorm.DB, userID, projectID int64, maxIdx int, lines []NewLine, emotions []*Emotion,
-	byName map[string]int64) ([]Line, error) {
-	rows := make([]Line, len(lines))
-	if len(lines) == 0 {
-		return rows, nil
-	}
-	for i, nl := range lines {
-		var cid *int64
-		if id, ok := byName[strings.ToLower(strings.TrimSpace(nl.CharacterName))]; ok {
-			cid = &id
-		}
-		rows[i] = Line{ProjectID: projectID, Idx: maxIdx + i + 1, StartMs: nl.StartMs, EndMs: nl.EndMs,
-			Text: strings.TrimSpace(nl.Text), CharacterID: cid, Emotion: emotions[i], DurationLock: true,
-			Revision: 1, State: StateDraft, Flags: Flags{}, UpdatedBy: &userID}
-	}
-	if err := tx.Omit("ID", "CreatedAt", "UpdatedAt", "StateChangedAt").CreateInBatches(rows, 1000).Error; err != nil {
-		return nil, err
-	}
-	err := tx.Exec(`INSERT INTO line_history (line_id, project_id, user_id, action, after)
-		SELECT id, project_id, ?, 'import', jsonb_build_object('text', text, 'character_id', character_id,
-			'emotion', emotion, 'notes', notes, 'start_ms', start_ms, 'end_ms', end_ms, 'duration_lock', duration_lock)
-		FROM lines WHERE project_id = ? AND idx > ?`, userID, projectID, maxIdx).Error
-	return rows, err
 }
 
 // guessVoice picks a preview voice from the script's writing system.

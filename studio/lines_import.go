@@ -2,9 +2,11 @@ package studio
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sort"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -145,12 +147,12 @@ func (s *Store) ImportScript(ctx context.Context, userID, projectID int64, lines
 				res.Unchanged++
 				continue
 			}
-			if err := writeLine(tx, userID, "import", &before, l); err != nil {
-				return err
-			}
-			res.Updated++
 			changed, befores = append(changed, l), append(befores, &before)
 		}
+		if err := writeLines(tx, userID, "import", befores, changed); err != nil {
+			return err
+		}
+		res.Updated = len(changed)
 		maxIdx := 0
 		for _, l := range existing {
 			maxIdx = max(maxIdx, l.Idx)
@@ -163,9 +165,6 @@ func (s *Store) ImportScript(ctx context.Context, userID, projectID int64, lines
 		if err := renumberByTime(tx, projectID); err != nil {
 			return err
 		}
-		if err := refreshFlags(tx, projectID); err != nil {
-			return err
-		}
 		ids := make([]int64, 0, len(rows)+len(changed))
 		for _, r := range rows {
 			ids = append(ids, r.ID)
@@ -174,11 +173,14 @@ func (s *Store) ImportScript(ctx context.Context, userID, projectID int64, lines
 			ids = append(ids, l.ID)
 		}
 		if len(ids) > 0 {
-			var flagged int64
-			if err := tx.Raw("SELECT count(*) FROM lines WHERE id IN ? AND cardinality(flags) > 0", ids).Scan(&flagged).Error; err != nil {
+			t, err := sqlTx(tx)
+			if err != nil {
 				return err
 			}
-			res.Flagged = int(flagged)
+			if err := t.QueryRowContext(tx.Statement.Context, "SELECT count(*) FROM lines WHERE id = ANY($1) AND cardinality(flags) > 0",
+				ids).Scan(&res.Flagged); err != nil {
+				return err
+			}
 		}
 		if opts.DryRun {
 			return errDryRun
@@ -303,9 +305,208 @@ func importedNames(lines []NewLine, actions []ImportAction) []NewLine {
 }
 
 // renumberByTime numbers a project's lines 1, 2, ... by start time, lines starting
-// together in their previous order (the unique index is deferred to the commit).
+// together in their previous order (the unique index is deferred to the commit), and
+// refreshes their flags as refreshFlags does, in the same pass.
 func renumberByTime(tx *gorm.DB, projectID int64) error {
-	return tx.Exec(`UPDATE lines l SET idx = r.n FROM (
-		SELECT id, row_number() OVER (ORDER BY start_ms, idx) AS n FROM lines WHERE project_id = ?) r
-		WHERE l.id = r.id AND l.idx <> r.n`, projectID).Error
+	return tx.Exec(`UPDATE lines l SET idx = r.n, flags = r.f FROM (
+		SELECT id, row_number() OVER w AS n, array_remove(ARRAY[
+			CASE WHEN start_ms < lag(end_ms) OVER w THEN 'overlap' END,
+			CASE WHEN end_ms = start_ms THEN 'zero_length' END]::text[], NULL) AS f
+		FROM lines WHERE project_id = ? WINDOW w AS (ORDER BY start_ms, idx)) r
+		WHERE l.id = r.id AND (l.idx <> r.n OR l.flags IS DISTINCT FROM r.f)`, projectID).Error
+}
+
+// ImportLines appends lines to a project: ImportScript in ImportAppend, for the
+// callers (the demo, fixtures, benchmarks) that have no file and no options.
+func (s *Store) ImportLines(ctx context.Context, userID, projectID int64, lines []NewLine) (*ImportResult, error) {
+	return s.ImportScript(ctx, userID, projectID, lines, ImportOpts{Mode: ImportAppend})
+}
+
+// The writes of an import go in as arrays, one statement for all the lines (unnest), so
+// that a script of MaxCues lines costs a few round trips and no statement of tens of
+// thousands of parameters, preview and confirm alike.
+
+// ensureCharacters returns the project's characters by lower-case name, creating
+// those that lines name and the project lacks (recorded in res), in the order lines
+// first name them.
+func ensureCharacters(tx *gorm.DB, projectID int64, lines []NewLine, res *ImportResult) (map[string]int64, error) {
+	var chars []Character
+	if err := tx.Where("project_id = ?", projectID).Find(&chars).Error; err != nil {
+		return nil, err
+	}
+	byName := map[string]int64{}
+	for _, c := range chars {
+		byName[strings.ToLower(c.Name)] = c.ID
+	}
+	var lang string // new characters get the project language's voice
+	if err := tx.Raw("SELECT language FROM projects WHERE id = ?", projectID).Scan(&lang).Error; err != nil {
+		return nil, err
+	}
+	var names, colors, voices []string
+	seen := map[string]bool{}
+	for _, nl := range lines {
+		name := strings.TrimSpace(nl.CharacterName)
+		key := strings.ToLower(name)
+		if name == "" || seen[key] {
+			continue
+		}
+		if _, ok := byName[key]; ok {
+			continue
+		}
+		seen[key] = true
+		names = append(names, name)
+		colors = append(colors, Palette[(len(chars)+len(names)-1)%len(Palette)])
+		voices = append(voices, DefaultVoice(lang, nl.Text))
+	}
+	if len(names) == 0 {
+		return byName, nil
+	}
+	emotion, err := Emotion{Mode: EmotionSpeaker}.Value()
+	if err != nil {
+		return nil, err
+	}
+	t, err := sqlTx(tx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := t.QueryContext(tx.Statement.Context, `INSERT INTO characters (project_id, name, color, emotion, preview_voice)
+		SELECT $1, u.name, u.color, $2::jsonb, u.voice FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(name, color, voice, n)
+		ORDER BY u.n RETURNING id, name`, projectID, emotion, names, colors, voices)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var name string
+		if err := rows.Scan(&id, &name); err != nil {
+			return nil, err
+		}
+		byName[strings.ToLower(name)] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	res.CharactersCreated = append(res.CharactersCreated, names...)
+	return byName, nil
+}
+
+// insertImported inserts lines as drafts numbered from maxIdx+1, with their import
+// recorded in the history, in one statement.
+func insertImported(tx *gorm.DB, userID, projectID int64, maxIdx int, lines []NewLine, emotions []*Emotion,
+	byName map[string]int64) ([]Line, error) {
+	rows := make([]Line, len(lines))
+	if len(lines) == 0 {
+		return rows, nil
+	}
+	starts, ends := make([]int, len(lines)), make([]int, len(lines))
+	texts := make([]string, len(lines))
+	chars := make([]*int64, len(lines))
+	ems := make([]*string, len(lines))
+	for i, nl := range lines {
+		var cid *int64
+		if id, ok := byName[strings.ToLower(strings.TrimSpace(nl.CharacterName))]; ok {
+			cid = &id
+		}
+		rows[i] = Line{ProjectID: projectID, Idx: maxIdx + i + 1, StartMs: nl.StartMs, EndMs: nl.EndMs,
+			Text: strings.TrimSpace(nl.Text), CharacterID: cid, Emotion: emotions[i], DurationLock: true,
+			Revision: 1, State: StateDraft, Flags: Flags{}, UpdatedBy: &userID}
+		starts[i], ends[i], texts[i], chars[i] = nl.StartMs, nl.EndMs, rows[i].Text, cid
+		if e := emotions[i]; e != nil {
+			j, err := json.Marshal(e)
+			if err != nil {
+				return nil, err
+			}
+			ems[i] = new(string(j))
+		}
+	}
+	t, err := sqlTx(tx)
+	if err != nil {
+		return nil, err
+	}
+	// The history's rows are written from the inserted ones in the same statement
+	// (its foreign key is checked at the statement's end, when the lines exist).
+	q, err := t.QueryContext(tx.Statement.Context, `WITH ins AS (
+		INSERT INTO lines (project_id, idx, start_ms, end_ms, text, character_id, emotion, duration_lock, revision, state, flags, updated_by)
+		SELECT $1, $2 + u.n, u.s, u.e, u.t, u.c, u.em::jsonb, true, 1, 'draft', '{}', $3
+		FROM unnest($4::int[], $5::int[], $6::text[], $7::bigint[], $8::text[]) WITH ORDINALITY AS u(s, e, t, c, em, n)
+		RETURNING id, project_id, idx, text, character_id, emotion, notes, start_ms, end_ms, duration_lock
+	), hist AS (
+		INSERT INTO line_history (line_id, project_id, user_id, action, after)
+		SELECT id, project_id, $3, 'import', `+snapshotSQL("ins")+`
+		FROM ins
+	)
+	SELECT id, idx FROM ins`, projectID, maxIdx, userID, starts, ends, texts, chars, ems)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Close()
+	for q.Next() {
+		var id int64
+		var idx int
+		if err := q.Scan(&id, &idx); err != nil {
+			return nil, err
+		}
+		rows[idx-maxIdx-1].ID = id
+	}
+	return rows, q.Err()
+}
+
+// writeLines writes each of ls as writeLine does (befores[i] is ls[i] before), in one
+// statement whatever their number: the lines, and their history, whose snapshots
+// the database builds from the rows before and after the update (every part of a
+// statement sees the rows as they were when it began).
+func writeLines(tx *gorm.DB, userID int64, action string, befores, ls []*Line) error {
+	if len(ls) == 0 {
+		return nil
+	}
+	now := time.Now()
+	n := len(ls)
+	ids, chars := make([]int64, n), make([]*int64, n)
+	texts, notes, states := make([]string, n), make([]string, n), make([]string, n)
+	ems := make([]*string, n)
+	starts, ends, revs, audible := make([]int, n), make([]int, n), make([]int, n), make([]int, n)
+	locks := make([]bool, n)
+	for i, l := range ls {
+		stampWrite(userID, befores[i], l, now)
+		ids[i], texts[i], chars[i], notes[i] = l.ID, l.Text, l.CharacterID, l.Notes
+		starts[i], ends[i], locks[i] = l.StartMs, l.EndMs, l.DurationLock
+		revs[i], audible[i], states[i] = l.Revision, l.AudibleRevision, string(l.State)
+		if l.Emotion != nil {
+			j, err := json.Marshal(l.Emotion)
+			if err != nil {
+				return err
+			}
+			ems[i] = new(string(j))
+		}
+	}
+	var uid any // the history's user, none for the system (as addHistory)
+	if userID > 0 {
+		uid = userID
+	}
+	t, err := sqlTx(tx)
+	if err != nil {
+		return err
+	}
+	_, err = t.ExecContext(tx.Statement.Context, `WITH u AS (
+		SELECT * FROM unnest($4::bigint[], $5::text[], $6::bigint[], $7::text[], $8::text[], $9::int[], $10::int[],
+			$11::bool[], $12::int[], $13::int[], $14::text[]) AS u(id, t, c, em, notes, s, e, lock, rev, aud, state)
+	), old AS (
+		SELECT l.id, `+snapshotSQL("l")+` AS snap FROM lines l JOIN u ON u.id = l.id
+	), upd AS (
+		UPDATE lines l SET text = u.t, character_id = u.c, emotion = u.em::jsonb, notes = u.notes,
+			start_ms = u.s, end_ms = u.e, duration_lock = u.lock, revision = u.rev, audible_revision = u.aud, state = u.state,
+			updated_by = $1, updated_at = $2
+		FROM u WHERE l.id = u.id
+		RETURNING l.id, l.project_id, `+snapshotSQL("l")+` AS snap
+	)
+	INSERT INTO line_history (line_id, project_id, user_id, action, before, after)
+	SELECT upd.id, upd.project_id, $3, $15, old.snap, upd.snap FROM upd JOIN old ON old.id = upd.id`, userID, now, uid, ids, texts, chars, ems, notes, starts, ends, locks, revs, audible, states, action)
+	return err
+}
+
+// snapshotSQL is the LineSnapshot of the lines row named l, as SQL building its JSON.
+func snapshotSQL(l string) string {
+	return strings.NewReplacer("l.", l+".").Replace(`jsonb_build_object('text', l.text, 'character_id', l.character_id,
+		'emotion', l.emotion, 'notes', l.notes, 'start_ms', l.start_ms, 'end_ms', l.end_ms, 'duration_lock', l.duration_lock)`)
 }

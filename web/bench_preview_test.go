@@ -5,10 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
 	rtmetrics "runtime/metrics"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -65,13 +63,22 @@ func peakHeap() (stop func() uint64) {
 // (20,000) cues over HTTP: upload, detection and decoding, parsing, flags, the dry run
 // of the import in a rolled-back transaction, and the page (its first
 // views.MaxPreviewRows rows, every count). "append" previews it into an empty
-// project, "merge" into a project holding the same 20,000 lines. It reports the page's
-// size and the peak live heap of the process (client and server both) above the
-// figure before the run.
+// project, "merge" into a project holding the same 20,000 lines (every line
+// unchanged), "merge-edited" into one holding them with other words (every line
+// updated: a new revision and a history entry each). It reports the page's size and
+// the peak live heap of the process (client and server both) above the figure before
+// the run.
 func BenchmarkImportPreview20000(b *testing.B) {
 	data := srtCues(script.MaxCues)
-	for _, mode := range []string{"append", "merge"} {
-		b.Run(mode, func(b *testing.B) {
+	for _, bc := range []struct {
+		name, mode string
+		seed       func(string) string // the text of the project's lines, nil for none
+	}{
+		{"append", "append", nil},
+		{"merge", "merge", func(s string) string { return s }},
+		{"merge-edited", "merge", func(s string) string { return "Earlier: " + s }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
 			bb := setup(b)
 			ctx := context.Background()
 			editor := bb.users[studio.RoleEditor]
@@ -79,15 +86,10 @@ func BenchmarkImportPreview20000(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if mode == "merge" {
-				cues, err := script.Parse("big.srt", data)
-				if err != nil {
-					b.Fatal(err)
-				}
-				lines := make([]studio.NewLine, len(cues))
-				for i, c := range cues {
-					lines[i] = studio.NewLine{SourceLine: c.SourceLine, StartMs: int(c.Start.Milliseconds()), EndMs: int(c.End.Milliseconds()),
-						CharacterName: c.Character, Text: c.Text}
+			if bc.seed != nil {
+				lines := newLines(b, data)
+				for i := range lines {
+					lines[i].Text = bc.seed(lines[i].Text)
 				}
 				if _, err := bb.store.ImportLines(ctx, editor.ID, p.ID, lines); err != nil {
 					b.Fatal(err)
@@ -102,25 +104,8 @@ func BenchmarkImportPreview20000(b *testing.B) {
 			stop := peakHeap()
 			b.ResetTimer()
 			for b.Loop() {
-				var body strings.Builder
-				w := multipart.NewWriter(&body)
-				fw, err := w.CreateFormFile("file", "big.srt")
-				if err == nil {
-					_, err = fw.Write(data)
-				}
-				if err == nil {
-					err = w.WriteField("preview", "1")
-				}
-				if err == nil {
-					err = w.WriteField("mode", mode)
-				}
-				if err == nil {
-					err = w.Close()
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				resp := c.do("POST", path, strings.NewReader(body.String()), w.FormDataContentType(), hdr)
+				body, ctype := importForm(b, "big.srt", data, map[string]string{"preview": "1", "mode": bc.mode})
+				resp := c.do("POST", path, body, ctype, hdr)
 				n, err := io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				if err != nil || resp.StatusCode != http.StatusOK {
@@ -134,6 +119,59 @@ func BenchmarkImportPreview20000(b *testing.B) {
 			b.ReportMetric(float64(peak-min(peak, base.heap))/(1<<20), "peak-heap-MiB")
 		})
 	}
+}
+
+// BenchmarkImportConfirm20000 is the import itself (no preview) of the same 20,000
+// cues over HTTP, each into a new empty project: the same work as the append preview,
+// committed, and the editor's page after it.
+func BenchmarkImportConfirm20000(b *testing.B) {
+	data := srtCues(script.MaxCues)
+	bb := setup(b)
+	ctx := context.Background()
+	editor := bb.users[studio.RoleEditor]
+	c := bb.as(b, studio.RoleEditor)
+	hdr := map[string]string{"HX-Request": "true", "X-CSRF-Token": c.csrf}
+	count := func() int64 {
+		var n int64
+		if err := bb.store.Pool().QueryRow(ctx, "SELECT count(*) FROM lines").Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	before := count()
+	for b.Loop() {
+		b.StopTimer()
+		p, err := bb.store.CreateProject(ctx, "confirm", &editor.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, ctype := importForm(b, "big.srt", data, map[string]string{"mode": "append"})
+		b.StartTimer()
+		resp := c.do("POST", fmt.Sprintf("/projects/%d/import", p.ID), body, ctype, hdr)
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("status %d, %v", resp.StatusCode, err)
+		}
+	}
+	b.StopTimer()
+	if n := count() - before; n != int64(b.N*script.MaxCues) {
+		b.Fatalf("%d lines imported, want %d", n, b.N*script.MaxCues)
+	}
+}
+
+// newLines parses an SRT file into the lines of an import.
+func newLines(b *testing.B, data []byte) []studio.NewLine {
+	cues, err := script.Parse("big.srt", data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lines := make([]studio.NewLine, len(cues))
+	for i, c := range cues {
+		lines[i] = studio.NewLine{SourceLine: c.SourceLine, StartMs: int(c.Start.Milliseconds()), EndMs: int(c.End.Milliseconds()),
+			CharacterName: c.Character, Text: c.Text}
+	}
+	return lines
 }
 
 // metricsBase is the live heap before a run.

@@ -16,7 +16,7 @@ import (
 )
 
 // importForm is the import form's body: the file and the other fields.
-func importForm(t *testing.T, name string, data []byte, fields map[string]string) (io.Reader, string) {
+func importForm(t testing.TB, name string, data []byte, fields map[string]string) (io.Reader, string) {
 	var buf strings.Builder
 	w := multipart.NewWriter(&buf)
 	fw, err := w.CreateFormFile("file", name)

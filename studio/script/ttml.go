@@ -196,6 +196,11 @@ type ttmlNode struct {
 	cursor          time.Duration
 	agent           string
 	preserve        bool
+	// annotation is set on a ruby annotation (tts:ruby text, textContainer or
+	// delimiter) and what it holds: a reading aid, not what is spoken, left out.
+	// rubyFrame is set on a ruby container or base container, whose white space
+	// between its children is layout, not text.
+	annotation, rubyFrame bool
 }
 
 // ttmlCue is the paragraph being read.
@@ -219,6 +224,12 @@ type ttmlCue struct {
 // (relative to the parent, in par or seq containers), <br/> as a line break, the text
 // of <span> elements, and ttm:agent naming the character by its ttm:name in the
 // document's head. Styling, layout and other metadata are ignored.
+//
+// Ruby (tts:ruby on spans, inline or through the styles a span references, as the
+// IMSC 1.1 text profile has it): a dubbing script wants what is spoken, so a ruby
+// container keeps its base text and leaves out its annotations (ruby text, text
+// containers, the fallback delimiters): 東南 with とうなん above it reads 東南. The
+// white space between the parts of a container is layout and is left out too.
 //
 // A paragraph is one cue, whatever timing its spans have: a dubbing line is what a
 // subtitle event says, and spans with times of their own (words revealed one by one,
@@ -246,6 +257,7 @@ func parseTTML(s *source) []Cue {
 	b := cueBuilder{src: s}
 	var rates ttmlRates
 	agents := map[string]string{}
+	styles := ttmlStyles{}
 	var (
 		stack     []ttmlNode
 		names     []string
@@ -292,8 +304,11 @@ func parseTTML(s *source) []Cue {
 				inName = true
 				agentName.Reset()
 			}
+			if name == "style" {
+				styles.add(t.Attr)
+			}
 			if !ttmlTimed(name) {
-				if name == "br" && cue != nil {
+				if name == "br" && cue != nil && (len(stack) == 0 || !stack[len(stack)-1].annotation) {
 					cue.text.WriteByte('\n')
 				}
 				continue
@@ -309,6 +324,15 @@ func parseTTML(s *source) []Cue {
 			}
 			if name != "span" {
 				n.inactive = false // a paragraph is a line, even one never shown
+			}
+			n.annotation, n.rubyFrame = parent.annotation, false
+			if name == "span" {
+				switch styles.ruby(t.Attr) {
+				case "text", "textContainer", "delimiter":
+					n.annotation = true
+				case "container", "baseContainer":
+					n.rubyFrame = true
+				}
 			}
 			stack = append(stack, n)
 			switch {
@@ -361,8 +385,9 @@ func parseTTML(s *source) []Cue {
 			if inName {
 				agentName.Write(t)
 			}
-			if cue != nil && len(stack) > 0 && !stack[len(stack)-1].inactive {
-				if stack[len(stack)-1].preserve {
+			if top := len(stack) - 1; cue != nil && top >= 0 && !stack[top].inactive && !stack[top].annotation &&
+				!(stack[top].rubyFrame && xmlSpace(t)) {
+				if stack[top].preserve {
 					cue.text.Write(t)
 				} else {
 					cue.text.WriteString(strings.Map(func(r rune) rune {
@@ -379,6 +404,85 @@ func parseTTML(s *source) []Cue {
 		s.add(1, "script.ttml_root", "")
 	}
 	return b.cues
+}
+
+// xmlSpace reports whether text is XML white space only.
+func xmlSpace(text []byte) bool {
+	for _, c := range text {
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return false
+		}
+	}
+	return true
+}
+
+// ttmlStyles are the document's <style> elements that say something about ruby, by
+// xml:id: the tts:ruby each sets, and the styles each references in turn.
+type ttmlStyles map[string]*ttmlStyle
+
+type ttmlStyle struct {
+	ruby     string
+	hasRuby  bool
+	refs     []string
+	resolved bool // ruby is the style's own or that of what it references
+	visiting bool // being resolved: a reference back to it is a cycle, and ignored
+}
+
+// add records a <style> element.
+func (ss ttmlStyles) add(attrs []xml.Attr) {
+	id := strings.TrimSpace(ttmlAttr(attrs, "id"))
+	if id == "" {
+		return
+	}
+	if _, dup := ss[id]; dup {
+		return
+	}
+	st := &ttmlStyle{refs: strings.Fields(ttmlAttr(attrs, "style"))}
+	for _, a := range attrs {
+		if a.Name.Local == "ruby" {
+			st.ruby, st.hasRuby = strings.TrimSpace(a.Value), true
+		}
+	}
+	ss[id] = st
+}
+
+// ruby returns the tts:ruby of an element: its own attribute, else that of the styles
+// it references (style="a b"), a later reference winning over an earlier one as in
+// TTML's referential styling; "" for none.
+func (ss ttmlStyles) ruby(attrs []xml.Attr) string {
+	for _, a := range attrs {
+		if a.Name.Local == "ruby" {
+			return strings.TrimSpace(a.Value)
+		}
+	}
+	return ss.refsRuby(strings.Fields(ttmlAttr(attrs, "style")))
+}
+
+func (ss ttmlStyles) refsRuby(refs []string) string {
+	for i := len(refs) - 1; i >= 0; i-- {
+		if r := ss.resolve(refs[i]); r != "" {
+			return r
+		}
+	}
+	return ""
+}
+
+// resolve returns the tts:ruby of the style id, computed once per style (a chain of
+// references costs its length once, a cycle ends where it closes).
+func (ss ttmlStyles) resolve(id string) string {
+	st, ok := ss[id]
+	if !ok || st.visiting {
+		return ""
+	}
+	if !st.resolved {
+		if !st.hasRuby {
+			st.visiting = true
+			st.ruby = ss.refsRuby(st.refs)
+			st.visiting = false
+		}
+		st.resolved = true
+	}
+	return st.ruby
 }
 
 // ttmlTimed reports whether an element of TTML's body takes part in timing.
