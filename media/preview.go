@@ -167,4 +167,26 @@ func (l *Library) previewOverBed(ctx context.Context, bed *studio.ProjectBed, du
 	return blob, nil
 }
 
+// ProxyPicture returns the picture of the proxy blob proxySHA without its sound
+// track (audio.PictureOnly), as the picture plays under the dub: cached in the
+// derived audio cache under the proxy's hash, so it is made once per proxy (a copy of
+// the stream, about a second for an hour of proxy).
+func (l *Library) ProxyPicture(ctx context.Context, proxySHA string) (*studio.Blob, error) {
+	proxy, err := l.store.Blob(ctx, proxySHA)
+	if err != nil {
+		return nil, err
+	}
+	in, err := l.blobs.Path(proxySHA)
+	if err != nil {
+		return nil, err
+	}
+	blob, err := l.store.DerivedAudio(ctx, l.blobs, "picture:"+proxySHA, func(ctx context.Context, out string) (studio.Blob, error) {
+		return studio.Blob{Format: "mp4", DurationMs: proxy.DurationMs}, audio.PictureOnly(ctx, in, out)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error copying the picture of proxy %s: %w", proxySHA[:min(12, len(proxySHA))], err)
+	}
+	return blob, nil
+}
+
 func msDuration(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
