@@ -28,8 +28,10 @@ const DEAD_BAND_S = 0.015; // a drift below this is left alone (the dub at the p
 const SETTLED_S = 0.004; // a nudge goes on until the drift is below this
 const MAX_NUDGE = 0.25; // at most 25% faster or slower (pitch kept), for a few tenths of a second
 const READY_TIMEOUT_MS = 60000; // a long programme's first mix is made on request
-const LEAD_S = 0.15; // the dub plays this long before the picture starts (its output's start-up, with room)
-const STEADY_S = 0.1; // the dub's clock has run this far from its start before the picture follows it
+// The dub plays this much of the programme before the picture starts: its clock runs
+// ahead by up to a render period (about 20 ms in Chromium) and then stands still for
+// the output's latency, and reaching this far past its start means it runs true.
+const LEAD_S = 0.08;
 const LEAD_TIMEOUT_MS = 3000; // a dub that does not reach the picture in this time: the picture starts anyway
 
 function once(el, names, ms) {
@@ -109,8 +111,8 @@ function init(root) {
 
   // start puts the dub where the picture is and starts the two with a lead-in: the
   // picture holds its frame while the dub plays from LEAD_S before it, and starts
-  // when the dub's clock reaches it. A picture within STEADY_S of the dub's start
-  // (a play from 0) is moved to STEADY_S first: the dub cannot start before 0.
+  // when the dub's clock reaches it. A picture within LEAD_S of the start (a play
+  // from 0) is moved to LEAD_S first: the dub cannot start before 0.
   // While it runs (gating), the events of its own pauses, seeks and plays are not
   // the user's; a seek by the user meanwhile (again) starts it over.
   async function start() {
@@ -124,7 +126,7 @@ function init(root) {
       root.setAttribute("data-synced", "false");
       syncedRuns = 0;
       if (video.seeking) await once(video, ["seeked", "error"], READY_TIMEOUT_MS);
-      const at = Math.max(video.currentTime, STEADY_S);
+      const at = Math.max(video.currentTime, LEAD_S);
       const from = Math.max(0, at - LEAD_S);
       const [videoOK, dubOK] = await Promise.all([seekTo(video, at), seekTo(dub, from)]);
       if (again || gone()) return;
