@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"dubstudio/media/mediatest"
@@ -80,6 +79,7 @@ func TestPictureWithTheDubInSync(t *testing.T) {
 	require.NoError(t, err, "the browser plays the proxy")
 
 	// First a plain play from 0 (the page just opened), then seeks back and forth.
+	var late []string // readings more than a frame (40 ms at 25 fps) apart
 	for _, at := range []float64{-1, 0.4, 2.25, 4.1, 1.0, 6.5, 3.33, 0} {
 		samples, err := chromedp.Run(ctx, chromedp.Evaluate[[]syncSample](fmt.Sprintf(playAndRead, at), chromedp.EvalAwaitPromise))
 		require.NoError(t, err)
@@ -99,8 +99,10 @@ func TestPictureWithTheDubInSync(t *testing.T) {
 			}
 		}
 		// Every seek is measured (and logged) before the test fails.
-		assert.LessOrEqual(t, math.Abs(worst.Dub-worst.Video), 0.040, "seek %.2f s, %.0f ms after the picture started: dub at %.3f s, picture at %.3f s",
-			at, worst.Ms, worst.Dub, worst.Video)
+		if math.Abs(worst.Dub-worst.Video) > 0.040 {
+			late = append(late, fmt.Sprintf("seek %.2f s, %.0f ms after the picture started: dub at %.3f s, picture at %.3f s",
+				at, worst.Ms, worst.Dub, worst.Video))
+		}
 		require.Greater(t, samples[len(samples)-1].Video, samples[0].Video+0.4, "the picture plays on")
 		// The page says so once the drift has stayed small.
 		_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('[data-picture]').getAttribute('data-synced') === 'true'`,
@@ -109,6 +111,7 @@ func TestPictureWithTheDubInSync(t *testing.T) {
 		_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { document.querySelector('[data-testid=picture-video]').pause(); return true })()`))
 		require.NoError(t, err)
 	}
+	require.Empty(t, late, "the dub within a frame of the picture from its start")
 	screenshot(t, ctx, "review-picture.png")
 
 	// The original sound: the picture's own track plays, the dub stops.

@@ -154,11 +154,14 @@ func (l *Library) previewOverBed(ctx context.Context, bed *studio.ProjectBed, du
 	if err != nil {
 		return nil, err
 	}
-	// The ducking is audio's defaults, the export's; "duck1" names them in the key.
-	key := derivedKey("preview-bed", "duck1", dub.SHA256, stem.SHA256, strconv.Itoa(channels), strconv.FormatInt(samples, 10))
+	// The ducking is the export's (Library.Duck); its settings are in the key, so a
+	// new setting is a new mix.
+	d := l.Duck.WithDefaults()
+	duck := fmt.Sprintf("duck:%g:%g:%g:%g", d.ThresholdDB, d.Ratio, d.AttackMs, d.ReleaseMs)
+	key := derivedKey("preview-bed", duck, dub.SHA256, stem.SHA256, strconv.Itoa(channels), strconv.FormatInt(samples, 10))
 	blob, err := l.store.DerivedAudio(ctx, l.blobs, key, func(ctx context.Context, out string) (studio.Blob, error) {
 		_, err := audio.MixOverBed(ctx, audio.BedMixParams{DialoguePath: dubPath, BedPath: bedPath, OutputPath: out,
-			SampleRate: rate, Channels: channels, Samples: samples})
+			SampleRate: rate, Channels: channels, Samples: samples, Duck: d})
 		return studio.Blob{Format: audio.FormatWAV, DurationMs: int(samples * 1000 / rate), SampleRate: rate, Channels: channels}, err
 	})
 	if err != nil {
