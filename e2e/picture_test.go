@@ -120,6 +120,22 @@ func TestPictureWithTheDubInSync(t *testing.T) {
 		s.dispatchEvent(new Event('change')); document.querySelector('[data-testid=picture-video]').play(); return true })()`))
 	require.NoError(t, err)
 	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`(() => { const v = document.querySelector('[data-testid=picture-video]');
-		return !v.paused && !v.muted && document.querySelector('[data-testid=picture-dub]').paused })()`, chromedp.WithPollingTimeout(10*time.Second)))
-	require.NoError(t, err, "original: the video's sound, no dub")
+		return !v.paused && !v.muted && document.querySelector('[data-testid=picture-dub]').paused
+			&& v.getAttribute('src') === document.querySelector('[data-picture]').getAttribute('data-original-url') })()`, chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err, "original: the proxy with its sound, no dub")
+
+	// Back to the dub: the picture without its sound again, in sync from its start.
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const s = document.querySelector('[data-testid=picture-sound]'), v = document.querySelector('[data-testid=picture-video]');
+		v.pause(); s.value = 'dub'; s.dispatchEvent(new Event('change')); return true })()`))
+	require.NoError(t, err)
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`(() => { const v = document.querySelector('[data-testid=picture-video]');
+		return v.readyState >= 2 && v.getAttribute('src') === document.querySelector('[data-picture]').getAttribute('data-picture-url') })()`, chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err, "dub: the picture without its sound")
+	samples, err := chromedp.Run(ctx, chromedp.Evaluate[[]syncSample](fmt.Sprintf(playAndRead, 5.2), chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	require.NotEmpty(t, samples)
+	for _, s := range samples {
+		require.False(t, s.VideoPaused || s.DubPaused, "%+v", s)
+		require.LessOrEqual(t, math.Abs(s.Dub-s.Video), 0.040, "after switching back, %.0f ms in: dub at %.3f s, picture at %.3f s", s.Ms, s.Dub, s.Video)
+	}
 }
