@@ -10,9 +10,9 @@ import (
 	"strings"
 )
 
-// Ducking's defaults (DuckParams): the bed is compressed by the dialogue itself
-// (ffmpeg's sidechaincompress), from a threshold of -34 dBFS at 4:1, reacting in
-// 20 ms and recovering over 400 ms. Takes are loudness-normalised when fitted, so
+// Ducking's defaults (DuckParams; the settings BED_DUCK_*): the bed is compressed by
+// the dialogue itself (ffmpeg's sidechaincompress), from a threshold of -34 dBFS at
+// 4:1, reacting in 20 ms and recovering over 400 ms. Takes are loudness-normalised when fitted, so
 // the depth is about the same for every line: speech near -20 dBFS RMS pulls the
 // bed down by about 15 dB (16.5 dB measured in TestMixOverBedDucksAndNormalises).
 const (
@@ -93,10 +93,35 @@ func RenderBed(ctx context.Context, p BedParams) error {
 // DuckParams set the sidechain compression that ducks the bed under the dialogue;
 // zero fields take the defaults.
 type DuckParams struct {
+	// ThresholdDB is the dialogue's level (dBFS, RMS) above which the bed is turned
+	// down; Ratio how hard (4: 4 dB over the threshold give 1 dB); AttackMs how fast
+	// it goes down when a line starts, ReleaseMs how slowly it comes back after.
 	ThresholdDB, Ratio, AttackMs, ReleaseMs float64
 }
 
-func (d DuckParams) withDefaults() DuckParams {
+// Ranges of DuckParams that ffmpeg's sidechaincompress takes (its threshold is a
+// level from 0.000976563, -60.2 dBFS, to 1).
+const (
+	MinDuckThresholdDB, MaxDuckThresholdDB = -60, 0
+	MinDuckRatio, MaxDuckRatio             = 1, 20
+	MinDuckAttackMs, MaxDuckAttackMs       = 0.01, 2000
+	MinDuckReleaseMs, MaxDuckReleaseMs     = 0.01, 9000
+)
+
+// Validate reports a parameter outside what sidechaincompress takes, as ErrInvalid.
+func (d DuckParams) Validate() error {
+	in := func(v, lo, hi float64) bool { return v >= lo && v <= hi }
+	if !in(d.ThresholdDB, MinDuckThresholdDB, MaxDuckThresholdDB) || !in(d.Ratio, MinDuckRatio, MaxDuckRatio) ||
+		!in(d.AttackMs, MinDuckAttackMs, MaxDuckAttackMs) || !in(d.ReleaseMs, MinDuckReleaseMs, MaxDuckReleaseMs) {
+		return fmt.Errorf("%w: ducking threshold %v dB (%d to %d), ratio %v (%d to %d), attack %v ms (%v to %v), release %v ms (%v to %v)",
+			ErrInvalid, d.ThresholdDB, MinDuckThresholdDB, MaxDuckThresholdDB, d.Ratio, MinDuckRatio, MaxDuckRatio,
+			d.AttackMs, MinDuckAttackMs, MaxDuckAttackMs, d.ReleaseMs, MinDuckReleaseMs, MaxDuckReleaseMs)
+	}
+	return nil
+}
+
+// WithDefaults is d with its zero fields set to the defaults (DefaultDuck*).
+func (d DuckParams) WithDefaults() DuckParams {
 	if d.ThresholdDB == 0 {
 		d.ThresholdDB = DefaultDuckThresholdDB
 	}
@@ -167,7 +192,10 @@ func MixOverBed(ctx context.Context, p BedMixParams) (BedMixResult, error) {
 	if err != nil {
 		return res, err
 	}
-	d := p.Duck.withDefaults()
+	d := p.Duck.WithDefaults()
+	if err := d.Validate(); err != nil {
+		return res, err
+	}
 	layout := "mono"
 	if bp.Channels == 2 {
 		layout = "stereo"

@@ -1,6 +1,7 @@
 package audio
 
 import (
+	"fmt"
 	"math"
 	"os/exec"
 	"path/filepath"
@@ -113,6 +114,29 @@ func TestMixOverBedDucksAndNormalises(t *testing.T) {
 	t.Logf("bed level before the line %.4f, during it %.4f (%.1f dB)", before, during, 20*math.Log10(during/before))
 	require.InDelta(t, 0.1, before, 0.01, "the bed at its own level between lines")
 	require.Less(t, during, before/2, "ducked by more than 6 dB while the line speaks")
+
+	// The ducking's settings: at 1:1 the bed stays at its level under the line; a
+	// lower threshold at 20:1 ducks deeper than the defaults; out of range is
+	// refused before anything is written.
+	depth := func(d DuckParams) float64 {
+		out := filepath.Join(dir, fmt.Sprintf("duck-%g-%g.wav", d.ThresholdDB, d.Ratio))
+		_, err := MixOverBed(ctx, BedMixParams{DialoguePath: dialogue, BedPath: bed, OutputPath: out, Samples: n, Duck: d})
+		require.NoError(t, err)
+		pcm, err := ReadWAVFile(out)
+		require.NoError(t, err)
+		return 20 * math.Log10(toneLevel(pcm, 15000, 2*rate+rate/4, 2*rate+rate/4+rate/2)/toneLevel(pcm, 15000, rate/2, 3*rate/2))
+	}
+	flat, hard := depth(DuckParams{Ratio: 1}), depth(DuckParams{ThresholdDB: -45, Ratio: 20})
+	def := 20 * math.Log10(during/before)
+	t.Logf("bed under the line: %.1f dB at 1:1, %.1f dB by default, %.1f dB at -45 dBFS 20:1", flat, def, hard)
+	require.InDelta(t, 0, flat, 0.5, "1:1 does not duck")
+	require.Less(t, hard, def-3, "a lower threshold and a harder ratio duck deeper")
+	for _, d := range []DuckParams{{Ratio: 0.5}, {ThresholdDB: -70}, {ThresholdDB: 3}, {AttackMs: 3000}, {ReleaseMs: -1}} {
+		out := filepath.Join(dir, "refused.wav")
+		_, err := MixOverBed(ctx, BedMixParams{DialoguePath: dialogue, BedPath: bed, OutputPath: out, Samples: n, Duck: d})
+		require.ErrorIs(t, err, ErrInvalid, "%+v", d)
+		require.NoFileExists(t, out)
+	}
 
 	for _, target := range []float64{-23, -16} {
 		out := filepath.Join(dir, "norm"+strconv.Itoa(int(-target))+".wav")

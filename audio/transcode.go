@@ -97,6 +97,17 @@ func Segment(ctx context.Context, src string, start, end time.Duration, out stri
 	}, encoders[FormatWAV]...))
 }
 
+// PictureOnly copies the first video stream of the MP4 at in to an MP4 at out,
+// without its sound track (no re-encoding; the index first). A media element
+// playing a file with a sound track, even muted, keeps time by its audio output,
+// whose clock stands still for the output's latency after each start; without one
+// it keeps time by the wall clock and starts at once, so the dub can be started
+// ahead and the picture joined to it (docs/picture.md).
+func PictureOnly(ctx context.Context, in, out string) error {
+	return ffmpegToFile(ctx, out, []string{"-i", in}, []string{
+		"-map", "0:v:0", "-an", "-sn", "-dn", "-c:v", "copy", "-movflags", "+faststart", "-f", "mp4"})
+}
+
 // ffmpegToFile runs ffmpeg with input args (in which the value after each "-i" is
 // one of our paths) and output args, writing to a temporary file next to path that
 // is renamed to path only when ffmpeg succeeds.

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -94,6 +95,11 @@ type Config struct {
 	// BedMixLUFS is the integrated loudness (EBU R128) an export's mix over the M&E
 	// bed is brought to (BED_MIX_LUFS).
 	BedMixLUFS int
+	// The ducking of the bed under the dialogue, in the export's mix over the bed and
+	// in the preview (audio.DuckParams): the dialogue's level above which the bed
+	// goes down (BED_DUCK_THRESHOLD_DB), how hard (BED_DUCK_RATIO), how fast
+	// (BED_DUCK_ATTACK_MS) and how slowly it comes back (BED_DUCK_RELEASE_MS).
+	BedDuckThresholdDB, BedDuckRatio, BedDuckAttackMs, BedDuckReleaseMs float64
 }
 
 type option struct {
@@ -399,6 +405,14 @@ var options = []option{
 		setFunc: func(c *Config, v string) error { return setDuration(&c.BlobGCGrace, v, time.Hour) }},
 	{name: "BED_MIX_LUFS", def: "-23", help: "integrated loudness (LUFS, EBU R128) of an export's mix of the dialogue over the M&E bed; -23 is EBU R128 broadcast, -24 ATSC A/85, -16 streaming",
 		setFunc: func(c *Config, v string) error { return setInt(&c.BedMixLUFS, v, -31, -10) }},
+	{name: "BED_DUCK_THRESHOLD_DB", def: "-34", help: "the dialogue's level (dBFS, RMS) above which the M&E bed is ducked under it, in the export's mix over the bed and the preview; lower ducks quieter speech too",
+		setFunc: func(c *Config, v string) error { return setFloat(&c.BedDuckThresholdDB, v, -60, -1) }},
+	{name: "BED_DUCK_RATIO", def: "4", help: "how hard the bed is ducked: N dB of dialogue over the threshold turn the bed down by N-N/ratio dB (1: not at all, 20: nearly to the threshold)",
+		setFunc: func(c *Config, v string) error { return setFloat(&c.BedDuckRatio, v, 1, 20) }},
+	{name: "BED_DUCK_ATTACK_MS", def: "20", help: "how fast (ms) the bed goes down when a line starts",
+		setFunc: func(c *Config, v string) error { return setFloat(&c.BedDuckAttackMs, v, 1, 2000) }},
+	{name: "BED_DUCK_RELEASE_MS", def: "400", help: "how slowly (ms) the bed comes back after a line (or a pause in one)",
+		setFunc: func(c *Config, v string) error { return setFloat(&c.BedDuckReleaseMs, v, 10, 9000) }},
 }
 
 // Load reads the configuration from the process environment.
@@ -484,6 +498,15 @@ func setInt(dst *int, v string, lo, hi int) error {
 	n, err := strconv.Atoi(v)
 	if err != nil || n < lo || n > hi {
 		return fmt.Errorf("must be a whole number between %d and %d", lo, hi)
+	}
+	*dst = n
+	return nil
+}
+
+func setFloat(dst *float64, v string, lo, hi float64) error {
+	n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(n) || n < lo || n > hi {
+		return fmt.Errorf("must be a number between %g and %g", lo, hi)
 	}
 	*dst = n
 	return nil

@@ -40,6 +40,32 @@ func TestAllProblemsReportedTogether(t *testing.T) {
 	require.NotContains(t, err.Error(), "short", "secrets are never echoed")
 }
 
+// TestBedDuckingSettings: the bed's ducking has documented defaults, takes decimals,
+// and a value out of its range is refused with the range in the message.
+func TestBedDuckingSettings(t *testing.T) {
+	t.Parallel()
+	c, err := LoadFrom(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, []float64{-34, 4, 20, 400}, []float64{c.BedDuckThresholdDB, c.BedDuckRatio, c.BedDuckAttackMs, c.BedDuckReleaseMs})
+
+	c, err = LoadFrom(env(map[string]string{"BED_DUCK_THRESHOLD_DB": "-40.5", "BED_DUCK_RATIO": "2.5",
+		"BED_DUCK_ATTACK_MS": "5", "BED_DUCK_RELEASE_MS": "1200"}))
+	require.NoError(t, err)
+	require.Equal(t, []float64{-40.5, 2.5, 5, 1200}, []float64{c.BedDuckThresholdDB, c.BedDuckRatio, c.BedDuckAttackMs, c.BedDuckReleaseMs})
+
+	_, err = LoadFrom(env(map[string]string{"BED_DUCK_THRESHOLD_DB": "0", "BED_DUCK_RATIO": "0.5",
+		"BED_DUCK_ATTACK_MS": "fast", "BED_DUCK_RELEASE_MS": "NaN"}))
+	require.Error(t, err)
+	for _, want := range []string{
+		`BED_DUCK_THRESHOLD_DB="0": must be a number between -60 and -1`,
+		`BED_DUCK_RATIO="0.5": must be a number between 1 and 20`,
+		`BED_DUCK_ATTACK_MS="fast": must be a number between 1 and 2000`,
+		`BED_DUCK_RELEASE_MS="NaN": must be a number between 10 and 9000`,
+	} {
+		require.Contains(t, err.Error(), want)
+	}
+}
+
 func TestSecretFromFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "secret")

@@ -24,9 +24,14 @@ import (
 // short video uploaded and its proxy made, open in the script editor.
 func editorWithPicture(t *testing.T) (*reviewBundle, context.Context, string) {
 	t.Helper()
+	return editorWithVideo(t, mediatest.Video(t, t.TempDir(), "scene 12.mp4", 8, "Where were you last night? Out walking, like I said. In the rain?"))
+}
+
+// editorWithVideo is editorWithPicture with the video at path.
+func editorWithVideo(t *testing.T, video string) (*reviewBundle, context.Context, string) {
+	t.Helper()
 	b := setupReview(t)
 	ctx := audioBrowser(t)
-	video := mediatest.Video(t, t.TempDir(), "scene 12.mp4", 8, "Where were you last night? Out walking, like I said. In the rain?")
 	base := fmt.Sprintf("%s/projects/%d", b.server.URL, b.project.ID)
 	require.NoError(t, chromedp.Do(ctx, login(b.testBundle, b.editor)...))
 	require.NoError(t, chromedp.Do(ctx,
@@ -82,6 +87,32 @@ func (b *reviewBundle) waitSlot(t *testing.T, id int64, start, end int) *studio.
 		require.True(t, time.Now().Before(deadline), "line %d is at %d-%d, want %d-%d", id, l.StartMs, l.EndMs, start, end)
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestTimelineNudgesByAFrameOfThePicture uploads a 29.97 fps video (30000/1001,
+// NTSC): the frame rate probed at the upload makes Alt+Right and Alt+Shift+Right move
+// the selected clip by one frame of it, 33 ms (TestTimelineUnderThePicture's 25 fps
+// video: 40 ms).
+func TestTimelineNudgesByAFrameOfThePicture(t *testing.T) {
+	video := mediatest.VideoAt(t, t.TempDir(), "ntsc.mp4", 8, "320x240", "30000/1001", "Where were you last night? Out walking, like I said.")
+	b, ctx, _ := editorWithVideo(t, video)
+	alice1 := b.lines[0]
+	frame, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-timeline]').getAttribute('data-frame-ms')`))
+	require.NoError(t, err)
+	require.Equal(t, "33", frame)
+
+	r := clipRect(t, ctx, alice1.ID)
+	require.NoError(t, chromedp.Do(ctx, chromedp.MouseClickXY((r.Left+r.Right)/2, (r.Top+r.Bottom)/2)))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`document.getElementById('clip-%d').classList.contains('selected')`, alice1.ID),
+		chromedp.WithPollingTimeout(5*time.Second)))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, chromedp.KeyEvent(kb.ArrowRight, chromedp.KeyModifiers(chromedp.ModifierAlt))))
+	moved := b.waitSlot(t, alice1.ID, alice1.StartMs+33, alice1.EndMs+33)
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`document.getElementById('clip-%d').getAttribute('data-start') === '%d'`, alice1.ID, moved.StartMs),
+		chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err, "the clip shows the saved slot")
+	require.NoError(t, chromedp.Do(ctx, chromedp.KeyEvent(kb.ArrowRight, chromedp.KeyModifiers(chromedp.ModifierAlt|chromedp.ModifierShift))))
+	b.waitSlot(t, alice1.ID, alice1.StartMs+33, alice1.EndMs+66)
 }
 
 // TestTimelineUnderThePicture opens the editor of a rendered project with a video:

@@ -15,7 +15,7 @@ func init() {
 		"timeline.moved":     {EN: "Line %d now %s – %s.", ZH: "第 %d 句现在为 %s – %s。"},
 		"timeline.saving":    {EN: "Saving…", ZH: "保存中…"},
 		"line.conflict_slot": {EN: "%s changed this line in the meantime: its clip shows their version now; move it again to replace it.", ZH: "在此期间 %s 修改了这句台词：片段现在显示对方的版本；再次移动即可替换。"},
-		"kb.tl_nudge":        {EN: "Timeline: move the selected clip by a frame (40 ms)", ZH: "时间线：将选中的片段移动一帧（40 毫秒）"},
+		"kb.tl_nudge":        {EN: "Timeline: move the selected clip by a frame of the picture (40 ms where its rate is not known)", ZH: "时间线：将选中的片段移动画面的一帧（帧率未知时为 40 毫秒）"},
 		"kb.tl_trim":         {EN: "Timeline: move the selected clip's end by a frame", ZH: "时间线：将选中片段的结尾移动一帧"},
 	})
 }

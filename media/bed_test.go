@@ -124,6 +124,14 @@ func TestPreviewMixPlaysTheBed(t *testing.T) {
 	again, sha2 := read(media.PreviewOpts{Bed: true})
 	require.Equal(t, sha, sha2, "the same content is the same cached mix")
 	require.Equal(t, over.Frames(), again.Frames())
+
+	// The ducking is a setting (BED_DUCK_*): at 1:1 the bed is not ducked at all, and
+	// the new setting is a new mix, not the cached one.
+	b.lib.Duck = audio.DuckParams{Ratio: 1}
+	flat, shaFlat := read(media.PreviewOpts{Bed: true})
+	require.NotEqual(t, sha, shaFlat, "another ducking, another mix")
+	require.InDelta(t, 0.1, toneLevel(flat, 15000, 2200, 2900), 0.01, "ratio 1: the bed at its level under the take")
+	b.lib.Duck = audio.DuckParams{}
 	quiet := b.ffmpeg(t, "quiet.wav", "-f", "lavfi", "-i", "aevalsrc=0.02*sin(15000*2*PI*t):s=48000:d=2")
 	_, err = b.lib.SetProjectBed(ctx, b.project.ID, b.user.ID, studio.BedME, b.upload(t, quiet, "quiet.wav"))
 	require.NoError(t, err)

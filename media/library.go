@@ -27,6 +27,9 @@ type Library struct {
 	// Limits bound the length of references and sources and the space extraction
 	// leaves free (zero fields: the defaults).
 	Limits Limits
+	// Duck is how the preview ducks the M&E bed under the dub (the export's ducking,
+	// BED_DUCK_*; zero fields: audio's defaults).
+	Duck audio.DuckParams
 
 	// peaks keeps takes' waveforms for the timeline (TakePeaks), sized on first use.
 	peaksOnce sync.Once

@@ -154,15 +154,40 @@ func (l *Library) previewOverBed(ctx context.Context, bed *studio.ProjectBed, du
 	if err != nil {
 		return nil, err
 	}
-	// The ducking is audio's defaults, the export's; "duck1" names them in the key.
-	key := derivedKey("preview-bed", "duck1", dub.SHA256, stem.SHA256, strconv.Itoa(channels), strconv.FormatInt(samples, 10))
+	// The ducking is the export's (Library.Duck); its settings are in the key, so a
+	// new setting is a new mix.
+	d := l.Duck.WithDefaults()
+	duck := fmt.Sprintf("duck:%g:%g:%g:%g", d.ThresholdDB, d.Ratio, d.AttackMs, d.ReleaseMs)
+	key := derivedKey("preview-bed", duck, dub.SHA256, stem.SHA256, strconv.Itoa(channels), strconv.FormatInt(samples, 10))
 	blob, err := l.store.DerivedAudio(ctx, l.blobs, key, func(ctx context.Context, out string) (studio.Blob, error) {
 		_, err := audio.MixOverBed(ctx, audio.BedMixParams{DialoguePath: dubPath, BedPath: bedPath, OutputPath: out,
-			SampleRate: rate, Channels: channels, Samples: samples})
+			SampleRate: rate, Channels: channels, Samples: samples, Duck: d})
 		return studio.Blob{Format: audio.FormatWAV, DurationMs: int(samples * 1000 / rate), SampleRate: rate, Channels: channels}, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("error mixing the preview of project %d over its bed: %w", bed.ProjectID, err)
+	}
+	return blob, nil
+}
+
+// ProxyPicture returns the picture of the proxy blob proxySHA without its sound
+// track (audio.PictureOnly), as the picture plays under the dub: cached in the
+// derived audio cache under the proxy's hash, so it is made once per proxy (a copy of
+// the stream, about a second for an hour of proxy).
+func (l *Library) ProxyPicture(ctx context.Context, proxySHA string) (*studio.Blob, error) {
+	proxy, err := l.store.Blob(ctx, proxySHA)
+	if err != nil {
+		return nil, err
+	}
+	in, err := l.blobs.Path(proxySHA)
+	if err != nil {
+		return nil, err
+	}
+	blob, err := l.store.DerivedAudio(ctx, l.blobs, "picture:"+proxySHA, func(ctx context.Context, out string) (studio.Blob, error) {
+		return studio.Blob{Format: "mp4", DurationMs: proxy.DurationMs}, audio.PictureOnly(ctx, in, out)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("error copying the picture of proxy %s: %w", proxySHA[:min(12, len(proxySHA))], err)
 	}
 	return blob, nil
 }

@@ -70,6 +70,31 @@ type VideoInfo struct {
 	Codec         string
 	Width, Height int
 	Duration      time.Duration
+	// FrameRateNum/FrameRateDen is the picture's frame rate (30000/1001 for NTSC);
+	// 0/0 when ffprobe gives none that is plausible.
+	FrameRateNum, FrameRateDen int
+}
+
+// Plausible frame rates: below or above these ffprobe's figure is a timebase or a
+// guess, not the picture's rate.
+const (
+	minFrameRate = 1
+	maxFrameRate = 1000
+)
+
+// parseFrameRate reads ffprobe's rational frame rate ("25/1", "30000/1001"); ok is
+// false for "0/0", anything unreadable and rates outside minFrameRate..maxFrameRate.
+func parseFrameRate(s string) (num, den int, ok bool) {
+	a, b, found := strings.Cut(s, "/")
+	if !found {
+		b = "1"
+	}
+	num, err1 := strconv.Atoi(a)
+	den, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil || num <= 0 || den <= 0 || num < minFrameRate*den || num > maxFrameRate*den {
+		return 0, 0, false
+	}
+	return num, den, true
 }
 
 type videoProbeJSON struct {
@@ -78,6 +103,8 @@ type videoProbeJSON struct {
 		CodecName   string `json:"codec_name"`
 		Width       int    `json:"width"`
 		Height      int    `json:"height"`
+		RFrameRate  string `json:"r_frame_rate"`
+		AvgRate     string `json:"avg_frame_rate"`
 		Disposition struct {
 			AttachedPic int `json:"attached_pic"`
 		} `json:"disposition"`
@@ -101,7 +128,7 @@ func ProbeVideo(ctx context.Context, path string) (VideoInfo, error) {
 		return VideoInfo{}, fmt.Errorf("error probing %s: %w", path, err)
 	}
 	cmd := exec.CommandContext(ctx, "ffprobe", "-v", "error", "-show_entries",
-		"stream=codec_type,codec_name,width,height:stream_disposition=attached_pic:format=format_name,duration",
+		"stream=codec_type,codec_name,width,height,r_frame_rate,avg_frame_rate:stream_disposition=attached_pic:format=format_name,duration",
 		"-of", "json", "file:"+path)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -131,8 +158,18 @@ func ProbeVideo(ctx context.Context, path string) (VideoInfo, error) {
 			return VideoInfo{}, notVideo("a still image")
 		}
 		secs, _ := strconv.ParseFloat(p.Format.Duration, 64)
-		return VideoInfo{Format: p.Format.FormatName, Codec: s.CodecName, Width: s.Width, Height: s.Height,
-			Duration: time.Duration(secs * float64(time.Second))}, nil
+		info := VideoInfo{Format: p.Format.FormatName, Codec: s.CodecName, Width: s.Width, Height: s.Height,
+			Duration: time.Duration(secs * float64(time.Second))}
+		// The average rate is the picture's for a variable-rate file too; the
+		// stream's base rate (r_frame_rate) where it has none.
+		num, den, ok := parseFrameRate(s.AvgRate)
+		if !ok {
+			num, den, ok = parseFrameRate(s.RFrameRate)
+		}
+		if ok {
+			info.FrameRateNum, info.FrameRateDen = num, den
+		}
+		return info, nil
 	}
 	return VideoInfo{}, notVideo("no video stream in " + p.Format.FormatName)
 }
@@ -162,8 +199,12 @@ func (l *Library) SetProjectSourceVideo(ctx context.Context, projectID, userID i
 	if err != nil {
 		return nil, nil, err
 	}
-	return src, &studio.ProjectVideo{ProjectID: projectID, VideoSHA256: blob.SHA256, FileName: up.Name,
-		DurationMs: blob.DurationMs, Width: info.Width, Height: info.Height, UploadedBy: &userID}, nil
+	v := &studio.ProjectVideo{ProjectID: projectID, VideoSHA256: blob.SHA256, FileName: up.Name,
+		DurationMs: blob.DurationMs, Width: info.Width, Height: info.Height, UploadedBy: &userID}
+	if info.FrameRateNum > 0 {
+		v.FrameRateNum, v.FrameRateDen = &info.FrameRateNum, &info.FrameRateDen
+	}
+	return src, v, nil
 }
 
 // videoFormat shortens ffprobe's demuxer names as audio.Probe does.

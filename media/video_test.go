@@ -2,6 +2,7 @@ package media_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/binary"
 	"encoding/json"
 	"io"
@@ -119,6 +120,54 @@ func TestSourceVideoKeepsItsPicture(t *testing.T) {
 	require.Equal(t, "tone.wav", now.FileName)
 }
 
+// TestSourceVideoKeepsItsFrameRate: the frame rate is probed at the upload, kept with
+// the video, and one frame of it is the timeline's nudge (33 ms at 29.97 fps).
+func TestSourceVideoKeepsItsFrameRate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		rate     string
+		num, den int
+		frameMs  int
+	}{
+		{"25", 25, 1, 40},
+		{"30", 30, 1, 33},
+		{"30000/1001", 30000, 1001, 33},
+		{"24000/1001", 24000, 1001, 42},
+	} {
+		video := mediatest.VideoAt(t, b.dir, "v"+strings.ReplaceAll(c.rate, "/", "_")+".mp4", 1, "160x120", c.rate, "Hello.")
+		info, err := media.ProbeVideo(ctx, video)
+		require.NoError(t, err)
+		require.Equal(t, []int{c.num, c.den}, []int{info.FrameRateNum, info.FrameRateDen}, c.rate)
+
+		_, v, err := b.lib.SetProjectSourceVideo(ctx, b.project.ID, b.user.ID, b.upload(t, video, "clip.mp4"))
+		require.NoError(t, err)
+		require.NotNil(t, v.FrameRateNum, c.rate)
+		_, err = b.store.SetProjectVideo(ctx, *v, func(context.Context, *sql.Tx, *studio.ProjectVideo) error { return nil })
+		require.NoError(t, err)
+		kept, err := b.store.ProjectVideo(ctx, b.project.ID)
+		require.NoError(t, err)
+		require.Equal(t, c.num, *kept.FrameRateNum)
+		require.Equal(t, c.den, *kept.FrameRateDen)
+		require.Equal(t, c.frameMs, kept.FrameMs(), c.rate)
+	}
+	// A video recorded before frame rates were probed nudges by a frame at 25 fps.
+	require.Equal(t, studio.DefaultFrameMs, (&studio.ProjectVideo{}).FrameMs())
+}
+
+func TestParseFrameRate(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string][2]int{
+		"25/1": {25, 1}, "30000/1001": {30000, 1001}, "50": {50, 1},
+		"0/0": {}, "": {}, "x/1": {}, "25/0": {}, "-25/1": {}, "90000/1": {}, "1/2": {},
+	} {
+		num, den, ok := media.ParseFrameRate(in)
+		require.Equal(t, want, [2]int{num, den}, in)
+		require.Equal(t, want != [2]int{}, ok, in)
+	}
+}
+
 func TestProbeVideoRefusesWhatHasNoPicture(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -174,6 +223,24 @@ func TestProxyIsBrowserReady(t *testing.T) {
 	for i := 1; i < len(keys); i++ {
 		require.LessOrEqual(t, keys[i]-keys[i-1], 1.05, "a keyframe every second: %v", keys)
 	}
+
+	// Under the dub the picture plays without the sound track: the same H.264
+	// stream, copied (index first, same keyframes), made once per proxy.
+	pic, err := b.lib.ProxyPicture(ctx, proxy.SHA256)
+	require.NoError(t, err)
+	require.Equal(t, "mp4", pic.Format)
+	picPath, err := b.blobs.Path(pic.SHA256)
+	require.NoError(t, err)
+	var pp probeStreams
+	ffprobeJSON(t, &pp, "-show_entries", "stream=codec_type,codec_name,width,height,pix_fmt,sample_rate", picPath)
+	require.Len(t, pp.Streams, 1, "no sound track")
+	require.Equal(t, ps.Streams[0], pp.Streams[0], "the proxy's picture as it was")
+	picBoxes := strings.Join(topBoxes(t, picPath), " ")
+	require.Less(t, strings.Index(picBoxes, "moov"), strings.Index(picBoxes, "mdat"), "+faststart (%s)", picBoxes)
+	require.Equal(t, keys, keyframeTimes(t, picPath), "the same keyframes")
+	again, err := b.lib.ProxyPicture(ctx, proxy.SHA256)
+	require.NoError(t, err)
+	require.Equal(t, pic.SHA256, again.SHA256)
 
 	// A source already smaller than the height keeps its size.
 	proxy, err = b.lib.MakeProxy(ctx, v.VideoSHA256, media.ProxyOpts{}, nil)

@@ -3,6 +3,7 @@ package studio
 import (
 	"context"
 	"database/sql"
+	"math"
 	"time"
 
 	"gorm.io/gorm"
@@ -30,13 +31,30 @@ type ProjectVideo struct {
 	Width       int
 	Height      int
 	ProxySHA256 *string `gorm:"column:proxy_sha256"`
-	State       VideoState
-	Progress    int
-	Error       string
-	Attempts    int
-	UploadedBy  *int64
-	CreatedAt   time.Time
-	FinishedAt  *time.Time
+	// FrameRateNum/FrameRateDen is the picture's frame rate as probed (30000/1001);
+	// nil for a video recorded before it was (FrameMs falls back to 25 fps).
+	FrameRateNum *int
+	FrameRateDen *int
+	State        VideoState
+	Progress     int
+	Error        string
+	Attempts     int
+	UploadedBy   *int64
+	CreatedAt    time.Time
+	FinishedAt   *time.Time
+}
+
+// DefaultFrameMs is a frame at 25 fps: the step of a nudge where the picture's
+// frame rate is not known.
+const DefaultFrameMs = 40
+
+// FrameMs is one frame of the picture in whole milliseconds (33 at 30 or 29.97 fps,
+// 40 at 25); DefaultFrameMs when the rate is not known.
+func (v *ProjectVideo) FrameMs() int {
+	if v.FrameRateNum == nil || v.FrameRateDen == nil || *v.FrameRateNum <= 0 || *v.FrameRateDen <= 0 {
+		return DefaultFrameMs
+	}
+	return max(1, int(math.Round(1000*float64(*v.FrameRateDen)/float64(*v.FrameRateNum))))
 }
 
 // Active reports whether the proxy is still to come.
@@ -50,12 +68,14 @@ type QueueVideoFunc func(ctx context.Context, tx *sql.Tx, v *ProjectVideo) error
 func (s *Store) SetProjectVideo(ctx context.Context, v ProjectVideo, queue QueueVideoFunc) (*ProjectVideo, error) {
 	v.State, v.Progress, v.Error, v.ProxySHA256 = VideoQueued, 0, "", nil
 	err := s.inTx(ctx, func(tx *gorm.DB) error {
-		err := tx.Exec(`INSERT INTO project_videos (project_id, video_sha256, file_name, duration_ms, width, height, uploaded_by)
-			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project_id) DO UPDATE SET video_sha256 = excluded.video_sha256,
+		err := tx.Exec(`INSERT INTO project_videos (project_id, video_sha256, file_name, duration_ms, width, height,
+			frame_rate_num, frame_rate_den, uploaded_by)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (project_id) DO UPDATE SET video_sha256 = excluded.video_sha256,
 			file_name = excluded.file_name, duration_ms = excluded.duration_ms, width = excluded.width,
-			height = excluded.height, uploaded_by = excluded.uploaded_by, proxy_sha256 = NULL, state = 'queued',
+			height = excluded.height, frame_rate_num = excluded.frame_rate_num, frame_rate_den = excluded.frame_rate_den,
+			uploaded_by = excluded.uploaded_by, proxy_sha256 = NULL, state = 'queued',
 			progress = 0, error = '', attempts = 0, created_at = now(), finished_at = NULL`,
-			v.ProjectID, v.VideoSHA256, v.FileName, v.DurationMs, v.Width, v.Height, v.UploadedBy).Error
+			v.ProjectID, v.VideoSHA256, v.FileName, v.DurationMs, v.Width, v.Height, v.FrameRateNum, v.FrameRateDen, v.UploadedBy).Error
 		if err != nil {
 			return err
 		}

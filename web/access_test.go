@@ -108,6 +108,7 @@ var absentHere = map[string]bool{
 	"/projects/:pid/exports/:eid/download": true,
 	"/projects/:pid/lines/:lid/source.wav": true,
 	"/projects/:pid/video/proxy.mp4":       true,
+	"/projects/:pid/video/picture.mp4":     true,
 }
 
 // projectSnapshot is what a refused change must leave as it was.

@@ -21,6 +21,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
+	"dubstudio/audio"
 	"dubstudio/config"
 	"dubstudio/i18n"
 	"dubstudio/live"
@@ -99,6 +100,8 @@ func New(d Deps) *Server {
 		lib.Limits = media.Limits{ReferenceMinMs: d.Config.ReferenceMinMs, ReferenceMaxMs: d.Config.ReferenceMaxMs,
 			SourceMaxMs: d.Config.SourceMaxMs, MinFreeBytes: d.Config.MinFreeBytes,
 			PeaksCacheEntries: 2 * d.Config.TimelineMaxLines}
+		lib.Duck = audio.DuckParams{ThresholdDB: d.Config.BedDuckThresholdDB, Ratio: d.Config.BedDuckRatio,
+			AttackMs: d.Config.BedDuckAttackMs, ReleaseMs: d.Config.BedDuckReleaseMs}
 		s.media = lib
 	}
 	s.live = d.Live

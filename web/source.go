@@ -37,6 +37,7 @@ type Media interface {
 	SetCharacterEmotionAudio(ctx context.Context, projectID, characterID int64, up media.Upload, weight float64) error
 	SetProjectSourceVideo(ctx context.Context, projectID, userID int64, up media.Upload) (*studio.ProjectSource, *studio.ProjectVideo, error)
 	PreviewMix(ctx context.Context, projectID int64, opts media.PreviewOpts) (*studio.Blob, error)
+	ProxyPicture(ctx context.Context, proxySHA string) (*studio.Blob, error)
 	DeleteProjectSource(ctx context.Context, projectID int64) error
 	SetProjectBed(ctx context.Context, projectID, userID int64, kind studio.BedKind, up media.Upload) (*studio.ProjectBed, error)
 	DeleteProjectBed(ctx context.Context, projectID int64) error

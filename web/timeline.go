@@ -37,6 +37,7 @@ func (s *Server) timelineVM(c echo.Context, p *studio.Project) (views.TimelineVM
 	}
 	if v, err := s.store.ProjectVideo(ctx, p.ID); err == nil {
 		vm.DurationMs = v.DurationMs
+		vm.FrameMs = v.FrameMs()
 	} else if !errors.Is(err, studio.ErrNotFound) {
 		return vm, err
 	}

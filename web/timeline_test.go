@@ -52,6 +52,7 @@ func TestTimelineDrawsATrackPerCharacterWithTheTakesPeaks(t *testing.T) {
 	require.NotEmpty(t, peaks, "the take's waveform")
 	require.Empty(t, tracks.Eq(0).Find(`[data-clip]`).First().AttrOr("data-peaks", "x"), "a line without a take has no waveform")
 	require.Equal(t, "5500", d.Find(`[data-timeline]`).AttrOr("data-duration-ms", ""), "no picture: up to the last line's end")
+	require.Equal(t, "40", d.Find(`[data-timeline]`).AttrOr("data-frame-ms", ""), "no picture: a nudge is a frame at 25 fps")
 
 	// The editor's page loads the picture and the timeline.
 	page := doc(t, c.get(fmt.Sprintf("/projects/%d", b.project.ID)))

@@ -23,6 +23,7 @@ type Proxies interface {
 func (s *Server) videoRoutes(editor *echo.Group) {
 	editor.GET("/projects/:pid/video", s.showPicture)
 	editor.GET("/projects/:pid/video/proxy.mp4", s.serveProxy)
+	editor.GET("/projects/:pid/video/picture.mp4", s.serveProxyPicture)
 	editor.GET("/projects/:pid/preview.wav", s.servePreview)
 }
 
@@ -85,6 +86,28 @@ func (s *Server) serveProxy(c echo.Context) error {
 	}
 	// The URL names the proxy (?v=), so a new upload is a new URL.
 	return s.serveBlobRange(c, *v.ProxySHA256, "video/mp4", "private, max-age=3600")
+}
+
+// serveProxyPicture sends the proxy's picture without its sound track
+// (media.ProxyPicture), which plays under the dub, with range requests as
+// serveProxy does.
+func (s *Server) serveProxyPicture(c echo.Context) error {
+	p, err := s.project(c)
+	if err != nil {
+		return err
+	}
+	v, err := s.store.ProjectVideo(c.Request().Context(), p.ID)
+	if err != nil {
+		return err
+	}
+	if v.State != studio.VideoDone || v.ProxySHA256 == nil {
+		return echo.NewHTTPError(http.StatusNotFound, s.t(c, "video.not_ready"))
+	}
+	blob, err := s.media.ProxyPicture(c.Request().Context(), *v.ProxySHA256)
+	if err != nil {
+		return err
+	}
+	return s.serveBlobRange(c, blob.SHA256, "video/mp4", "private, max-age=3600")
 }
 
 // servePreview sends the dub of the whole programme as it plays under the picture

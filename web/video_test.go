@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,10 +84,28 @@ func TestVideoUploadMakesAProxyServedWithRanges(t *testing.T) {
 	require.Equal(t, studio.VideoDone, v.State, v.Error)
 
 	card := doc(t, c.get(p+"/video"))
-	src, ok := card.Find(`[data-testid=picture-video]`).Attr("src")
-	require.True(t, ok, "the card plays the proxy")
-	require.True(t, strings.HasPrefix(src, p+"/video/proxy.mp4?v="), src)
+	picture, ok := card.Find(`[data-testid=picture-video]`).Attr("src")
+	require.True(t, ok, "the card plays the proxy's picture")
+	require.True(t, strings.HasPrefix(picture, p+"/video/picture.mp4?v="), picture)
+	require.Equal(t, picture, card.Find(`[data-picture]`).AttrOr("data-picture-url", ""))
+	src := card.Find(`[data-picture]`).AttrOr("data-original-url", "")
+	require.True(t, strings.HasPrefix(src, p+"/video/proxy.mp4?v="), "the proxy with its sound, for the original: %q", src)
 	require.Equal(t, p+"/preview.wav", card.Find(`[data-picture]`).AttrOr("data-mix-url", ""))
+
+	// Under the dub the picture plays without the proxy's sound track: the proxy's
+	// video stream, copied.
+	pic := c.get(picture)
+	require.Equal(t, http.StatusOK, pic.StatusCode)
+	require.Equal(t, "video/mp4", pic.Header.Get("Content-Type"))
+	picFile := filepath.Join(t.TempDir(), "picture.mp4")
+	picData, err := io.ReadAll(pic.Body)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(picFile, picData, 0o600))
+	out, err := exec.Command("ffprobe", "-v", "error", "-show_entries", "stream=codec_type,codec_name", "-of", "csv=p=0", picFile).Output()
+	require.NoError(t, err)
+	require.Equal(t, "h264,video", strings.TrimSpace(string(out)), "one H.264 stream, no sound")
+	part := c.do("GET", picture, nil, "", map[string]string{"Range": "bytes=0-99"})
+	require.Equal(t, http.StatusPartialContent, part.StatusCode, "served with ranges")
 
 	// The whole proxy, then ranges of it, as a video element seeking asks.
 	full := c.get(src)
@@ -96,7 +116,7 @@ func TestVideoUploadMakesAProxyServedWithRanges(t *testing.T) {
 	require.NoError(t, err)
 	size := len(whole)
 	require.Greater(t, size, 1000)
-	part := c.do("GET", src, nil, "", map[string]string{"Range": "bytes=100-199"})
+	part = c.do("GET", src, nil, "", map[string]string{"Range": "bytes=100-199"})
 	require.Equal(t, http.StatusPartialContent, part.StatusCode)
 	require.Equal(t, "bytes 100-199/"+strconv.Itoa(size), part.Header.Get("Content-Range"))
 	require.Equal(t, "video/mp4", part.Header.Get("Content-Type"))
@@ -132,13 +152,14 @@ func TestVideoUploadMakesAProxyServedWithRanges(t *testing.T) {
 	_, err = b.store.ProjectVideo(ctx, b.project.ID)
 	require.ErrorIs(t, err, studio.ErrNotFound)
 	require.Equal(t, http.StatusNotFound, c.get(src).StatusCode)
+	require.Equal(t, http.StatusNotFound, c.get(picture).StatusCode)
 }
 
 func TestPictureRoutesNeedAnEditor(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	p := fmt.Sprintf("/projects/%d", b.project.ID)
-	routes := []string{p + "/video", p + "/video/proxy.mp4", p + "/preview.wav"}
+	routes := []string{p + "/video", p + "/video/proxy.mp4", p + "/video/picture.mp4", p + "/preview.wav"}
 	for _, who := range studio.Roles {
 		c := b.as(t, who)
 		for _, path := range routes {

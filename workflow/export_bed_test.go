@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"log/slog"
 	"math"
 	"os"
 	"os/exec"
@@ -18,6 +19,8 @@ import (
 	"dubstudio/audio"
 	"dubstudio/media"
 	"dubstudio/studio"
+	"dubstudio/tts"
+	"dubstudio/workflow"
 )
 
 // bedScript has lines with long gaps, so the ducked bed has time to come back up
@@ -77,7 +80,9 @@ func TestExportWithTheBed(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, exports, "nothing queued")
 
-	b.startWorker(t, workerOpts{})
+	// The ducking is a setting (BED_DUCK_*): harder and quicker than the defaults.
+	duck := audio.DuckParams{ThresholdDB: -36, Ratio: 6, AttackMs: 15, ReleaseMs: 300}
+	b.startWorker(t, workerOpts{bedDuck: duck})
 	_, err = b.Pipeline.RenderPending(ctx, b.Project.ID)
 	require.NoError(t, err)
 	counts := b.WaitSettled(t, 3*time.Minute)
@@ -142,6 +147,10 @@ func TestExportWithTheBed(t *testing.T) {
 		man.Bed.Mix.MeasuredLUFS, man.Bed.Mix.GainDB, man.Bed.Mix.Limited)
 	require.InDelta(t, -23, lufs, 1, "within 1 LU of the target")
 	require.InDelta(t, -23, man.Bed.Mix.TargetLUFS, 0)
+	require.Equal(t, "sidechaincompress", man.Bed.Mix.Ducking)
+	used := audio.DuckParams{ThresholdDB: man.Bed.Mix.DuckThresholdDB, Ratio: man.Bed.Mix.DuckRatio,
+		AttackMs: man.Bed.Mix.DuckAttackMs, ReleaseMs: man.Bed.Mix.DuckReleaseMs}
+	require.Equal(t, duck, used, "the manifest says how the bed was ducked")
 
 	// A bed shorter than the programme, stereo and 24-bit like the stems, with their
 	// time reference; no mix over it unless asked.
@@ -170,6 +179,17 @@ func TestExportWithTheBed(t *testing.T) {
 	require.EqualValues(t, st.manifest.Samples, pcm.Frames(), "padded to the programme")
 	require.InDelta(t, 0.1, bedToneLevel(pcm, 1000, 4000), 0.01, "the short bed plays from 0")
 	require.Less(t, bedToneLevel(pcm, 6000, 13000), 0.0005, "silence after the short bed's end")
+}
+
+// TestWorkerRefusesADuckingFFmpegWouldNot: a ducking out of sidechaincompress's
+// range stops the worker at its start, not every export over a bed later.
+func TestWorkerRefusesADuckingFFmpegWouldNot(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	_, err := workflow.NewWorker(b.Pipeline, workflow.NewLocalPermits(tts.NewEspeak(tts.EspeakConfig{}), 1),
+		workflow.WorkerConfig{Name: t.Name(), DataDir: b.DataDir, BedDuck: audio.DuckParams{Ratio: 50}}, slog.New(slog.DiscardHandler))
+	require.ErrorIs(t, err, audio.ErrInvalid)
+	require.ErrorContains(t, err, "ratio 50 (1 to 20)")
 }
 
 // headerLen is the length of a WAV's header up to its data.

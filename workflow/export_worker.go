@@ -370,15 +370,16 @@ func (w *Worker) exportBed(ctx context.Context, ex *studio.Export, work string, 
 		target = audio.DefaultMixLUFS
 	}
 	mixed := filepath.Join(work, "mix-over-bed.wav")
+	duck := w.cfg.BedDuck.WithDefaults()
 	res, err := audio.MixOverBed(ctx, audio.BedMixParams{DialoguePath: dialogue, BedPath: stem, OutputPath: mixed,
 		SampleRate: rate, Channels: channels, BitDepth: ex.BitDepth, TimeReference: &timeRef, Samples: samples,
-		Normalize: true, TargetLUFS: target, TruePeakDB: audio.DefaultMixTruePeakDB})
+		Duck: duck, Normalize: true, TargetLUFS: target, TruePeakDB: audio.DefaultMixTruePeakDB})
 	if err != nil {
 		return nil, nil, fmt.Errorf("the mix over the bed: %w", err)
 	}
 	man.Mix = &ManifestBedMix{File: bedMixName, TargetLUFS: target, TruePeakDB: audio.DefaultMixTruePeakDB,
 		MeasuredLUFS: res.InputLUFS, MeasuredTruePeakDB: res.InputTruePeakDB, GainDB: res.GainDB, Limited: res.Limited,
-		Ducking: "sidechaincompress", DuckThresholdDB: audio.DefaultDuckThresholdDB, DuckRatio: audio.DefaultDuckRatio,
-		DuckAttackMs: audio.DefaultDuckAttackMs, DuckReleaseMs: audio.DefaultDuckReleaseMs}
+		Ducking: "sidechaincompress", DuckThresholdDB: duck.ThresholdDB, DuckRatio: duck.Ratio,
+		DuckAttackMs: duck.AttackMs, DuckReleaseMs: duck.ReleaseMs}
 	return append(out, [2]string{bedMixName, mixed}), man, nil
 }

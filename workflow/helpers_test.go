@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"dubstudio/audio"
 	"dubstudio/tts"
 	"dubstudio/workflow"
 	"dubstudio/workflow/workflowtest"
@@ -26,6 +27,7 @@ type workerOpts struct {
 	name    string
 	engine  tts.Engine
 	permits int
+	bedDuck audio.DuckParams
 }
 
 func (b *testBundle) startWorker(t *testing.T, o workerOpts) *workflow.Worker {
@@ -39,6 +41,7 @@ func (b *testBundle) startWorker(t *testing.T, o workerOpts) *workflow.Worker {
 	return b.startWorkerWith(t, workflow.NewLocalPermits(o.engine, max(o.permits, 2)), func(c *workflow.WorkerConfig) {
 		c.Name = o.name
 		c.MaxAttempts = 0 // the worker's default
+		c.BedDuck = o.bedDuck
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"dubstudio/audio"
 	"dubstudio/internal/perm"
 	"dubstudio/media"
 	"dubstudio/studio"
@@ -70,6 +71,9 @@ type WorkerConfig struct {
 	// BedMixLUFS is the loudness an export's mix over the bed is brought to (0:
 	// audio.DefaultMixLUFS, -23).
 	BedMixLUFS int
+	// BedDuck is how the bed is ducked under the dialogue in that mix (zero fields:
+	// audio's defaults).
+	BedDuck audio.DuckParams
 }
 
 // DefaultConcurrentFits is WorkerConfig.ConcurrentFits' default: four times the
@@ -160,6 +164,11 @@ type Worker struct {
 // NewWorker builds a worker over the store's pool.
 func NewWorker(p *Pipeline, permits Permits, cfg WorkerConfig, logger *slog.Logger) (*Worker, error) {
 	cfg.defaults()
+	// A ducking sidechaincompress would refuse fails every export over a bed: say so
+	// at the start instead.
+	if err := cfg.BedDuck.WithDefaults().Validate(); err != nil {
+		return nil, fmt.Errorf("error in the bed's ducking: %w", err)
+	}
 	store := p.store
 	w := &Worker{cfg: cfg, pipeline: p, store: store, permits: permits, logger: logger,
 		blobs: studio.BlobStore{Dir: filepath.Join(cfg.DataDir, "blobs")},

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"dubstudio/audio"
 	"dubstudio/config"
 	"dubstudio/internal/perm"
 	"dubstudio/media"
@@ -58,6 +59,8 @@ func startWorker(ctx context.Context, cfg *config.Config, store *studio.Store, p
 	}
 	w, err := workflow.NewWorker(p, permits, workflow.WorkerConfig{Name: cfg.WorkerName, DataDir: cfg.DataDir,
 		OOMRetries: cfg.OOMRetries, ProxyTimeout: cfg.ProxyTimeout, BedMixLUFS: cfg.BedMixLUFS,
+		BedDuck: audio.DuckParams{ThresholdDB: cfg.BedDuckThresholdDB, Ratio: cfg.BedDuckRatio,
+			AttackMs: cfg.BedDuckAttackMs, ReleaseMs: cfg.BedDuckReleaseMs},
 		BlobGCInterval: cfg.BlobGCInterval, BlobGCGrace: cfg.BlobGCGrace,
 		Proxy: media.ProxyOpts{Height: cfg.ProxyHeight, CRF: cfg.ProxyCRF, Threads: cfg.ProxyThreads}}, logger)
 	if err != nil {

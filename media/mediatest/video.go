@@ -21,6 +21,13 @@ func Video(t testing.TB, dir, name string, seconds int, text string) string {
 // VideoSized is Video with the picture's size (WIDTHxHEIGHT).
 func VideoSized(t testing.TB, dir, name string, seconds int, size, text string) string {
 	t.Helper()
+	return VideoAt(t, dir, name, seconds, size, "25", text)
+}
+
+// VideoAt is VideoSized with the picture's frame rate, as ffmpeg takes it ("30",
+// "30000/1001").
+func VideoAt(t testing.TB, dir, name string, seconds int, size, rate, text string) string {
+	t.Helper()
 	for _, tool := range []string{"ffmpeg", "ffprobe", "espeak-ng"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s is not installed", tool)
@@ -33,7 +40,7 @@ func VideoSized(t testing.TB, dir, name string, seconds int, size, text string) 
 	out := filepath.Join(dir, name)
 	d := strconv.Itoa(seconds)
 	cmd := exec.Command("ffmpeg", "-v", "error", "-nostdin",
-		"-f", "lavfi", "-i", "testsrc2=size="+size+":rate=25:duration="+d,
+		"-f", "lavfi", "-i", "testsrc2=size="+size+":rate="+rate+":duration="+d,
 		"-i", speech,
 		"-f", "lavfi", "-i", "sine=frequency=220:sample_rate=44100:duration="+d,
 		"-filter_complex", "[1:a]aresample=44100,apad[s];[2:a]volume=0.05[b];[s][b]amix=inputs=2:duration=longest,aformat=channel_layouts=stereo[a]",
