@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -141,7 +140,8 @@ func ProbeVideo(ctx context.Context, path string) (VideoInfo, error) {
 // as SetProjectSource does, and keeps a video's picture too: the upload itself is
 // moved into the blob store, and the project's video to record (and make a proxy
 // of) is returned; nil for a file without a picture. A video is first probed and the
-// room for its proxy checked, so a refusal changes nothing.
+// room for its proxy checked (in the blob store, where the proxy is written), so a
+// refusal changes nothing.
 func (l *Library) SetProjectSourceVideo(ctx context.Context, projectID, userID int64, up Upload) (*studio.ProjectSource, *studio.ProjectVideo, error) {
 	info, err := ProbeVideo(ctx, up.Path)
 	isVideo := err == nil
@@ -149,7 +149,10 @@ func (l *Library) SetProjectSourceVideo(ctx context.Context, projectID, userID i
 		return nil, nil, err
 	}
 	if isVideo {
-		if err := l.checkProxySpace(filepath.Dir(up.Path), info.Duration); err != nil {
+		if err := os.MkdirAll(l.blobs.Dir, perm.Dir); err != nil {
+			return nil, nil, err
+		}
+		if err := l.checkProxySpace(l.blobs.Dir, info.Duration); err != nil {
 			return nil, nil, err
 		}
 	}

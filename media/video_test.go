@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -245,4 +247,40 @@ func TestPreviewMixIsTheProgramme(t *testing.T) {
 	c, err := b.lib.PreviewMix(ctx, b.project.ID, media.PreviewOpts{})
 	require.NoError(t, err)
 	require.Equal(t, a.SHA256, c.SHA256)
+}
+
+// The room for a video's proxy is checked where the proxy will be written, the blob
+// store, not where the upload was spooled: here the upload's disk has room to spare
+// and the blob store's (a tmpfs) has less than MIN_FREE_MB.
+func TestSourceVideoChecksTheBlobStoresSpace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	shm, err := os.MkdirTemp("/dev/shm", "blobs-")
+	if err != nil {
+		t.Skipf("no /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(shm) })
+	blobFree, uploadFree := statfsFree(t, shm), statfsFree(t, b.dir)
+	// Apart by more than other tests' writes could change in the meantime.
+	if uploadFree-blobFree < 4<<30 {
+		t.Skipf("the blob store's disk (%d MB free) is not smaller than the upload's (%d MB)", blobFree>>20, uploadFree>>20)
+	}
+	blobs := studio.BlobStore{Dir: filepath.Join(shm, "blobs")}
+	lib := media.NewLibrary(b.store, blobs)
+	lib.Limits.MinFreeBytes = (blobFree + uploadFree) / 2
+	video := mediatest.Video(t, b.dir, "episode.mp4", 2, "Where were you last night?")
+	up := b.upload(t, video, "episode.mp4")
+	_, _, err = lib.SetProjectSourceVideo(ctx, b.project.ID, b.user.ID, up)
+	requireRefused(t, err, audio.ErrNoSpace, "upload.no_space")
+	require.FileExists(t, up.Path, "the upload is not taken")
+	_, err = b.store.ProjectSource(ctx, b.project.ID)
+	require.ErrorIs(t, err, studio.ErrNotFound, "no source recorded")
+}
+
+func statfsFree(t *testing.T, dir string) int64 {
+	t.Helper()
+	var st syscall.Statfs_t
+	require.NoError(t, syscall.Statfs(dir, &st))
+	return int64(st.Bavail) * st.Bsize
 }

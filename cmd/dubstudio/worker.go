@@ -59,7 +59,9 @@ func startWorker(ctx context.Context, cfg *config.Config, store *studio.Store, p
 	w, err := workflow.NewWorker(p, permits, workflow.WorkerConfig{Name: cfg.WorkerName, DataDir: cfg.DataDir,
 		OOMRetries: cfg.OOMRetries, ProxyTimeout: cfg.ProxyTimeout, BedMixLUFS: cfg.BedMixLUFS,
 		BlobGCInterval: cfg.BlobGCInterval, BlobGCGrace: cfg.BlobGCGrace,
-		Proxy: media.ProxyOpts{Height: cfg.ProxyHeight, CRF: cfg.ProxyCRF, Threads: cfg.ProxyThreads}}, logger)
+		Proxy: media.ProxyOpts{Height: cfg.ProxyHeight, CRF: cfg.ProxyCRF, Threads: cfg.ProxyThreads},
+		Media: media.Limits{ReferenceMinMs: cfg.ReferenceMinMs, ReferenceMaxMs: cfg.ReferenceMaxMs,
+			SourceMaxMs: cfg.SourceMaxMs, MinFreeBytes: cfg.MinFreeBytes}}, logger)
 	if err != nil {
 		stopGPU(context.WithoutCancel(ctx))
 		return nil, nil, err
