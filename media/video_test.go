@@ -256,7 +256,7 @@ func TestSourceVideoChecksTheBlobStoresSpace(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	shm, err := os.MkdirTemp("/dev/shm", "blobs-")
+	shm, err := os.MkdirTemp("/dev/shm", "blobs-") //nolint:usetesting // on another file system than t.TempDir's
 	if err != nil {
 		t.Skipf("no /dev/shm: %v", err)
 	}
