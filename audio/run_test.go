@@ -33,3 +33,10 @@ func TestRunToolsSayHowTheyEnded(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, audio.ErrToolFailed)
 }
+
+func TestFormatNameShortensDemuxers(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "mp4", audio.FormatName("mov,mp4,m4a,3gp,3g2,mj2"))
+	require.Equal(t, "matroska", audio.FormatName("matroska,webm"))
+	require.Equal(t, "wav", audio.FormatName("wav"))
+}

@@ -155,24 +155,13 @@ func (l *Library) SetProjectSourceVideo(ctx context.Context, projectID, userID i
 	if err != nil || !isVideo {
 		return src, nil, err
 	}
-	blob, err := l.store.PutBlob(ctx, l.blobs, up.Path, studio.Blob{Format: videoFormat(info.Format),
+	blob, err := l.store.PutBlob(ctx, l.blobs, up.Path, studio.Blob{Format: audio.FormatName(info.Format),
 		DurationMs: int(info.Duration.Milliseconds())})
 	if err != nil {
 		return nil, nil, err
 	}
 	return src, &studio.ProjectVideo{ProjectID: projectID, VideoSHA256: blob.SHA256, FileName: up.Name,
 		DurationMs: blob.DurationMs, Width: info.Width, Height: info.Height, UploadedBy: &userID}, nil
-}
-
-// videoFormat shortens ffprobe's demuxer names as audio.Probe does.
-func videoFormat(name string) string {
-	switch name {
-	case "mov,mp4,m4a,3gp,3g2,mj2":
-		return "mp4"
-	case "matroska,webm":
-		return "matroska"
-	}
-	return name
 }
 
 // checkProxySpace refuses a transcoding of d of video that would leave less than
