@@ -103,3 +103,31 @@ func TestAudibleRevisionIsRecomputedFromHistory(t *testing.T) {
 		require.Equal(t, c.want, audible, c.name)
 	}
 }
+
+// 0023 indexes the user columns of 0012's tables that a user's deletion sets to NULL,
+// and gives a profile's beams its one default form, 0 (gpu.Profile.BeamsOrDefault).
+func TestUserColumnsIndexedAndBeamsDefaultZero(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn := emptyDatabase(t)
+	all, err := migrations.All()
+	require.NoError(t, err)
+	for _, m := range all {
+		_, err := conn.Exec(ctx, m.SQL)
+		require.NoError(t, err, m.Name)
+	}
+	for _, c := range [][2]string{{"project_members", "added_by"},
+		{"project_member_history", "user_id"}, {"project_member_history", "by_user"}} {
+		table, column := c[0], c[1]
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_index i
+			JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+			WHERE i.indrelid = $1::regclass AND a.attname = $2`, table, column).Scan(&n))
+		require.Equal(t, 1, n, "%s.%s leads an index", table, column)
+	}
+	var beams int
+	require.NoError(t, conn.QueryRow(ctx, `INSERT INTO gpu_profiles (name, concurrency, reserve_pct,
+		long_text_threshold_sec, long_lane_limit, max_gen_seconds, segment_tokens) VALUES ('new', 4, 15, 15, 2, 30, 120)
+		RETURNING beams`).Scan(&beams))
+	require.Zero(t, beams)
+}

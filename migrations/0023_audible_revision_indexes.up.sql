@@ -22,3 +22,13 @@ last_audible AS (
 UPDATE lines l SET audible_revision = a.revision
 FROM last_audible a
 WHERE a.line_id = l.id AND l.audible_revision <> a.revision;
+
+-- A profile's beams: 0 is the default (gpu.Profile.BeamsOrDefault, IndexTTS's 3), as
+-- 0010 says; the column's default was a second form of it, the literal 3.
+ALTER TABLE gpu_profiles ALTER COLUMN beams SET DEFAULT 0;
+
+-- Deleting a user sets these columns of 0012's tables to NULL: without an index each
+-- deletion scanned the tables.
+CREATE INDEX project_members_added_by_idx ON project_members (added_by);
+CREATE INDEX project_member_history_user_idx ON project_member_history (user_id);
+CREATE INDEX project_member_history_by_user_idx ON project_member_history (by_user);
