@@ -71,7 +71,7 @@ func TestAudibleRevisionIsRecomputedFromHistory(t *testing.T) {
 			VALUES ($1, $2, 0, 1000, 'Hello.', $3) RETURNING id`, project, i+1, c.revision).Scan(&ids[i]))
 	}
 	// The lines' histories interleaved, as edits of several lines come.
-	for step := 0; step < 5; step++ {
+	for step := range 5 {
 		for i, c := range cases {
 			if step >= len(c.history) {
 				continue
