@@ -10,9 +10,10 @@ import (
 )
 
 // BenchmarkFitMemory fits the longest takes a line can have (issue 17: the duration
-// lock works in bounded memory): a 110 s take padded into the default longest line
-// (MAX_LINE_SECONDS, 120 s) and stretched into 100 s, and a 590 s take padded into
-// the largest slot Fit accepts (DefaultMaxSlotMs, 600 s). It reports the process's
+// lock works in bounded memory): a 55 s take padded into the default longest line
+// (MAX_LINE_SECONDS, 60 s), a 110 s take stretched into 100 s (a line a higher
+// MAX_LINE_SECONDS allows), and a 590 s take padded into the largest slot Fit accepts
+// (DefaultMaxSlotMs, 600 s, the highest MAX_LINE_SECONDS). It reports the process's
 // peak resident memory over a fit (peak-RSS-MB), the test binary's own included; the
 // ffmpeg processes a stretch runs are not in it.
 func BenchmarkFitMemory(b *testing.B) {
@@ -21,7 +22,7 @@ func BenchmarkFitMemory(b *testing.B) {
 		name   string
 		takeS  int
 		slotMs int
-	}{{"pad-120s", 110, 120_000}, {"stretch-100s", 110, 100_000}, {"pad-600s", 590, DefaultMaxSlotMs}} {
+	}{{"pad-60s", 55, 60_000}, {"stretch-100s", 110, 100_000}, {"pad-600s", 590, DefaultMaxSlotMs}} {
 		b.Run(bc.name, func(b *testing.B) {
 			take := tone(b, dir, bc.name+".wav", strconv.Itoa(bc.takeS), "48000")
 			p := FitParams{InputPath: take, OutputPath: filepath.Join(dir, "out.wav"), SlotMs: bc.slotMs}

@@ -45,6 +45,15 @@ var formatNames = map[string]string{
 	"matroska,webm":           "matroska",
 }
 
+// FormatName shortens ffprobe's name of a container (its demuxer's names, "mov,mp4,
+// m4a,3gp,3g2,mj2") as Info.Format names it ("mp4"); other names stay as they are.
+func FormatName(demuxer string) string {
+	if short, ok := formatNames[demuxer]; ok {
+		return short
+	}
+	return demuxer
+}
+
 // tailCheck is how much of the end of a file Probe decodes to catch truncation.
 const tailCheck = 500 * time.Millisecond
 
@@ -162,11 +171,7 @@ func parseProbe(data []byte) (Info, error) {
 		if d == 0 {
 			d = parseSeconds(p.Format.Duration)
 		}
-		format := p.Format.FormatName
-		if short, ok := formatNames[format]; ok {
-			format = short
-		}
-		return Info{Format: format, Codec: s.CodecName, Duration: d, SampleRate: rate, Channels: s.Channels}, nil
+		return Info{Format: FormatName(p.Format.FormatName), Codec: s.CodecName, Duration: d, SampleRate: rate, Channels: s.Channels}, nil
 	}
 	if len(p.Streams) > 0 {
 		return Info{}, userError(ErrNotAudio, fmt.Errorf("no audio stream in %s", p.Format.FormatName), "audio.no_sound")

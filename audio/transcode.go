@@ -28,6 +28,9 @@ type TranscodeParams struct {
 	// Channels of the output: 0 keeps the source's, down-mixed to stereo when it has
 	// more than two.
 	Channels int
+	// Probed is what Probe found of InputPath, when the caller has probed it already:
+	// Transcode then does not probe it again. Nil: Transcode probes it.
+	Probed *Info
 }
 
 // Transcode converts the first audio stream of p.InputPath (audio or video: the
@@ -50,9 +53,13 @@ func Transcode(ctx context.Context, p TranscodeParams) error {
 	if p.SampleRate < 8000 || p.SampleRate > 192000 || p.Channels < 0 || p.Channels > 8 {
 		return fmt.Errorf("%w: transcode to %d Hz, %d channels", ErrInvalid, p.SampleRate, p.Channels)
 	}
-	info, err := Probe(ctx, p.InputPath)
-	if err != nil {
-		return err
+	info := p.Probed
+	if info == nil {
+		probed, err := Probe(ctx, p.InputPath)
+		if err != nil {
+			return err
+		}
+		info = &probed
 	}
 	ch := p.Channels
 	if ch == 0 {

@@ -348,7 +348,7 @@ var options = []option{
 			c.MaxFormBytes = int64(n) << 10
 			return nil
 		}},
-	{name: "MAX_LINE_SECONDS", def: "120", help: "longest a line may last (end - start), refused on import and edit; at most 600",
+	{name: "MAX_LINE_SECONDS", def: "60", help: "longest a line may last (end - start), refused on import, edit and render; at most 600",
 		setFunc: func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 || n > 600 {

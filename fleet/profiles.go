@@ -117,9 +117,13 @@ func ParseProfile(values map[string]string) (gpu.Profile, []gpu.FieldProblem) {
 	num("MaxGenSeconds", &p.MaxGenSeconds)
 	whole("SegmentTokens", &p.SegmentTokens)
 	// Beams and the KV cache size are optional on forms made before batching: empty
-	// means the default.
+	// means the default. The default's value (the form shows BeamsOrDefault) is kept
+	// in its one stored form, 0.
 	if values["Beams"] != "" {
 		whole("Beams", &p.Beams)
+		if p.Beams == gpu.DefaultBeams {
+			p.Beams = 0
+		}
 	}
 	if values["KVCacheGiB"] != "" {
 		num("KVCacheGiB", &p.KVCacheGiB)

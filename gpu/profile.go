@@ -71,7 +71,7 @@ const (
 func DefaultProfile() Profile {
 	return Profile{
 		Name: "default", Concurrency: 2, ReservePct: defaultReservePct, LongTextThresholdSec: 15,
-		LongLaneLimit: 1, MaxGenSeconds: 30, SegmentTokens: defaultSegTokens, FP16: true, Beams: DefaultBeams,
+		LongLaneLimit: 1, MaxGenSeconds: 30, SegmentTokens: defaultSegTokens, FP16: true,
 	}
 }
 

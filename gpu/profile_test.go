@@ -188,7 +188,8 @@ func TestSharedWeightsFitMoreHosts(t *testing.T) {
 func TestBatchingProfileValidation(t *testing.T) {
 	t.Parallel()
 	p := DefaultProfile()
-	require.Equal(t, DefaultBeams, p.Beams)
+	require.Zero(t, p.Beams, "the default, in its one form")
+	require.Equal(t, DefaultBeams, p.BeamsOrDefault())
 	p.Batching, p.Concurrency, p.Beams, p.KVCacheGiB = true, MaxBatchSequences, 1, 20
 	require.NoError(t, p.Validate())
 	require.Equal(t, 20*GiB, p.KVCacheBytes())

@@ -42,6 +42,7 @@ func init() {
 		"render.paused":         {EN: "Queue paused by an admin", ZH: "队列已被管理员暂停"},
 		"render.queued":         {EN: "Queued %d lines.", One: "Queued %d line.", ZH: "已加入队列 %d 句。"},
 		"render.queued_one":     {EN: "Queued 1 line.", ZH: "已加入队列 1 句。"},
+		"render.line_too_long":  {EN: "Line %d was not queued: it lasts %v s, and a line may last at most %v s (setting MAX_LINE_SECONDS). Split it into shorter lines.", ZH: "第 %d 句未加入队列：它长 %v 秒，一句台词最长 %v 秒（设置 MAX_LINE_SECONDS）。请拆分为较短的几句。"},
 		"render.queued_none":    {EN: "Nothing to queue: no line here is waiting to be rendered.", ZH: "没有可加入队列的台词：这里没有等待合成的台词。"},
 		"render.cancelled":      {EN: "Cancelled %d lines.", One: "Cancelled %d line.", ZH: "已取消 %d 句。"},
 		"render.cancelled_one":  {EN: "Cancelled 1 line.", ZH: "已取消 1 句。"},

@@ -1,16 +1,14 @@
 package media
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"dubstudio/audio"
 	"dubstudio/i18n"
 	"dubstudio/studio"
 )
@@ -83,44 +81,36 @@ func freeBytes(dir string) (int64, error) {
 }
 
 // soundDuration is how much of the recording at path is louder than silenceLevel,
-// by ffmpeg's silencedetect, given its probed length total.
+// by ffmpeg's silencedetect, given its probed length total. The detections are read
+// from ffmpeg's stdout (ametadata) as they come, whatever their number.
 func soundDuration(ctx context.Context, path string, total time.Duration) (time.Duration, error) {
-	cmd := exec.CommandContext(ctx, "ffmpeg", "-hide_banner", "-nostdin", "-v", "info", "-i", "file:"+path,
-		"-af", "silencedetect=noise="+silenceLevel+":d=0.2", "-f", "null", "-")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("error measuring the silence of %s: %w: %s", path, err, strings.TrimSpace(stderr.String()))
-	}
 	silent := time.Duration(0)
 	open := time.Duration(-1) // start of a silence not ended yet
-	sc := bufio.NewScanner(&stderr)
-	for sc.Scan() {
-		line := sc.Text()
-		if v, ok := field(line, "silence_start: "); ok {
+	out := &lineWriter{line: func(line string) {
+		if v, ok := field(line, "lavfi.silence_start="); ok {
 			open = v
-		} else if v, ok := field(line, "silence_end: "); ok && open >= 0 {
+		} else if v, ok := field(line, "lavfi.silence_end="); ok && open >= 0 {
 			silent += v - open
 			open = -1
 		}
+	}}
+	if _, err := audio.RunFFmpeg(ctx, []string{"-hide_banner", "-nostdin", "-v", "error", "-i", "file:" + path,
+		"-af", "silencedetect=noise=" + silenceLevel + ":d=0.2,ametadata=mode=print:file=-", "-f", "null", "-"}, nil, out); err != nil {
+		return 0, fmt.Errorf("error measuring the silence of %s: %w", path, err)
 	}
 	if open >= 0 && total > open {
-		silent += total - open
+		silent += total - open // a silence to the end is never ended
 	}
 	return max(0, total-silent), nil
 }
 
-// field reads the seconds after key in an ffmpeg log line.
+// field reads the seconds after key at the start of an ffmpeg line.
 func field(line, key string) (time.Duration, bool) {
-	i := strings.Index(line, key)
-	if i < 0 {
+	rest, ok := strings.CutPrefix(line, key)
+	if !ok {
 		return 0, false
 	}
-	rest := strings.Fields(line[i+len(key):])
-	if len(rest) == 0 {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(rest[0], 64)
+	f, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
 	if err != nil {
 		return 0, false
 	}

@@ -27,9 +27,10 @@ type PreviewOpts struct {
 }
 
 // PreviewMix returns the dub of a whole project as it plays under the picture: from
-// 0 to the end of the programme (the video, the source audio or the last line,
-// whichever ends last), each line's take at its timecode as the export places it,
-// silence or the original where a line has none. It is assembled with the same code
+// 0 to the end of the programme as the export counts it (studio.Store.ProgrammeMs:
+// the source audio or the last line's slot, whichever ends last; a take running past
+// it is cut there, as in the export), each line's take at its timecode as the export
+// places it, silence or the original where a line has none. It is assembled with the same code
 // as RangeMix and cached under a key of what it is made of (the takes and their
 // offsets, the fill, the length), so it is made once per content: a new take makes a
 // new mix, playing the same again costs a lookup. A programme longer than the
@@ -39,17 +40,14 @@ func (l *Library) PreviewMix(ctx context.Context, projectID int64, opts PreviewO
 	if err != nil {
 		return nil, err
 	}
-	endMs := 0
+	endMs, err := l.store.ProgrammeMs(ctx, projectID)
+	if err != nil {
+		return nil, err
+	}
 	var src *studio.ProjectSource
 	switch s, err := l.store.ProjectSource(ctx, projectID); {
 	case err == nil:
-		src, endMs = s, s.DurationMs
-	case !errors.Is(err, studio.ErrNotFound):
-		return nil, err
-	}
-	switch v, err := l.store.ProjectVideo(ctx, projectID); {
-	case err == nil:
-		endMs = max(endMs, v.DurationMs)
+		src = s
 	case !errors.Is(err, studio.ErrNotFound):
 		return nil, err
 	}
@@ -68,14 +66,6 @@ func (l *Library) PreviewMix(ctx context.Context, projectID int64, opts PreviewO
 	takes, err := l.store.TakesByIDs(ctx, ids)
 	if err != nil {
 		return nil, err
-	}
-	for _, ln := range lines {
-		endMs = max(endMs, ln.EndMs)
-		if id := pick(ln); id != nil {
-			if t, ok := takes[*id]; ok {
-				endMs = max(endMs, ln.StartMs+t.DurationMs)
-			}
-		}
 	}
 	if most := l.store.Limits.ExportMs(); endMs > most {
 		return nil, i18n.Errorf(studio.ErrInvalid, "preview.too_long", seconds(msDuration(endMs)), seconds(msDuration(most)))

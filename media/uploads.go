@@ -123,9 +123,9 @@ func (l *Library) extractSound(ctx context.Context, up Upload) (*studio.Blob, er
 	if free-need < lim.MinFreeBytes {
 		return nil, i18n.Errorf(audio.ErrNoSpace, "upload.no_space", need>>20, free>>20, lim.MinFreeBytes>>20)
 	}
-	// ExtractAudio probes the upload first: a file that is not audio, or a video
-	// without a sound track, is refused before anything is written.
-	if err := audio.ExtractAudio(ctx, up.Path, wav); err != nil {
+	// As ExtractAudio, with the probe above: a file that is not audio, or a video
+	// without a sound track, was refused by it before anything was written.
+	if err := audio.Transcode(ctx, audio.TranscodeParams{InputPath: up.Path, OutputPath: wav, Probed: &probed}); err != nil {
 		return nil, refused(fmt.Errorf("error extracting the sound track of %q: %w", up.Name, err))
 	}
 	info, err := audio.Probe(ctx, wav)

@@ -1,16 +1,12 @@
 package media
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -127,21 +123,19 @@ func ProbeVideo(ctx context.Context, path string) (VideoInfo, error) {
 	if _, err := os.Stat(path); err != nil {
 		return VideoInfo{}, fmt.Errorf("error probing %s: %w", path, err)
 	}
-	cmd := exec.CommandContext(ctx, "ffprobe", "-v", "error", "-show_entries",
+	var stdout bytes.Buffer
+	stderr, err := audio.RunFFprobe(ctx, []string{"-v", "error", "-show_entries",
 		"stream=codec_type,codec_name,width,height,r_frame_rate,avg_frame_rate:stream_disposition=attached_pic:format=format_name,duration",
-		"-of", "json", "file:"+path)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		"-of", "json", "file:" + path}, &stdout)
 	notVideo := func(cause string) error {
 		return fmt.Errorf("%w: %w: %w (%s)", i18n.Errorf(studio.ErrInvalid, "video.not_video"), ErrNotVideo, studio.ErrInvalid, cause)
 	}
-	if err := cmd.Run(); err != nil {
+	if err != nil {
 		if ctx.Err() != nil {
 			return VideoInfo{}, ctx.Err()
 		}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return VideoInfo{}, notVideo(strings.TrimSpace(stderr.String()))
+		if errors.Is(err, audio.ErrToolFailed) {
+			return VideoInfo{}, notVideo(stderr)
 		}
 		return VideoInfo{}, fmt.Errorf("error probing %s: %w", path, err)
 	}
@@ -178,7 +172,8 @@ func ProbeVideo(ctx context.Context, path string) (VideoInfo, error) {
 // as SetProjectSource does, and keeps a video's picture too: the upload itself is
 // moved into the blob store, and the project's video to record (and make a proxy
 // of) is returned; nil for a file without a picture. A video is first probed and the
-// room for its proxy checked, so a refusal changes nothing.
+// room for its proxy checked (in the blob store, where the proxy is written), so a
+// refusal changes nothing.
 func (l *Library) SetProjectSourceVideo(ctx context.Context, projectID, userID int64, up Upload) (*studio.ProjectSource, *studio.ProjectVideo, error) {
 	info, err := ProbeVideo(ctx, up.Path)
 	isVideo := err == nil
@@ -186,7 +181,10 @@ func (l *Library) SetProjectSourceVideo(ctx context.Context, projectID, userID i
 		return nil, nil, err
 	}
 	if isVideo {
-		if err := l.checkProxySpace(filepath.Dir(up.Path), info.Duration); err != nil {
+		if err := os.MkdirAll(l.blobs.Dir, perm.Dir); err != nil {
+			return nil, nil, err
+		}
+		if err := l.checkProxySpace(l.blobs.Dir, info.Duration); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -194,7 +192,7 @@ func (l *Library) SetProjectSourceVideo(ctx context.Context, projectID, userID i
 	if err != nil || !isVideo {
 		return src, nil, err
 	}
-	blob, err := l.store.PutBlob(ctx, l.blobs, up.Path, studio.Blob{Format: videoFormat(info.Format),
+	blob, err := l.store.PutBlob(ctx, l.blobs, up.Path, studio.Blob{Format: audio.FormatName(info.Format),
 		DurationMs: int(info.Duration.Milliseconds())})
 	if err != nil {
 		return nil, nil, err
@@ -205,17 +203,6 @@ func (l *Library) SetProjectSourceVideo(ctx context.Context, projectID, userID i
 		v.FrameRateNum, v.FrameRateDen = &info.FrameRateNum, &info.FrameRateDen
 	}
 	return src, v, nil
-}
-
-// videoFormat shortens ffprobe's demuxer names as audio.Probe does.
-func videoFormat(name string) string {
-	switch name {
-	case "mov,mp4,m4a,3gp,3g2,mj2":
-		return "mp4"
-	case "matroska,webm":
-		return "matroska"
-	}
-	return name
 }
 
 // checkProxySpace refuses a transcoding of d of video that would leave less than
@@ -288,51 +275,38 @@ func ProxyArgs(in, out string, opts ProxyOpts) []string {
 	return append(args, "-progress", "pipe:1", "-nostats", "-f", "mp4", "file:"+out)
 }
 
-// transcodeProxy runs ffmpeg, reading its -progress output for progress.
+// transcodeProxy runs ffmpeg, reading its -progress output for progress as it comes.
 func transcodeProxy(ctx context.Context, in, out string, total time.Duration, opts ProxyOpts, progress ProgressFunc) error {
-	cmd := exec.CommandContext(ctx, "ffmpeg", ProxyArgs(in, out, opts)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
+	stderr, err := audio.RunFFmpeg(ctx, ProxyArgs(in, out, opts), nil, progressWriter(total, progress))
 	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("error starting ffmpeg: %w", err)
-	}
-	readProgress(stdout, total, progress)
-	if err := cmd.Wait(); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("proxy transcoding interrupted: %w", ctx.Err())
 		}
-		msg := strings.TrimSpace(stderr.String())
-		if strings.Contains(msg, "No space left") {
-			return fmt.Errorf("%w: %s", audio.ErrNoSpace, msg)
+		if strings.Contains(stderr, "No space left") {
+			return fmt.Errorf("%w: %s", audio.ErrNoSpace, stderr)
 		}
-		return fmt.Errorf("error transcoding the proxy: %w: %s", err, msg)
+		return fmt.Errorf("error transcoding the proxy: %w", err)
 	}
 	return nil
 }
 
-// readProgress reads ffmpeg's -progress key=value lines until r ends, calling
-// progress with each new whole percent of total reached (out_time_us).
-func readProgress(r io.Reader, total time.Duration, progress ProgressFunc) {
-	sc := bufio.NewScanner(r)
+// progressWriter reads ffmpeg's -progress key=value lines, calling progress with
+// each new whole percent of total reached (out_time_us).
+func progressWriter(total time.Duration, progress ProgressFunc) *lineWriter {
 	last := -1
-	for sc.Scan() {
-		v, ok := strings.CutPrefix(sc.Text(), "out_time_us=")
+	return &lineWriter{line: func(line string) {
+		v, ok := strings.CutPrefix(line, "out_time_us=")
 		if !ok || progress == nil || total <= 0 {
-			continue
+			return
 		}
 		us, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || us < 0 {
-			continue // "N/A" before the first frame
+			return // "N/A" before the first frame
 		}
 		pct := int(min(100, time.Duration(us)*time.Microsecond*100/total))
 		if pct > last {
 			last = pct
 			progress(pct)
 		}
-	}
-	_, _ = io.Copy(io.Discard, r)
+	}}
 }

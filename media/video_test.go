@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,6 +20,7 @@ import (
 	"dubstudio/media"
 	"dubstudio/media/mediatest"
 	"dubstudio/studio"
+	"dubstudio/studio/studiotest"
 )
 
 // probeStreams is what ffprobe says of a file's streams.
@@ -312,4 +315,85 @@ func TestPreviewMixIsTheProgramme(t *testing.T) {
 	c, err := b.lib.PreviewMix(ctx, b.project.ID, media.PreviewOpts{})
 	require.NoError(t, err)
 	require.Equal(t, a.SHA256, c.SHA256)
+}
+
+// The room for a video's proxy is checked where the proxy will be written, the blob
+// store, not where the upload was spooled: here the upload's disk has room to spare
+// and the blob store's (a tmpfs) has less than MIN_FREE_MB.
+func TestSourceVideoChecksTheBlobStoresSpace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	shm, err := os.MkdirTemp("/dev/shm", "blobs-") //nolint:usetesting // on another file system than t.TempDir's
+	if err != nil {
+		t.Skipf("no /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(shm) })
+	blobFree, uploadFree := statfsFree(t, shm), statfsFree(t, b.dir)
+	// Apart by more than other tests' writes could change in the meantime.
+	if uploadFree-blobFree < 4<<30 {
+		t.Skipf("the blob store's disk (%d MB free) is not smaller than the upload's (%d MB)", blobFree>>20, uploadFree>>20)
+	}
+	blobs := studio.BlobStore{Dir: filepath.Join(shm, "blobs")}
+	lib := media.NewLibrary(b.store, blobs)
+	lib.Limits.MinFreeBytes = (blobFree + uploadFree) / 2
+	video := mediatest.Video(t, b.dir, "episode.mp4", 2, "Where were you last night?")
+	up := b.upload(t, video, "episode.mp4")
+	_, _, err = lib.SetProjectSourceVideo(ctx, b.project.ID, b.user.ID, up)
+	requireRefused(t, err, audio.ErrNoSpace, "upload.no_space")
+	require.FileExists(t, up.Path, "the upload is not taken")
+	_, err = b.store.ProjectSource(ctx, b.project.ID)
+	require.ErrorIs(t, err, studio.ErrNotFound, "no source recorded")
+}
+
+func statfsFree(t *testing.T, dir string) int64 {
+	t.Helper()
+	var st syscall.Statfs_t
+	require.NoError(t, syscall.Statfs(dir, &st))
+	return int64(st.Bavail) * st.Bsize
+}
+
+// The preview is as long as the export's programme (studio.Store.ProgrammeMs), one
+// count for both: a take running past the last line's slot (its duration lock off)
+// is cut at the programme's end, as the export cuts it, not played on.
+func TestPreviewMixIsAsLongAsTheExport(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	studiotest.Exec(t, b.store, `UPDATE lines SET duration_lock = false WHERE id = $1`, b.lines[2].ID)
+	b.take(t, b.lines[2], 3*48000, 0, 440) // 4 s + 3 s: past the slot's end at 5.5 s
+	programme, err := b.store.ProgrammeMs(ctx, b.project.ID)
+	require.NoError(t, err)
+	require.Equal(t, 5500, programme)
+	blob, err := b.lib.PreviewMix(ctx, b.project.ID, media.PreviewOpts{})
+	require.NoError(t, err)
+	require.Equal(t, programme, blob.DurationMs)
+	p, err := b.blobs.Path(blob.SHA256)
+	require.NoError(t, err)
+	pcm, err := audio.ReadWAVFile(p)
+	require.NoError(t, err)
+	require.EqualValues(t, audio.SamplesFor(programme, 48000), pcm.Frames())
+}
+
+// A source video's upload is probed once for its picture and once for its sound,
+// and the sound's probe is passed on to the extraction rather than run again. The
+// ffprobe on PATH here logs its arguments and runs the real one.
+func TestSourceVideoIsProbedOnceForEachQuestion(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	ffprobe, err := exec.LookPath("ffprobe")
+	require.NoError(t, err)
+	bin, log := t.TempDir(), filepath.Join(t.TempDir(), "calls.log")
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "ffprobe"),
+		[]byte("#!/bin/sh\necho \"$@\" >> "+log+"\nexec "+ffprobe+" \"$@\"\n"), 0o700))
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	video := mediatest.Video(t, b.dir, "episode.mp4", 2, "Where were you last night?")
+	up := b.upload(t, video, "episode.mp4")
+	_, v, err := b.lib.SetProjectSourceVideo(ctx, b.project.ID, b.user.ID, up)
+	require.NoError(t, err)
+	require.NotNil(t, v)
+	calls, err := os.ReadFile(log)
+	require.NoError(t, err)
+	n := strings.Count(string(calls), "file:"+up.Path+"\n")
+	require.Equal(t, 2, n, "ffprobe runs on the upload:\n%s", calls)
 }

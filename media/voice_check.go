@@ -1,17 +1,14 @@
 package media
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"math"
-	"os/exec"
 	"sort"
 	"strconv"
 
+	"dubstudio/audio"
 	"dubstudio/studio"
 )
 
@@ -65,50 +62,52 @@ func (v VoiceCheck) Warnings() []studio.VoiceWarning {
 // CheckVoice decodes a reference voice (its first 30 s, 16 kHz mono, through
 // ffmpeg) and measures its clipping and its noise floor.
 func CheckVoice(ctx context.Context, path string) (VoiceCheck, error) {
-	cmd := exec.CommandContext(ctx, "ffmpeg", "-hide_banner", "-nostdin", "-v", "error", "-i", "file:"+path,
-		"-t", strconv.Itoa(checkSeconds), "-ac", "1", "-ar", strconv.Itoa(checkSampleRate), "-f", "s16le", "-")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return VoiceCheck{}, err
-	}
-	if err := cmd.Start(); err != nil {
+	m := &levelMeter{frame: make([]byte, 0, 2*checkSampleRate*voiceFrameMs/1000)}
+	if _, err := audio.RunFFmpeg(ctx, []string{"-hide_banner", "-nostdin", "-v", "error", "-i", "file:" + path,
+		"-t", strconv.Itoa(checkSeconds), "-ac", "1", "-ar", strconv.Itoa(checkSampleRate), "-f", "s16le", "-"}, nil, m); err != nil {
 		return VoiceCheck{}, fmt.Errorf("error checking the voice: %w", err)
 	}
-	frame := checkSampleRate * voiceFrameMs / 1000
-	r := bufio.NewReader(out)
-	buf := make([]int16, frame)
-	var levels []float64
-	var clipped, total int
-	for {
-		err := binary.Read(r, binary.LittleEndian, buf)
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			break // a last partial frame is left out
-		}
-		if err != nil {
-			_ = cmd.Wait()
-			return VoiceCheck{}, err
-		}
-		var sum float64
-		for _, s := range buf {
-			x := float64(s)
-			sum += x * x
-			if s >= clipLevel || s <= -clipLevel {
-				clipped++
-			}
-		}
-		total += frame
-		levels = append(levels, dbfs(math.Sqrt(sum/float64(frame))))
-	}
-	if err := cmd.Wait(); err != nil {
-		return VoiceCheck{}, fmt.Errorf("error checking the voice: %w", err)
-	}
+	levels := m.levels // a last partial frame is left out
 	if len(levels) == 0 {
 		return VoiceCheck{NoiseFloorDB: -120, SpeechDB: -120}, nil
 	}
 	sort.Float64s(levels)
 	tenth := max(1, len(levels)/10)
-	return VoiceCheck{ClippedFraction: float64(clipped) / float64(total),
+	return VoiceCheck{ClippedFraction: float64(m.clipped) / float64(m.total),
 		NoiseFloorDB: mean(levels[:tenth]), SpeechDB: mean(levels[len(levels)-tenth:])}, nil
+}
+
+// levelMeter reads 16-bit little-endian mono samples as ffmpeg writes them, one
+// frame (cap(frame) bytes) at a time: each frame's level, and the samples clipped.
+type levelMeter struct {
+	frame          []byte // the frame being filled
+	levels         []float64
+	clipped, total int
+}
+
+func (m *levelMeter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		k := min(len(p), cap(m.frame)-len(m.frame))
+		m.frame, p = append(m.frame, p[:k]...), p[k:]
+		if len(m.frame) < cap(m.frame) {
+			break
+		}
+		var sum float64
+		for i := 0; i < len(m.frame); i += 2 {
+			s := int16(binary.LittleEndian.Uint16(m.frame[i:])) //nolint:gosec // the sample's bits, as ffmpeg wrote them
+			x := float64(s)
+			sum += x * x
+			if s >= clipLevel || s <= -clipLevel {
+				m.clipped++
+			}
+		}
+		samples := len(m.frame) / 2
+		m.total += samples
+		m.levels = append(m.levels, dbfs(math.Sqrt(sum/float64(samples))))
+		m.frame = m.frame[:0]
+	}
+	return n, nil
 }
 
 // dbfs is an RMS of 16-bit samples in dB of full scale, -120 for silence.

@@ -250,7 +250,7 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 
 // Defaults of Limits, matching the settings MAX_LINE_SECONDS and MAX_EXPORT_SECONDS.
 const (
-	DefaultMaxLineMs   = 120_000
+	DefaultMaxLineMs   = 60_000
 	DefaultMaxExportMs = 4 * 3600_000
 )
 

@@ -142,11 +142,41 @@ type QueuedLine struct {
 // the same order.
 type InsertJobsFunc func(ctx context.Context, tx *sql.Tx, lines []QueuedLine) ([]int64, error)
 
+// RenderRefusal is a line QueueRenders left as it was, and why, in a message that
+// names the line.
+type RenderRefusal struct {
+	LineID int64
+	Idx    int
+	Err    *i18n.Error
+}
+
+// RenderRefusedError lists the selected lines QueueRenders refused to queue: longer
+// than the line limit in effect (MAX_LINE_SECONDS, lowered since they were imported
+// or edited). The other lines of the selection were queued. It unwraps to ErrInvalid.
+type RenderRefusedError struct{ Lines []RenderRefusal }
+
+func (e *RenderRefusedError) Error() string { return e.In(i18n.EN) }
+func (e *RenderRefusedError) Unwrap() error { return ErrInvalid }
+
+// In returns every refused line's message in lang, one sentence each.
+func (e *RenderRefusedError) In(lang i18n.Lang) string {
+	parts := make([]string, len(e.Lines))
+	for i, r := range e.Lines {
+		parts[i] = r.Err.In(lang)
+	}
+	return strings.Join(parts, " ")
+}
+
 // QueueRenders starts a new render of the selected lines: each gets a new render
 // sequence number (making any older job stale), the state queued, and a job inserted
 // by insert in the same transaction. It returns how many lines were queued.
+//
+// A selected line longer than Limits.LineMs (a line imported or edited under a
+// higher MAX_LINE_SECONDS) is not queued and not changed: the others are queued, and
+// the error is a *RenderRefusedError naming each refused line.
 func (s *Store) QueueRenders(ctx context.Context, projectID int64, sel RenderSelect, lineIDs []int64, insert InsertJobsFunc) (int, error) {
 	n := 0
+	var refused []RenderRefusal
 	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		q := tx.Clauses(forUpdate).Where("project_id = ?", projectID)
 		switch sel {
@@ -161,6 +191,7 @@ func (s *Store) QueueRenders(ctx context.Context, projectID int64, sel RenderSel
 		if err := q.Order("idx").Find(&lines).Error; err != nil {
 			return err
 		}
+		lines, refused = s.refuseTooLong(lines)
 		if len(lines) == 0 {
 			return nil
 		}
@@ -203,7 +234,27 @@ func (s *Store) QueueRenders(ctx context.Context, projectID int64, sel RenderSel
 		n = len(lines)
 		return nil
 	})
+	if err == nil && len(refused) > 0 {
+		err = &RenderRefusedError{Lines: refused}
+	}
 	return n, err
+}
+
+// refuseTooLong splits lines into those a render may take and those longer than the
+// line limit in effect, with the reason for each.
+func (s *Store) refuseTooLong(lines []Line) ([]Line, []RenderRefusal) {
+	most := s.Limits.LineMs()
+	keep := lines[:0]
+	var refused []RenderRefusal
+	for _, l := range lines {
+		if l.EndMs-l.StartMs > most {
+			refused = append(refused, RenderRefusal{LineID: l.ID, Idx: l.Idx,
+				Err: i18n.Errorf(ErrInvalid, "render.line_too_long", l.Idx, seconds(l.EndMs-l.StartMs), seconds(most))})
+			continue
+		}
+		keep = append(keep, l)
+	}
+	return keep, refused
 }
 
 func int64Array(v []int64) string {

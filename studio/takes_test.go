@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"dubstudio/blobhash"
+	"dubstudio/i18n"
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
 )
@@ -397,4 +398,73 @@ func TestFinishRenderKeepsTheTakesUsage(t *testing.T) {
 	got, err = b.store.Take(ctx, b.project.ID, cpu.ID)
 	require.NoError(t, err)
 	require.Equal(t, studio.TakeUsage{}, got.Usage)
+}
+
+// A line imported under a higher MAX_LINE_SECONDS is refused when it is queued under
+// the lower one, each such line named with its length; the other lines of the
+// selection are queued, the refused ones left as they were.
+func TestQueueRendersRefusesLinesOverTheLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 0)
+	ctx := context.Background()
+	b.store.Limits.MaxLineMs = 120_000 // the setting the script was imported under
+	_, err := b.store.ImportLines(ctx, b.editor.ID, b.project.ID, []studio.NewLine{
+		{SourceLine: 1, StartMs: 0, EndMs: 1500, CharacterName: "Alice", Text: "Short."},
+		{SourceLine: 2, StartMs: 2000, EndMs: 92_000, CharacterName: "Bob", Text: "A monologue of ninety seconds."},
+		{SourceLine: 3, StartMs: 93_000, EndMs: 153_000, CharacterName: "Alice", Text: "Sixty seconds: the limit itself."},
+		{SourceLine: 4, StartMs: 154_000, EndMs: 214_500, CharacterName: "Bob", Text: "Sixty and a half."},
+	})
+	require.NoError(t, err)
+	b.store.Limits.MaxLineMs = 0 // lowered to the default, 60 s
+	before, err := b.store.AllLines(ctx, b.project.ID)
+	require.NoError(t, err)
+
+	var inserted []int
+	insert := func(_ context.Context, _ *sql.Tx, ls []studio.QueuedLine) ([]int64, error) {
+		for _, l := range ls {
+			inserted = append(inserted, l.Idx)
+		}
+		return make([]int64, len(ls)), nil
+	}
+	n, err := b.store.QueueRenders(ctx, b.project.ID, studio.RenderPending, nil, insert)
+	require.Equal(t, 2, n)
+	require.Equal(t, []int{1, 3}, inserted, "only the lines within the limit get a job")
+	var re *studio.RenderRefusedError
+	require.ErrorAs(t, err, &re)
+	require.ErrorIs(t, err, studio.ErrInvalid)
+	require.Equal(t, []int{2, 4}, []int{re.Lines[0].Idx, re.Lines[1].Idx})
+	require.Equal(t, before[1].ID, re.Lines[0].LineID)
+	require.Equal(t, "Line 2 was not queued: it lasts 90 s, and a line may last at most 60 s (setting MAX_LINE_SECONDS). "+
+		"Split it into shorter lines. Line 4 was not queued: it lasts 60.5 s, and a line may last at most 60 s "+
+		"(setting MAX_LINE_SECONDS). Split it into shorter lines.", re.In(i18n.EN))
+	require.Equal(t, "第 2 句未加入队列：它长 90 秒，一句台词最长 60 秒（设置 MAX_LINE_SECONDS）。请拆分为较短的几句。"+
+		" 第 4 句未加入队列：它长 60.5 秒，一句台词最长 60 秒（设置 MAX_LINE_SECONDS）。请拆分为较短的几句。", re.In(i18n.ZH))
+
+	after, err := b.store.AllLines(ctx, b.project.ID)
+	require.NoError(t, err)
+	require.Equal(t, studio.StateQueued, after[0].State)
+	require.Equal(t, studio.StateQueued, after[2].State)
+	for _, i := range []int{1, 3} {
+		require.Equal(t, before[i], after[i], "line %d is left as it was", i+1)
+	}
+
+	// Chosen lines and failed ones alike; a selection of only refused lines queues none.
+	inserted = nil
+	n, err = b.store.QueueRenders(ctx, b.project.ID, studio.RenderChosen, []int64{before[3].ID}, insert)
+	require.Zero(t, n)
+	require.Empty(t, inserted)
+	require.ErrorAs(t, err, &re)
+	require.Len(t, re.Lines, 1)
+	require.Equal(t, 4, re.Lines[0].Idx)
+	studiotest.Exec(t, b.store, `UPDATE lines SET state = 'failed' WHERE project_id = $1`, b.project.ID)
+	n, err = b.store.QueueRenders(ctx, b.project.ID, studio.RenderFailed, nil, insert)
+	require.Equal(t, 2, n)
+	require.ErrorAs(t, err, &re)
+	require.Len(t, re.Lines, 2)
+
+	// Under a limit that allows them, they queue.
+	b.store.Limits.MaxLineMs = 120_000
+	n, err = b.store.QueueRenders(ctx, b.project.ID, studio.RenderChosen, []int64{before[1].ID, before[3].ID}, insert)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
 }

@@ -44,11 +44,14 @@ func (s *Server) messageOf(c echo.Context, status int, err error) string {
 	var ie *i18n.Error
 	var he *echo.HTTPError
 	var fe studio.FieldsError
+	var re *studio.RenderRefusedError
 	switch {
 	case errors.As(err, &fe):
 		for _, v := range fe {
 			return v.In(langOf(c))
 		}
+	case errors.As(err, &re):
+		return re.In(langOf(c))
 	case errors.As(err, &ie):
 		return ie.In(langOf(c))
 	case errors.As(err, &he):

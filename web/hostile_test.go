@@ -224,7 +224,7 @@ func TestHostileInputIsRefusedAndChangesNothing(t *testing.T) {
 		importCase("truncated_cue.srt", 422, "6"),
 		importCase("overlong_timecode.srt", 422, "2"),
 		importCase("999h_timecode.srt", 422, "2"),
-		importCase("three_hour_cue.srt", 422, "This line lasts 10800 s; a line may last at most 120 s (setting MAX_LINE_SECONDS)"),
+		importCase("three_hour_cue.srt", 422, "This line lasts 10800 s; a line may last at most 60 s (setting MAX_LINE_SECONDS)"),
 		importCase("empty.srt", 422, empty),
 		importCase("whitespace_only.srt", 422, empty),
 		importCase("bom_only.srt", 422, empty),

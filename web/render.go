@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -30,8 +31,14 @@ func (s *Server) needRenderer() error {
 }
 
 // afterRender answers a project-wide render action: the table again for htmx (rows
-// then update live), a redirect otherwise.
-func (s *Server) afterRender(c echo.Context, p *studio.Project, n int, key string) error {
+// then update live), a redirect otherwise. err is what the action returned: nil, or
+// the lines it refused (studio.RenderRefusedError), said after the count of the others;
+// any other error is returned as it is.
+func (s *Server) afterRender(c echo.Context, p *studio.Project, n int, err error, key string) error {
+	var refused *studio.RenderRefusedError
+	if err != nil && !errors.As(err, &refused) {
+		return err
+	}
 	if !isHTMX(c) {
 		return c.Redirect(http.StatusSeeOther, "/projects/"+strconv.FormatInt(p.ID, 10))
 	}
@@ -40,10 +47,15 @@ func (s *Server) afterRender(c echo.Context, p *studio.Project, n int, key strin
 	if err != nil {
 		return err
 	}
-	switch n {
-	case 0: // nothing changed: said without the success colour
+	switch {
+	case refused != nil: // not all done: said without the success colour
+		vm.Notice, vm.NoticeNeutral = refused.In(langOf(c)), true
+		if n > 0 {
+			vm.Notice = s.t(c, key, n) + " " + vm.Notice
+		}
+	case n == 0: // nothing changed: said without the success colour
 		vm.Notice, vm.NoticeNeutral = s.t(c, key+"_none"), true
-	case 1:
+	case n == 1:
 		vm.Notice = s.t(c, key+"_one")
 	default:
 		vm.Notice = s.t(c, key, n)
@@ -60,10 +72,7 @@ func (s *Server) projectAction(c echo.Context, do func(ctx context.Context, proj
 		return err
 	}
 	n, err := do(c.Request().Context(), p.ID)
-	if err != nil {
-		return err
-	}
-	return s.afterRender(c, p, n, key)
+	return s.afterRender(c, p, n, err, key)
 }
 
 func (s *Server) renderPending(c echo.Context) error {
@@ -100,10 +109,7 @@ func (s *Server) renderSelected(c echo.Context) error {
 		return err
 	}
 	n, err := s.renderer.RenderLines(c.Request().Context(), p.ID, ids)
-	if err != nil {
-		return err
-	}
-	return s.afterRender(c, p, n, "render.queued")
+	return s.afterRender(c, p, n, err, "render.queued")
 }
 
 // renderLine renders (or regenerates) one line and answers with its row.

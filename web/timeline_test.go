@@ -153,7 +153,7 @@ func TestSlotChangeRefusesBadInputWith422(t *testing.T) {
 		require.Equal(t, l, *mustLine(t, b, l.ID), "%s: nothing changed", name)
 	}
 	resp := c.htmx("POST", path, slotForm(rev, "0", strconv.Itoa(studio.DefaultMaxLineMs+1)))
-	require.Contains(t, doc(t, resp).Find(`#timeline-notice`).Text(), "120")
+	require.Contains(t, doc(t, resp).Find(`#timeline-notice`).Text(), "at most 60 s")
 }
 
 func TestSlotChangeNeedsAMemberAndAnActiveProject(t *testing.T) {

@@ -75,7 +75,10 @@ func (p *Pipeline) insertJobs(ctx context.Context, tx *sql.Tx, lines []studio.Qu
 	return ids, nil
 }
 
-// RenderPending queues every line of a project that has no finished render.
+// RenderPending queues every line of a project that has no finished render. Here and
+// in RenderLines and RetryFailed, lines longer than the store's line limit are left
+// as they are and named by a *studio.RenderRefusedError, returned with the count of
+// the others, which are queued.
 func (p *Pipeline) RenderPending(ctx context.Context, projectID int64) (int, error) {
 	return p.store.QueueRenders(ctx, projectID, studio.RenderPending, nil, p.insertJobs)
 }

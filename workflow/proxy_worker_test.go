@@ -178,3 +178,31 @@ func TestProxyJobRefusesWhatIsNotVideo(t *testing.T) {
 		return state == "cancelled"
 	}, 30*time.Second, 50*time.Millisecond, "the job is cancelled, not retried")
 }
+
+// The worker's media library keeps MIN_FREE_MB: a proxy that would leave less free
+// in the blob store is refused before ffmpeg writes anything (the worker once built
+// its library without the limits, and kept only the default 1 GiB).
+func TestProxyJobKeepsMinFreeSpace(t *testing.T) {
+	t.Parallel()
+	b := setupProxy(t)
+	b.upload(t, 2)
+	b.startWorkerWith(t, workflow.NewLocalPermits(tts.NewEspeak(tts.EspeakConfig{}), 1), func(c *workflow.WorkerConfig) {
+		c.Media.MinFreeBytes = 1 << 60 // more than any disk has
+	})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		v, err := b.Store.ProjectVideo(context.Background(), b.Project.ID)
+		require.NoError(t, err)
+		require.NotEqual(t, studio.VideoDone, v.State, "the proxy was made")
+		if v.Error != "" {
+			require.Equal(t, "video.no_space", v.Error)
+			require.Nil(t, v.ProxySHA256)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no attempt failed")
+		time.Sleep(20 * time.Millisecond)
+	}
+	tmp, err := filepath.Glob(filepath.Join(b.blobs.Dir, ".proxy-*"))
+	require.NoError(t, err)
+	require.Empty(t, tmp, "nothing written")
+}

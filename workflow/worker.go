@@ -64,6 +64,9 @@ type WorkerConfig struct {
 	// one (default DefaultProxyTimeout).
 	Proxy        media.ProxyOpts
 	ProxyTimeout time.Duration
+	// Media bounds what the worker's media library writes: MinFreeBytes (MIN_FREE_MB)
+	// is the free space a proxy must leave (zero fields: media's defaults).
+	Media media.Limits
 	// BlobGCInterval is how often the blob collector runs (a periodic job River's
 	// leader inserts), BlobGCGrace how old a blob must be before it may go (defaults
 	// DefaultBlobGCInterval and DefaultBlobGCGrace).
@@ -174,6 +177,7 @@ func NewWorker(p *Pipeline, permits Permits, cfg WorkerConfig, logger *slog.Logg
 		blobs: studio.BlobStore{Dir: filepath.Join(cfg.DataDir, "blobs")},
 		fits:  make(chan struct{}, cfg.ConcurrentFits)}
 	w.media = media.NewLibrary(store, w.blobs)
+	w.media.Limits = cfg.Media
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &synthesizeWorker{w: w})
 	river.AddWorker(workers, &fitWorker{w: w})

@@ -62,7 +62,9 @@ func startWorker(ctx context.Context, cfg *config.Config, store *studio.Store, p
 		BedDuck: audio.DuckParams{ThresholdDB: cfg.BedDuckThresholdDB, Ratio: cfg.BedDuckRatio,
 			AttackMs: cfg.BedDuckAttackMs, ReleaseMs: cfg.BedDuckReleaseMs},
 		BlobGCInterval: cfg.BlobGCInterval, BlobGCGrace: cfg.BlobGCGrace,
-		Proxy: media.ProxyOpts{Height: cfg.ProxyHeight, CRF: cfg.ProxyCRF, Threads: cfg.ProxyThreads}}, logger)
+		Proxy: media.ProxyOpts{Height: cfg.ProxyHeight, CRF: cfg.ProxyCRF, Threads: cfg.ProxyThreads},
+		Media: media.Limits{ReferenceMinMs: cfg.ReferenceMinMs, ReferenceMaxMs: cfg.ReferenceMaxMs,
+			SourceMaxMs: cfg.SourceMaxMs, MinFreeBytes: cfg.MinFreeBytes}}, logger)
 	if err != nil {
 		stopGPU(context.WithoutCancel(ctx))
 		return nil, nil, err

@@ -63,6 +63,11 @@ def attention(q, k, v, mask=None, causal=False):
     return torch.softmax(scores, dim=-1) @ v
 
 
+# SWITCH_INTERVAL is the GIL switch interval a batching host runs with (Python's
+# default is 5 ms).
+SWITCH_INTERVAL = 0.0002
+
+
 def use_expandable_segments():
     """Lets PyTorch's allocator grow and shrink its segments: a batching host's
     temporaries change size at every decode step and every s2mel group, and with fixed
@@ -247,9 +252,6 @@ class Batcher:
         self.pool = KVPool(a.layers, a.heads, a.head_dim, n_blocks, a.kv_dtype, a.device)
         self.kv_bytes_per_token = per_token
         cuda = a.device.type == "cuda"
-        # Both threads launch kernels under the GIL: hand it over every 0.2 ms instead of
-        # every 5 ms, so that one thread's launches do not stall the other's GPU work.
-        sys.setswitchinterval(0.0002)
         # The GPT's many small kernels go first: on a stream of its own at high priority,
         # a decode step's kernels are not queued behind the s2mel group's large ones (on
         # one H200, equal priorities made a 192-row step take about 200 ms).
@@ -725,6 +727,10 @@ class BatchingHost(protocol.Host):
 
     def load(self):
         use_expandable_segments()
+        # The batcher's two threads launch kernels under the GIL: the process hands it
+        # over every 0.2 ms instead of every 5 ms, so that one thread's launches do not
+        # stall the other's GPU work. Set here, by the host process, not by the Batcher.
+        sys.setswitchinterval(SWITCH_INTERVAL)
         self.adapter.load()
         args = dict(self.batcher_args)
         if not args.get("kv_cache_bytes"):

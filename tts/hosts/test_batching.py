@@ -278,5 +278,25 @@ class NextGroupTest(unittest.TestCase):
         self.assertEqual([ln.name for ln in ready], ["short"])
 
 
+@unittest.skipUnless(HAS_TORCH, "needs torch")
+class SwitchIntervalTest(unittest.TestCase):
+    def test_the_host_sets_the_switch_interval_not_the_batcher(self):
+        """The GIL switch interval is the process's: the host sets it as it loads, and
+        a Batcher started by any other code leaves it as it was."""
+        import sys
+
+        import batching
+
+        host = BatchingTest.make_host(None)
+        self.assertAlmostEqual(sys.getswitchinterval(), batching.SWITCH_INTERVAL)
+        sys.setswitchinterval(0.005)
+        try:
+            args = dict(host.batcher_args, kv_cache_bytes=host.adapter.default_kv_cache_bytes())
+            batching.Batcher(host.adapter, host.meter, **args).start()
+            self.assertAlmostEqual(sys.getswitchinterval(), 0.005)
+        finally:
+            sys.setswitchinterval(batching.SWITCH_INTERVAL)
+
+
 if __name__ == "__main__":
     unittest.main()
