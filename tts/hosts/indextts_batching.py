@@ -454,4 +454,5 @@ def batching_host(opts):
                          "least 1, --kv-cache-bytes and --s2mel-max-wait not negative")
     return batching.BatchingHost(IndexTTSAdapter(opts), {
         "max_sequences": opts.max_sequences, "beams": opts.beams, "kv_cache_bytes": opts.kv_cache_bytes,
-        "s2mel_batch": opts.s2mel_batch, "s2mel_max_wait": opts.s2mel_max_wait})
+        "s2mel_batch": opts.s2mel_batch, "s2mel_max_wait": opts.s2mel_max_wait,
+        **batching.sampling_settings(opts, "indextts_host")})
