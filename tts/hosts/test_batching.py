@@ -305,9 +305,11 @@ class BatchingTest(unittest.TestCase):
     def test_bad_settings_are_refused(self):
         import bench_host
 
-        opts = bench_host.parse_args(["--port", "0", "--batch", "--max-sequences", "0"])
-        with self.assertRaises(SystemExit):
-            bench_host.batching_host(opts, bench_host.Dims.tiny())
+        for flag, value in (("--max-sequences", "0"), ("--top-k", "-1"), ("--top-p", "0"), ("--temperature", "nan")):
+            opts = bench_host.parse_args(["--port", "0", "--batch", flag, value])
+            with self.assertRaises(SystemExit, msg=flag) as cm:
+                bench_host.batching_host(opts, bench_host.Dims.tiny())
+            self.assertIn(flag, str(cm.exception))
 
 
 @unittest.skipUnless(HAS_TORCH, "needs torch")

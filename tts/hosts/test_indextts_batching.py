@@ -115,8 +115,8 @@ class IndexTTSAdapterTest(unittest.TestCase):
         self.assertEqual(len(pool.free), pool.n_blocks - 1, "every KV block is back")
         self.assertEqual(pool.promised, {})
 
-    def check_same_tokens(self, beams):
-        host = self.make_host(beams=beams)
+    def check_same_tokens(self, beams, *extra):
+        host = self.make_host(*extra, beams=beams)
         target = self.body("target", TEXTS[0], 30)
         alone = self.synth(host, target)["codes"]
         others = [self.body(f"o{i}", TEXTS[i + 1], n, seed=i) for i, n in enumerate((8, 60, 16, 45))]
@@ -131,7 +131,7 @@ class IndexTTSAdapterTest(unittest.TestCase):
         return host, alone
 
     def test_batched_equals_alone_greedy_and_equals_unified_voice(self):
-        host, alone = self.check_same_tokens(beams=1)
+        host, alone = self.check_same_tokens(1, "--greedy")
         # ... and equals the stand-in UnifiedVoice's own greedy decode, which runs the whole
         # sequence through its GPT-2 at every token (no KV cache, no paging).
         import protocol
@@ -153,6 +153,35 @@ class IndexTTSAdapterTest(unittest.TestCase):
 
     def test_batched_equals_alone_beam_search(self):
         self.check_same_tokens(beams=3)
+
+    def test_sampled_batched_equals_alone_and_follows_the_seed(self):
+        """One beam samples by default (top-k 30, top-p 0.8, temperature 0.8, as
+        IndexTTS2.infer): the same draw alone and in a batch others join and leave; another
+        seed, another draw; the greedy choice is not what it draws; every token is in the
+        top 30 of its row's penalised logits."""
+        import batching
+
+        draws = []
+        real = batching.sample_tokens
+
+        def record(logits, keys, top_k, top_p, temperature):
+            tok = real(logits, keys, top_k, top_p, temperature)
+            draws.append((logits.topk(top_k, dim=-1).indices, tok, top_k))
+            return tok
+
+        batching.sample_tokens = record
+        self.addCleanup(setattr, batching, "sample_tokens", real)
+        host, alone = self.check_same_tokens(1)
+        self.assertEqual(host.batcher.snapshot()["decode"], "sample")
+        other = self.synth(host, self.body("seed8", TEXTS[0], 30, seed=8))["codes"]
+        self.assertNotEqual(other, alone, "another seed, another draw")
+        greedy = self.synth(self.make_host("--greedy", beams=1), self.body("greedy", TEXTS[0], 30))["codes"]
+        self.assertNotEqual(greedy, alone)
+        self.assertTrue(draws)
+        for top, tok, k in draws:
+            self.assertEqual(k, 30)
+            for r in range(tok.shape[0]):
+                self.assertIn(int(tok[r]), top[r].tolist(), "never outside the top k")
 
     def test_latents_and_s2mel_match_the_modules_own_paths(self):
         """latents_batch: UnifiedVoice.forward's latents, alone and padded in a batch;
@@ -330,8 +359,10 @@ class IndexTTSAdapterTest(unittest.TestCase):
         import indextts_batching
         import indextts_host
 
-        for flag in ("--max-sequences", "--beams", "--s2mel-batch", "--diffusion-steps"):
-            opts = indextts_host.parse_args(["--port", "0", "--batch", flag, "0"])
+        for flag, value in (("--max-sequences", "0"), ("--beams", "0"), ("--s2mel-batch", "0"),
+                            ("--diffusion-steps", "0"), ("--top-k", "-1"), ("--top-p", "0"), ("--top-p", "1.5"),
+                            ("--temperature", "0")):
+            opts = indextts_host.parse_args(["--port", "0", "--batch", flag, value])
             with self.assertRaises(SystemExit, msg=flag):
                 indextts_batching.batching_host(opts)
 
