@@ -32,12 +32,16 @@ func TestHostCommandFollowsTheProfile(t *testing.T) {
 	require.Equal(t, []string{"/venv/bin/python", "/hosts/indextts_host.py", "--model-dir", "/opt/ckpt", "--variant", "2.5",
 		"--model-version", "IndexTTS-2.5", "--qwen-emo"}, hostCommand(cfg, engineIndexTTS, p))
 	require.Equal(t, []string{"/venv/bin/python", "/hosts/bench_host.py", "--gpt-dtype", "fp32"}, hostCommand(cfg, engineBench, p))
+	// One beam: the host samples (its default with --beams 1, no --greedy).
 	p.Batching, p.Concurrency, p.Beams, p.KVCacheGiB = true, 64, 1, 2
 	require.Equal(t, []string{"/venv/bin/python", "/hosts/bench_host.py", "--gpt-dtype", "fp32", "--batch", "--max-sequences", "64",
-		"--beams", "1", "--kv-cache-bytes", "2147483648"}, hostCommand(cfg, engineBench, p))
+		"--beams", "1", "--kv-cache-bytes", "2147483648", "--s2mel-dtype", "fp32"}, hostCommand(cfg, engineBench, p))
+	p.S2melPrecision = gpu.S2melBF16
 	require.Equal(t, []string{"/venv/bin/python", "/hosts/indextts_host.py", "--model-dir", "/opt/ckpt", "--variant", "2.5",
 		"--model-version", "IndexTTS-2.5", "--qwen-emo", "--batch", "--max-sequences", "64", "--beams", "1",
-		"--kv-cache-bytes", "2147483648"}, hostCommand(cfg, engineIndexTTS, p))
+		"--kv-cache-bytes", "2147483648", "--s2mel-dtype", "bf16"}, hostCommand(cfg, engineIndexTTS, p))
+	p.S2melPrecision = "" // a profile stored before the setting
+	require.Contains(t, hostCommand(cfg, engineBench, p), "fp32")
 	require.True(t, batches(engineIndexTTS))
 	require.True(t, batches(engineBench))
 	require.False(t, batches(engineSimulator))

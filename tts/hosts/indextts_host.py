@@ -432,6 +432,9 @@ def parse_args(argv=None):
     p.add_argument("--diffusion-steps", type=int, default=int(env("INDEXTTS_DIFFUSION_STEPS", "25")),
                    help="with --batch: s2mel's flow-matching steps (25 as IndexTTS2.infer)")
     batching.add_sampling_args(p, "INDEXTTS")
+    p.add_argument("--s2mel-dtype", default=env("INDEXTTS_S2MEL_DTYPE", "fp32"), choices=("fp32", "bf16"),
+                   help="with --batch: s2mel's DiT in bf16, its Euler updates, conditioning and BigVGAN in fp32 "
+                        "(fp32: as IndexTTS2.infer)")
     p.add_argument("--return-codes", action="store_true", help=argparse.SUPPRESS)  # tests: the mel codes
     protocol.add_listen_args(p)
     return p.parse_args(argv)
@@ -448,6 +451,10 @@ def main(argv=None):
         import indextts_batching  # noqa: PLC0415 (version-1 hosts never load it)
 
         return protocol.run_host(None, opts, host=indextts_batching.batching_host(opts))
+    if opts.s2mel_dtype != "fp32":
+        print("indextts_host: --s2mel-dtype bf16 needs --batch (the one-request host runs IndexTTS2.infer, whose "
+              "s2mel is fp32)", file=sys.stderr)
+        return 2
     return protocol.run_host(IndexTTSBackend(opts), opts)
 
 

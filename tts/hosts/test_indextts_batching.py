@@ -295,6 +295,68 @@ class IndexTTSAdapterTest(unittest.TestCase):
         zh = self.synth(host, self.body("zh", TEXTS[0], 20, language="zh"))
         self.assertNotEqual(zh["codes"], one["codes"], "the language embedding conditions the GPT")
 
+    def test_s2mel_in_bf16(self):
+        """--s2mel-dtype bf16: the CFM's estimator in bf16 (the rest of s2mel and BigVGAN
+        fp32), the same line's audio as in fp32 up to bf16 rounding, not identical."""
+        import torch
+
+        out = {}
+        for dtype in ("fp32", "bf16"):
+            host = self.make_host("--s2mel-dtype", dtype, "--greedy", beams=1)
+            models = host.adapter.tts.s2mel.models
+            want = torch.bfloat16 if dtype == "bf16" else torch.float32
+            self.assertEqual({p.dtype for p in models["cfm"].estimator.parameters()}, {want})
+            for name in ("length_regulator", "gpt_layer"):
+                self.assertEqual({p.dtype for p in models[name].parameters()}, {torch.float32}, name)
+            self.assertEqual({p.dtype for p in host.adapter.tts.bigvgan.parameters()}, {torch.float32})
+            _, h = host.handle("GET", "/health", None)
+            self.assertEqual(h["s2mel_dtype"], dtype)
+            body = self.body(dtype, TEXTS[0], 20)
+            out[dtype] = (self.synth(host, body)["codes"], pcm(body["output_path"]))
+        (codes32, a), (codes16, b) = out["fp32"], out["bf16"]
+        self.assertEqual(codes32, codes16, "the GPT is untouched")
+        self.assertEqual(len(a), len(b))
+        self.assertNotEqual(a, b, "the DiT really ran in bf16")
+        err = sum((x - y) ** 2 for x, y in zip(a, b)) / len(a)
+        power = sum(x * x for x in a) / len(a)
+        self.assertGreater(power, 0)
+        self.assertLess(err, 1e-2 * power, f"bf16 error {err:.1f} against signal power {power:.1f}")
+
+    def test_activations_are_measured_at_load(self):
+        """The adapter measures a line's s2mel and vocoder activations at load (a 4 s line
+        behind an 8 s prompt), so the executor has a figure from the first line (the
+        health's activation_bytes_per_second): at least the line's own waveform and mel
+        per second."""
+        host = self.make_host()
+        a = host.adapter
+        per_second = a.activation_bytes_per_second
+        _, h = host.handle("GET", "/health", None)
+        self.assertEqual(h["batch"]["activation_bytes_per_second"], per_second)
+        wav = a.sample_rate * 4  # fp32 samples of one second of audio
+        mel = 80 * int(a.sample_rate / a.hop) * 4
+        self.assertGreater(per_second, wav + mel, "the probe saw at least the line's mel and waveform")
+        # The 8 s prompt's frames ride along through every estimator call (twice: CFG):
+        # the figure is below the whole model, far below a gigabyte a second here.
+        self.assertLess(per_second, 1 << 30)
+
+    def test_live_bytes_counts_what_is_made_and_alive(self):
+        import torch
+
+        import indextts_batching
+
+        lin = torch.nn.Linear(256, 256)
+        x = torch.randn(64, 256)
+        with torch.inference_mode(), indextts_batching.LiveBytes(torch) as live:
+            y = lin(x)  # 64 KiB
+            z = torch.relu(y)  # 64 KiB more
+            del y
+            z.add_(1)  # in place: nothing new
+            w = z.t()  # a view: nothing new
+        self.assertEqual(live.peak, 2 * 64 * 256 * 4, "weights and inputs are not counted")
+        self.assertEqual(live.live, 64 * 256 * 4)
+        del z, w
+        self.assertEqual(live.live, 0)
+
     # -- failure paths ------------------------------------------------------------------
 
     def test_bad_input_is_refused_and_changes_nothing(self):
