@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"dubstudio/studio"
 	"dubstudio/internal/testdb"
+	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
 )
 

@@ -286,7 +286,7 @@ func TestGPUProfileS2melPrecision(t *testing.T) {
 	d := doc(t, c.get("/admin/gpus"))
 	sel, _ := d.Find(`[data-testid=new-profile] select[name=S2melPrecision] option[selected]`).Attr("value")
 	require.Equal(t, "fp32", sel, "a new profile starts at fp32")
-	require.Contains(t, d.Find(`[data-testid=profiles] th[title*="bf16"]`).AttrOr("title", ""), "0.1%", "the header says the effect")
+	require.Contains(t, d.Find(`[data-testid=profiles] th[title*="bf16"]`).AttrOr("title", ""), "thousandth", "the header says the effect")
 
 	resp := c.post("/admin/gpus/profiles", profileForm("bf16-alone", "S2melPrecision", "bf16"), true)
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
