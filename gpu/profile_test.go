@@ -223,7 +223,9 @@ func TestBatchingProfileValidation(t *testing.T) {
 	bad = p
 	bad.S2melPrecision = "fp16"
 	require.Equal(t, map[string]string{"S2melPrecision": "gpu.profile.s2mel_precision"}, fields(bad))
-	pr, _ := bad.Validate().(*ValidationError).Field("S2melPrecision")
+	var ve *ValidationError
+	require.ErrorAs(t, bad.Validate(), &ve)
+	pr, _ := ve.Field("S2melPrecision")
 	require.Equal(t, "The s2mel precision must be fp32 or bf16.", pr.In(i18n.EN))
 
 	// Without batching, a concurrency over 256 stays allowed (process hosts).
