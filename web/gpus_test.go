@@ -527,7 +527,7 @@ func TestGPUPageShowsTheBatch(t *testing.T) {
 	now := time.Now()
 	p := gpu.DefaultProfile()
 	p.Batching, p.Concurrency = true, 64
-	batch := &gpu.LiveBatch{MaxSequences: 64, Beams: 3, Decoding: 40, InS2Mel: 6, Waiting: 2, DecodeTokensPerSecond: 2950.4,
+	batch := &gpu.LiveBatch{MaxSequences: 64, Beams: 3, Decode: "beam_search", Decoding: 40, InS2Mel: 6, Waiting: 2, DecodeTokensPerSecond: 2950.4,
 		KVBytesPerToken: 122_880, TokensPerAudioSecond: 50, PrefixTokens: 32, ActivationBytesPerSecond: 12_000_000,
 		KVCacheBytes: 8_000_000_000, KVFreeBytes: 6_000_000_000, BatchRowsMax: 144, Steps: 9000}
 	var recent []gpu.BatchPoint
@@ -561,6 +561,7 @@ func TestGPUPageShowsTheBatch(t *testing.T) {
 	require.Contains(t, text("batch-memory"), "activations 12.0 MB per audio second")
 	require.Contains(t, text("batch-memory"), "now 50.0 MB of KV per decoding sequence")
 	require.Contains(t, text("batch-rows"), "At most 144 rows")
+	require.Equal(t, "beam search", text("batch-decode"))
 	charts := card.Find(`[data-testid=batch-charts]`)
 	require.Equal(t, 1, charts.Length())
 	key, _ := charts.Attr("data-batch-charts")
@@ -589,4 +590,5 @@ func TestGPUPageShowsTheBatch(t *testing.T) {
 	d = doc(t, c.get("/admin/gpus"))
 	require.Contains(t, d.Find(`[data-testid=batch-memory]`).Text(), "每序列显存")
 	require.Contains(t, d.Find(`[data-testid=gpu-batch]`).Text(), "主机内等待")
+	require.Equal(t, "束搜索", strings.TrimSpace(d.Find(`[data-testid=batch-decode]`).Text()))
 }
