@@ -124,11 +124,17 @@ def sequence_key(seed, index):
 
 def gumbel(keys, tokens):
     """Gumbel noise for tokens [R, K] (token ids) of rows keyed by keys [R] (int64, one
-    per row and step): -log(-log(u)) with u uniform in (0, 1) on 24 bits."""
+    per row and step): -log(-log(u)) with u uniform in (0, 1) on 32 bits, in float64 (in
+    float32 the largest u rounds to 1 and its noise to infinity), returned as float32."""
     x = hash32(hash32(tokens) ^ keys[:, None])
-    x = hash32(x ^ hash32(keys)[:, None])
-    u = ((x >> 8).float() + 0.5) / float(1 << 24)
-    return -torch.log(-torch.log(u))
+    return gumbel_of(hash32(x ^ hash32(keys)[:, None]))
+
+
+def gumbel_of(bits):
+    """Gumbel noise of 32 random bits (an int64 tensor in [0, 2**32)): finite at both
+    ends."""
+    u = (bits.double() + 0.5) / float(1 << 32)
+    return (-torch.log(-torch.log(u))).float()
 
 
 def sample_tokens(logits, keys, top_k=TOP_K, top_p=TOP_P, temperature=TEMPERATURE):

@@ -336,6 +336,9 @@ class SampleTokensTest(unittest.TestCase):
         self.assertNotEqual(batching.sequence_key(7, 0), batching.sequence_key(7, 1))
         self.assertNotEqual(batching.sequence_key(7, 0), batching.sequence_key(8, 0))
         self.assertLess(batching.sequence_key(-1, 3), 1 << 32)
+        ends = batching.gumbel_of(torch.tensor([0, 1, 0xFFFFFFFE, 0xFFFFFFFF]))
+        self.assertTrue(bool(torch.isfinite(ends).all()), ends)
+        self.assertEqual(ends.argsort().tolist(), [0, 1, 2, 3], "more bits, more noise")
 
     def test_a_rows_draw_does_not_depend_on_the_batch(self):
         import torch
