@@ -242,3 +242,32 @@ func TestGPUProfileSharesWeights(t *testing.T) {
 	require.True(t, ps[0].ShareWeights)
 	require.True(t, ps[0].FP16, "the other defaults stay")
 }
+
+// TestGPUProfileS2melPrecision creates a batching GPU profile with s2mel in bf16 on the
+// admin page, through its select, and finds it stored and shown selected.
+func TestGPUProfileS2melPrecision(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	admin := studiotest.User(t, b.store, studio.RoleAdmin)
+	ctx := browser(t)
+	row := `[data-testid=new-profile] `
+	require.NoError(t, chromedp.Do(ctx, login(b, admin)...))
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(b.server.URL+"/admin/gpus"),
+		chromedp.WaitVisible(css(row+`input[name=Name]`)),
+		chromedp.SendKeys(css(row+`input[name=Name]`), "h200-bf16"),
+		chromedp.Click(css(row+`input[name=Batching]`)),
+		chromedp.SetValue(css(row+`select[name=S2melPrecision]`), "bf16"),
+		chromedp.Click(css(`[data-testid=create-profile]`)),
+		chromedp.WaitVisible(css(`[data-testid=profile-row] select[name=S2melPrecision]`)),
+	))
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+		`document.querySelector('[data-testid=profile-row] select[name=S2melPrecision]').value`))
+	require.NoError(t, err)
+	require.Equal(t, "bf16", shown, "the stored precision is selected")
+	ps, err := b.store.GPUProfiles(context.Background())
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	require.Equal(t, "bf16", ps[0].S2melPrecision)
+	require.True(t, ps[0].Batching)
+}

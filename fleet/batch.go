@@ -50,7 +50,7 @@ func (s *GPUs) readBatches() map[string]*gpu.LiveBatch {
 }
 
 func liveBatch(b *tts.BatchInfo) *gpu.LiveBatch {
-	return &gpu.LiveBatch{MaxSequences: b.MaxSequences, Beams: b.Beams, Decoding: b.Decoding, InS2Mel: b.InS2Mel,
+	return &gpu.LiveBatch{MaxSequences: b.MaxSequences, Beams: b.Beams, Decode: b.Decode, Decoding: b.Decoding, InS2Mel: b.InS2Mel,
 		Waiting: b.Waiting, DecodeTokensPerSecond: b.DecodeTokensPerSecond, KVBytesPerToken: b.KVBytesPerToken,
 		TokensPerAudioSecond: b.TokensPerSecond, PrefixTokens: b.PrefixTokens,
 		ActivationBytesPerSecond: b.ActivationBytesPerSecond, KVCacheBytes: b.KVCacheBytes, KVFreeBytes: b.KVFreeBytes,

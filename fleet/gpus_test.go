@@ -531,3 +531,40 @@ func TestGPUsBatchingHost(t *testing.T) {
 	_, err = b.gpus.Acquire(wctx, workflow.PermitRequest{LineID: 44, AudioSeconds: 2, TextRunes: 14})
 	require.ErrorIs(t, err, context.DeadlineExceeded, "four sequences now")
 }
+
+// The s2mel precision is a flag of the batching host's command line: changing it
+// applies live by restarting the host, which starts with the new precision.
+func TestGPUsBatchingHostRestartsForTheS2melPrecision(t *testing.T) {
+	t.Parallel()
+	p := gpu.DefaultProfile()
+	p.Name, p.Batching, p.Concurrency, p.KVCacheGiB = "batch", true, 8, 2
+	var (
+		gpus     atomic.Pointer[fleet.GPUs]
+		mu       sync.Mutex
+		launched []string // the s2mel precision of each host started after setup
+	)
+	b := setupSimGPUs(t, simGPUsOpts{profile: &p, batching: true, configure: func(opts gpu.LaunchOpts, _ *tts.SimulatorConfig) {
+		if g := gpus.Load(); g != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			launched = append(launched, g.LaunchProfile(opts.GPU).S2melPrecisionOrDefault())
+		}
+	}})
+	gpus.Store(b.gpus)
+	before := b.serving(t, 1)
+	p.S2melPrecision = gpu.S2melBF16
+	require.NoError(t, b.gpus.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 7}))
+	after := b.replaced(t, before, 1)
+	require.Len(t, after.Hosts, 1)
+	mu.Lock()
+	require.Equal(t, []string{gpu.S2melBF16}, launched, "the new host started with the new precision")
+	mu.Unlock()
+	require.Contains(t, ttshost.BatchArgs(b.gpus.LaunchProfile(simGPU)), gpu.S2melBF16, "on its command line")
+
+	// The same precision again restarts nothing.
+	require.NoError(t, b.gpus.Apply(simGPU, fleet.Setting{Profile: p, ProfileID: 7}))
+	require.Equal(t, after.Hosts[0].PID, b.serving(t, 1).Hosts[0].PID)
+	mu.Lock()
+	require.Len(t, launched, 1)
+	mu.Unlock()
+}

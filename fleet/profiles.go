@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,19 +80,23 @@ func AssignProfile(ctx context.Context, store *studio.Store, userID int64, uuid 
 }
 
 // ProfileInput names a profile form's fields (the Go field names of gpu.Profile),
-// in form order; the flags are on when their value is not empty.
+// in form order; the flags are on when their value is not empty; the choices are
+// one of a few words (S2melPrecision: gpu.S2melFP32 or gpu.S2melBF16).
 var (
 	ProfileNumbers = []string{"Concurrency", "ReservePct", "LongTextThresholdSec", "LongLaneLimit", "MaxGenSeconds", "SegmentTokens",
 		"Beams", "KVCacheGiB"}
-	ProfileFlags = []string{"FP16", "EmotionTextModel", "ShareWeights", "Batching"}
+	ProfileFlags   = []string{"FP16", "EmotionTextModel", "ShareWeights", "Batching"}
+	ProfileChoices = []string{"S2melPrecision"}
 )
 
 // ParseProfile reads a profile from form values keyed by field name ("Name", the
-// ProfileNumbers, the ProfileFlags). It returns the profile and a problem for every
-// invalid field: not a number, or refused by gpu.Profile.Validate.
+// ProfileNumbers, the ProfileFlags, the ProfileChoices). It returns the profile and a
+// problem for every invalid field: not a number, or refused by gpu.Profile.Validate.
+// An empty s2mel precision (a form made before it) means fp32.
 func ParseProfile(values map[string]string) (gpu.Profile, []gpu.FieldProblem) {
 	p := gpu.Profile{Name: values["Name"], FP16: values["FP16"] != "", EmotionTextModel: values["EmotionTextModel"] != "",
-		ShareWeights: values["ShareWeights"] != "", Batching: values["Batching"] != ""}
+		ShareWeights: values["ShareWeights"] != "", Batching: values["Batching"] != "",
+		S2melPrecision: cmp.Or(values["S2melPrecision"], gpu.S2melFP32)}
 	var probs []gpu.FieldProblem
 	bad := map[string]bool{}
 	num := func(k string, dst *float64) {
@@ -152,7 +157,8 @@ func ProfileValues(p gpu.Profile) map[string]string {
 		"LongTextThresholdSec": float(p.LongTextThresholdSec), "LongLaneLimit": strconv.Itoa(p.LongLaneLimit),
 		"MaxGenSeconds": float(p.MaxGenSeconds), "SegmentTokens": strconv.Itoa(p.SegmentTokens),
 		"FP16": flag(p.FP16), "EmotionTextModel": flag(p.EmotionTextModel), "ShareWeights": flag(p.ShareWeights),
-		"Batching": flag(p.Batching), "Beams": strconv.Itoa(p.BeamsOrDefault()), "KVCacheGiB": float(p.KVCacheGiB)}
+		"Batching": flag(p.Batching), "Beams": strconv.Itoa(p.BeamsOrDefault()), "KVCacheGiB": float(p.KVCacheGiB),
+		"S2melPrecision": p.S2melPrecisionOrDefault()}
 }
 
 // Misfit is a profile refused on a live GPU: it cannot run one synthesis there with the

@@ -80,3 +80,29 @@ func TestParseProfileBatching(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{"Beams": "gpus.profile.not_number", "KVCacheGiB": "gpu.profile.kv_cache_range"}, keys)
 }
+
+func TestParseProfileS2melPrecision(t *testing.T) {
+	t.Parallel()
+	p := gpu.DefaultProfile()
+	p.Batching, p.Concurrency, p.S2melPrecision = true, 32, gpu.S2melBF16
+	v := fleet.ProfileValues(p)
+	require.Equal(t, "bf16", v["S2melPrecision"])
+	got, probs := fleet.ParseProfile(v)
+	require.Empty(t, probs)
+	require.Equal(t, p, got)
+
+	// A form made before the setting gets fp32.
+	delete(v, "S2melPrecision")
+	got, probs = fleet.ParseProfile(v)
+	require.Empty(t, probs)
+	require.Equal(t, gpu.S2melFP32, got.S2melPrecision)
+
+	for value, key := range map[string]string{"fp16": "gpu.profile.s2mel_precision", "bf16": "gpu.profile.s2mel_needs_batching"} {
+		v := fleet.ProfileValues(gpu.DefaultProfile())
+		v["S2melPrecision"] = value
+		_, probs := fleet.ParseProfile(v)
+		require.Len(t, probs, 1, value)
+		require.Equal(t, "S2melPrecision", probs[0].Field)
+		require.Equal(t, key, probs[0].Key)
+	}
+}

@@ -74,7 +74,8 @@ func (s *GPUs) Apply(uuid string, st Setting) error {
 	if old.FP16 != st.Profile.FP16 || old.EmotionTextModel != st.Profile.EmotionTextModel ||
 		old.ShareWeights != st.Profile.ShareWeights || old.Batching != st.Profile.Batching ||
 		(st.Profile.Batching && (old.BeamsOrDefault() != st.Profile.BeamsOrDefault() ||
-			old.KVCacheGiB != st.Profile.KVCacheGiB || old.Concurrency != st.Profile.Concurrency)) {
+			old.KVCacheGiB != st.Profile.KVCacheGiB || old.Concurrency != st.Profile.Concurrency ||
+			old.S2melPrecisionOrDefault() != st.Profile.S2melPrecisionOrDefault())) {
 		s.restartLocked(e)
 		return nil
 	}

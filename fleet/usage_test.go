@@ -62,6 +62,7 @@ func TestBatchingWorkerRecordsEachTakesUsage(t *testing.T) {
 			seen.Decoding, seen.InS2Mel = max(seen.Decoding, lb.Decoding), max(seen.InS2Mel, lb.InS2Mel)
 			seen.Waiting, seen.KVFreeBytes = max(seen.Waiting, lb.Waiting), min(seen.KVFreeBytes, lb.KVFreeBytes)
 			seen.DecodeTokensPerSecond = max(seen.DecodeTokensPerSecond, lb.DecodeTokensPerSecond)
+			seen.Decode = lb.Decode
 			mu.Unlock()
 		}
 	}
@@ -188,6 +189,7 @@ func TestBatchingWorkerRecordsEachTakesUsage(t *testing.T) {
 	require.Positive(t, seen.Waiting, "and a line waiting in the host")
 	require.Positive(t, seen.InS2Mel, "and a line in s2mel")
 	require.Positive(t, seen.DecodeTokensPerSecond)
+	require.Equal(t, tts.DecodeBeamSearch, seen.Decode, "and how it decodes (3 beams)")
 	require.Less(t, seen.KVFreeBytes, int64(100_000_000-2*30_000_000), "and the KV of the lines in use")
 	g := gpus.Live(time.Minute).GPUs[0]
 	require.NotNil(t, g.Batch)

@@ -59,6 +59,9 @@ type LiveBatch struct {
 	// MaxSequences is the most lines decoding at once; Beams the rows per line.
 	MaxSequences int `json:"max_sequences"`
 	Beams        int `json:"beams"`
+	// Decode is how a line chooses its tokens (tts.BatchInfo.Decode: "beam_search",
+	// "sample", "greedy"); empty from hosts that do not say.
+	Decode string `json:"decode,omitempty"`
 	// Decoding, InS2Mel and Waiting count the lines by stage now.
 	Decoding int `json:"decoding"`
 	InS2Mel  int `json:"in_s2mel"`

@@ -42,13 +42,26 @@ type Profile struct {
 	// excludes ShareWeights (there is one host, nothing to share).
 	Batching bool
 	// Beams is the rows each line decodes with on a batching host, 1..MaxBeams; 0
-	// means DefaultBeams (IndexTTS's 3). One beam samples: a third of the KV bytes
-	// and batch rows per line, less robust prosody.
+	// means DefaultBeams (IndexTTS's 3, searched). One beam samples as IndexTTS2.infer
+	// does (top-k 30, top-p 0.8, temperature 0.8), seeded by the line: a third of the
+	// KV bytes and batch rows per line, less robust prosody (an unlucky draw is kept,
+	// not outscored), and another seed gives other audio.
 	Beams int
 	// KVCacheGiB is the batching host's preallocated KV cache in GiB; 0 lets the
 	// host take 40% of the memory free after its weights.
 	KVCacheGiB float64
+	// S2melPrecision is the batching host's s2mel DiT precision: S2melFP32 (the
+	// default, IndexTTS-2's own; "" means it) or S2melBF16 (the DiT in bf16, its Euler
+	// updates, conditioning and vocoder in fp32, as vllm-omni runs IndexTTS-2: faster
+	// s2mel, audio about 0.1% apart). It needs Batching.
+	S2melPrecision string
 }
+
+// S2mel precisions (Profile.S2melPrecision).
+const (
+	S2melFP32 = "fp32"
+	S2melBF16 = "bf16"
+)
 
 // Limits on profile fields.
 const (
@@ -72,7 +85,16 @@ func DefaultProfile() Profile {
 	return Profile{
 		Name: "default", Concurrency: 2, ReservePct: defaultReservePct, LongTextThresholdSec: 15,
 		LongLaneLimit: 1, MaxGenSeconds: 30, SegmentTokens: defaultSegTokens, FP16: true,
+		S2melPrecision: S2melFP32,
 	}
+}
+
+// S2melPrecisionOrDefault is the s2mel precision a batching host runs with.
+func (p Profile) S2melPrecisionOrDefault() string {
+	if p.S2melPrecision == "" {
+		return S2melFP32
+	}
+	return p.S2melPrecision
 }
 
 // BeamsOrDefault is the rows per line a batching host decodes with.
@@ -166,6 +188,15 @@ func (p Profile) Validate() error {
 	}
 	if p.Batching && p.ShareWeights {
 		add("ShareWeights", "gpu.profile.batching_share")
+	}
+	switch p.S2melPrecision {
+	case "", S2melFP32:
+	case S2melBF16:
+		if !p.Batching {
+			add("S2melPrecision", "gpu.profile.s2mel_needs_batching")
+		}
+	default:
+		add("S2melPrecision", "gpu.profile.s2mel_precision", S2melFP32, S2melBF16)
 	}
 	if len(probs) == 0 {
 		return nil

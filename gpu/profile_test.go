@@ -212,6 +212,23 @@ func TestBatchingProfileValidation(t *testing.T) {
 	bad.KVCacheGiB = math.NaN()
 	require.Equal(t, map[string]string{"KVCacheGiB": "gpu.profile.kv_cache_range"}, fields(bad))
 
+	// s2mel precision: fp32 by default ("" means it), bf16 on a batching host only.
+	require.Equal(t, S2melFP32, DefaultProfile().S2melPrecision)
+	require.Equal(t, S2melFP32, Profile{}.S2melPrecisionOrDefault())
+	bf16 := p
+	bf16.S2melPrecision = S2melBF16
+	require.NoError(t, bf16.Validate())
+	require.Equal(t, S2melBF16, bf16.S2melPrecisionOrDefault())
+	bf16.Batching = false
+	require.Equal(t, map[string]string{"S2melPrecision": "gpu.profile.s2mel_needs_batching"}, fields(bf16))
+	bad = p
+	bad.S2melPrecision = "fp16"
+	require.Equal(t, map[string]string{"S2melPrecision": "gpu.profile.s2mel_precision"}, fields(bad))
+	var ve *ValidationError
+	require.ErrorAs(t, bad.Validate(), &ve)
+	pr, _ := ve.Field("S2melPrecision")
+	require.Equal(t, "The s2mel precision must be fp32 or bf16.", pr.In(i18n.EN))
+
 	// Without batching, a concurrency over 256 stays allowed (process hosts).
 	many := DefaultProfile()
 	many.Concurrency, many.LongLaneLimit = 300, 1

@@ -88,6 +88,14 @@ func init() {
 			One: "A batching host decodes at most %d line at once: lower the concurrency.",
 			ZH:  "批处理模型进程最多同时解码 %d 条台词：请降低并发数。",
 		},
+		"gpu.profile.s2mel_precision": {
+			EN: "The s2mel precision must be %s or %s.",
+			ZH: "s2mel 精度必须是 %s 或 %s。",
+		},
+		"gpu.profile.s2mel_needs_batching": {
+			EN: "s2mel in bf16 needs a batching host: turn \"Batching\" on or set the s2mel precision to fp32.",
+			ZH: "bf16 的 s2mel 需要批处理模型进程：请开启“批处理”，或将 s2mel 精度设为 fp32。",
+		},
 		"gpu.profile.batching_share": {
 			EN: "A batching GPU runs one host, which has no weights to share: turn \"Share weights\" off.",
 			ZH: "批处理的显卡只运行一个模型进程，没有可共享的权重：请关闭“共享权重”。",
@@ -196,7 +204,9 @@ func init() {
 		"gpus.field.batching":           {EN: "Batching", ZH: "批处理"},
 		"gpus.field.batching_hint":      {EN: "One host on the GPU holds one copy of the weights and a KV cache, and decodes up to the concurrency of lines at once in one batch (at most 256). Bench engine only.", ZH: "该显卡只运行一个模型进程，持有一份权重和 KV 缓存，在一个批次中同时解码最多“并发数”条台词（最多 256）。仅限 bench 引擎。"},
 		"gpus.field.beams":              {EN: "Beams", ZH: "束数"},
-		"gpus.field.beams_hint":         {EN: "Rows each line decodes with on a batching host (1 to 8, default 3). One beam samples: a third of the KV memory and batch rows per line, less robust prosody.", ZH: "批处理模型进程中每条台词解码的行数（1 到 8，默认 3）。单束即采样：每条台词的 KV 显存和批次行数为三分之一，韵律稳定性较差。"},
+		"gpus.field.beams_hint":         {EN: "Rows each line decodes with on a batching host (1 to 8, default 3, beam search). One beam samples as IndexTTS does (top-k 30, top-p 0.8, temperature 0.8), seeded per line: a third of the KV memory and batch rows per line, so about three times the lines in the same cache and step; less robust prosody (an unlucky draw is kept, not outscored), and a new take with another seed sounds different.", ZH: "批处理模型进程中每条台词解码的行数（1 到 8，默认 3，束搜索）。单束按 IndexTTS 的方式采样（top-k 30、top-p 0.8、温度 0.8），每条台词有自己的种子：每条台词的 KV 显存和批次行数为三分之一，同样的缓存和解码步可容纳约三倍的台词；韵律稳定性较差（不佳的采样会被保留，而不是被更优的束取代），换种子重新生成的音频会不同。"},
+		"gpus.field.s2mel":              {EN: "s2mel precision", ZH: "s2mel 精度"},
+		"gpus.field.s2mel_hint":         {EN: "The batching host's s2mel DiT: fp32 (default, as IndexTTS) or bf16 (the DiT in bf16, its Euler steps, conditioning and vocoder in fp32, as vllm-omni runs it): faster s2mel and more lines rendered per second where s2mel is the bottleneck, audio about a thousandth apart. Needs batching.", ZH: "批处理模型进程的 s2mel DiT 精度：fp32（默认，与 IndexTTS 相同）或 bf16（DiT 用 bf16，欧拉步、条件和声码器仍用 fp32，与 vllm-omni 相同）：s2mel 更快，在 s2mel 为瓶颈时每秒可渲染更多台词，音频相差约千分之一。需要开启批处理。"},
 		"gpus.field.kv_cache":           {EN: "KV cache (GiB)", ZH: "KV 缓存（GiB）"},
 		"gpus.field.kv_cache_hint":      {EN: "The batching host's preallocated KV cache; 0 lets the host take two fifths of the memory free after its weights.", ZH: "批处理模型进程预分配的 KV 缓存；0 表示由模型进程占用加载权重后剩余显存的五分之二。"},
 		"gpus.field.share_weights_hint": {EN: "The GPU's hosts hold one copy of the model's weights: the first loads them, the others map them and cost only their own context and caches. Bench engine only; calibrate to measure a borrower.", ZH: "该显卡上的模型进程共用一份权重：第一个进程加载，其余进程映射，只占用各自的上下文和缓存。仅限 bench 引擎；请校准以测量借用进程的显存。"},

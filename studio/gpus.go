@@ -49,6 +49,7 @@ type GPUProfileSettings struct {
 	Batching             bool
 	Beams                int
 	KVCacheGiB           float64 `gorm:"column:kv_cache_gib"`
+	S2melPrecision       string  `gorm:"column:s2mel_precision"`
 }
 
 // TableName keeps gorm on gpu_profiles.
@@ -84,7 +85,8 @@ func (s *Store) SaveGPUProfile(ctx context.Context, userID int64, p *GPUProfile)
 			"long_text_threshold_sec": p.LongTextThresholdSec, "long_lane_limit": p.LongLaneLimit,
 			"max_gen_seconds": p.MaxGenSeconds, "segment_tokens": p.SegmentTokens, "fp16": p.FP16,
 			"emotion_text_model": p.EmotionTextModel, "share_weights": p.ShareWeights,
-			"batching": p.Batching, "beams": p.Beams, "kv_cache_gib": p.KVCacheGiB, "updated_by": userRef(userID), "updated_at": gorm.Expr("now()"),
+			"batching": p.Batching, "beams": p.Beams, "kv_cache_gib": p.KVCacheGiB,
+			"s2mel_precision": p.S2melPrecision, "updated_by": userRef(userID), "updated_at": gorm.Expr("now()"),
 		})
 		err = res.Error
 		if err == nil && res.RowsAffected == 0 {
@@ -380,12 +382,12 @@ func (s *Store) ApplyGPUCalibration(ctx context.Context, userID, id int64, concu
 			}
 			if err := tx.Raw(`INSERT INTO gpu_profiles (name, concurrency, reserve_pct, long_text_threshold_sec,
 				long_lane_limit, max_gen_seconds, segment_tokens, fp16, emotion_text_model, share_weights, batching, beams,
-				kv_cache_gib, updated_by)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				kv_cache_gib, s2mel_precision, updated_by)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 				ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, long_lane_limit = excluded.long_lane_limit,
 				updated_by = excluded.updated_by, updated_at = now() RETURNING id`,
 				p.Name, concurrency, p.ReservePct, p.LongTextThresholdSec, laneLimit, p.MaxGenSeconds, p.SegmentTokens,
-				p.FP16, p.EmotionTextModel, p.ShareWeights, p.Batching, p.Beams, p.KVCacheGiB, userRef(userID)).Scan(&profileID).Error; err != nil {
+				p.FP16, p.EmotionTextModel, p.ShareWeights, p.Batching, p.Beams, p.KVCacheGiB, p.S2melPrecision, userRef(userID)).Scan(&profileID).Error; err != nil {
 				return err
 			}
 			if err := tx.Exec(`UPDATE gpu_calibrations SET profile_id = ? WHERE id = ?`, profileID, id).Error; err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"dubstudio/internal/testdb"
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
 )
@@ -286,4 +287,41 @@ func TestGPUProfileBatchingSettings(t *testing.T) {
 	// The database refuses what validation would (a backstop).
 	again.Beams = 9
 	require.Error(t, b.store.SaveGPUProfile(ctx, b.admin.ID, again))
+}
+
+func TestGPUProfileS2melPrecision(t *testing.T) {
+	t.Parallel()
+	b := setupGPU(t)
+	ctx := context.Background()
+	p := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "bf16", Concurrency: 32, ReservePct: 10,
+		LongTextThresholdSec: 15, LongLaneLimit: 4, MaxGenSeconds: 30, SegmentTokens: 120, FP16: true,
+		Batching: true, Beams: 3, S2melPrecision: "bf16"}}
+	require.NoError(t, b.store.SaveGPUProfile(ctx, b.admin.ID, p))
+	got, err := b.store.GPUProfileByID(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, "bf16", got.S2melPrecision)
+
+	got.S2melPrecision = "fp32"
+	require.NoError(t, b.store.SaveGPUProfile(ctx, b.admin.ID, got))
+	again, err := b.store.GPUProfileByID(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, "fp32", again.S2melPrecision)
+
+	// A profile written without the column (as before migration 0024) reads fp32.
+	pool := testdb.Pool(t)
+	s, err := studio.NewStore(pool)
+	require.NoError(t, err)
+	var id int64
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO gpu_profiles (name, concurrency, reserve_pct, long_text_threshold_sec,
+		long_lane_limit, max_gen_seconds, segment_tokens) VALUES ('old', 2, 15, 15, 1, 30, 120) RETURNING id`).Scan(&id))
+	old, err := s.GPUProfileByID(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, "fp32", old.S2melPrecision)
+
+	// The database refuses a precision validation would (a backstop), and keeps the old one.
+	again.S2melPrecision = "fp16"
+	require.Error(t, b.store.SaveGPUProfile(ctx, b.admin.ID, again))
+	kept, err := b.store.GPUProfileByID(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, "fp32", kept.S2melPrecision)
 }

@@ -221,7 +221,7 @@ func v2Host(protocol int, batch bool) http.Handler {
 			doc := fmt.Sprintf(`{"protocol": %d, "model": "bench", "version": "b1", "resident_bytes": 30000000000,
 				"concurrency": 64, "busy": 5, "queued": 2, "reserved_bytes": 31000000000, "sample_rate": 22050`, protocol)
 			if batch {
-				doc += `, "batch": {"max_sequences": 64, "beams": 3, "block_tokens": 32, "kv_bytes_per_token": 122880,
+				doc += `, "batch": {"max_sequences": 64, "beams": 3, "decode": "beam_search", "block_tokens": 32, "kv_bytes_per_token": 122880,
 					"kv_cache_bytes": 20000000000, "kv_free_bytes": 15000000000, "prefix_tokens": 32,
 					"tokens_per_second": 50, "activation_bytes_per_second": 41943040, "decoding": 3, "in_s2mel": 2,
 					"waiting": 2, "decode_tokens_per_second": 2950.5, "batch_rows_max": 192, "steps": 1234}`
@@ -255,6 +255,7 @@ func TestHostClientProtocol2(t *testing.T) {
 	b := h.Batch
 	require.Equal(t, 64, b.MaxSequences)
 	require.Equal(t, 3, b.Beams)
+	require.Equal(t, DecodeBeamSearch, b.Decode)
 	require.Equal(t, int64(122880), b.KVBytesPerToken)
 	require.Equal(t, int64(20000000000), b.KVCacheBytes)
 	require.Equal(t, int64(15000000000), b.KVFreeBytes)

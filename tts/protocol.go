@@ -101,6 +101,10 @@ type BatchInfo struct {
 	MaxSequences int `json:"max_sequences"`
 	// Beams is the rows per sequence (1 = sampling, one row).
 	Beams int `json:"beams"`
+	// Decode is how a sequence chooses its tokens: DecodeBeamSearch (more than one
+	// beam), DecodeSample (one beam, the host's default) or DecodeGreedy (one beam,
+	// the host's --greedy); empty from hosts made before it.
+	Decode string `json:"decode,omitempty"`
 	// BlockTokens is the KV cache's block size in tokens.
 	BlockTokens int `json:"block_tokens"`
 	// KVBytesPerToken is one row's KV bytes per token, all layers, K and V.
@@ -125,6 +129,13 @@ type BatchInfo struct {
 	BatchRowsMax int   `json:"batch_rows_max"`
 	Steps        int64 `json:"steps"`
 }
+
+// Batching hosts' decoding modes (BatchInfo.Decode).
+const (
+	DecodeBeamSearch = "beam_search"
+	DecodeSample     = "sample"
+	DecodeGreedy     = "greedy"
+)
 
 // ReleaseCacheResult is the body of POST /release_cache: accelerator memory reserved by
 // the caching allocator before and after torch.cuda.empty_cache.

@@ -397,7 +397,11 @@ func (s *Simulator) BatchInfo() *BatchInfo {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &BatchInfo{MaxSequences: b.MaxSequences, Beams: b.Beams, BlockTokens: 32, KVBytesPerToken: simKVBytesPerToken,
+	decode := DecodeSample
+	if b.Beams > 1 {
+		decode = DecodeBeamSearch
+	}
+	return &BatchInfo{MaxSequences: b.MaxSequences, Beams: b.Beams, Decode: decode, BlockTokens: 32, KVBytesPerToken: simKVBytesPerToken,
 		KVCacheBytes: b.KVCacheBytes, KVFreeBytes: max(b.KVCacheBytes-s.kvInUse, 0), PrefixTokens: 32,
 		TokensPerSecond: s.cfg.TokensPerAudioSecond, ActivationBytesPerSecond: float64(b.ActivationBytesPerSecond),
 		Decoding: s.decoding, InS2Mel: s.inS2Mel, Waiting: s.waiting, DecodeTokensPerSecond: s.decodeRate,

@@ -249,6 +249,9 @@ func (s *Server) parseProfileForm(c echo.Context, id int64) (gpu.Profile, views.
 			f.Values[k] = "on"
 		}
 	}
+	for _, k := range fleet.ProfileChoices {
+		f.Values[k] = strings.TrimSpace(c.FormValue(k))
+	}
 	p, probs := fleet.ParseProfile(f.Values)
 	for _, pr := range probs {
 		if _, seen := f.Errors[pr.Field]; !seen {

@@ -275,6 +275,49 @@ func TestGPUProfileFormValidatesInline(t *testing.T) {
 	require.Empty(t, ps)
 }
 
+// The s2mel precision is a choice on the profile form: bf16 needs batching (refused
+// inline, in the user's language, nothing saved); saved, the form shows it selected.
+func TestGPUProfileS2melPrecision(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.as(t, studio.RoleAdmin)
+	ctx := context.Background()
+
+	d := doc(t, c.get("/admin/gpus"))
+	sel, _ := d.Find(`[data-testid=new-profile] select[name=S2melPrecision] option[selected]`).Attr("value")
+	require.Equal(t, "fp32", sel, "a new profile starts at fp32")
+	require.Contains(t, d.Find(`[data-testid=profiles] th[title*="bf16"]`).AttrOr("title", ""), "thousandth", "the header says the effect")
+
+	resp := c.post("/admin/gpus/profiles", profileForm("bf16-alone", "S2melPrecision", "bf16"), true)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Contains(t, doc(t, resp).Find(`[data-testid=new-profile] [data-testid=error-S2melPrecision]`).Text(),
+		"needs a batching host")
+	resp = c.post("/admin/gpus/profiles", profileForm("odd", "S2melPrecision", "fp8", "Batching", "on"), true)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Equal(t, "The s2mel precision must be fp32 or bf16.",
+		doc(t, resp).Find(`[data-testid=new-profile] [data-testid=error-S2melPrecision]`).Text())
+	ps, err := b.store.GPUProfiles(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ps)
+
+	resp = c.post("/admin/gpus/profiles", profileForm("bf16", "S2melPrecision", "bf16", "Batching", "on"), true)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	ps, err = b.store.GPUProfiles(ctx)
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	require.Equal(t, "bf16", ps[0].S2melPrecision)
+	sel, _ = doc(t, c.get("/admin/gpus")).Find(`[data-testid=profile-row] select[name=S2melPrecision] option[selected]`).Attr("value")
+	require.Equal(t, "bf16", sel, "the form shows the stored precision")
+
+	require.Equal(t, http.StatusSeeOther, c.post("/me/lang", url.Values{"lang": {"zh"}}, true).StatusCode)
+	resp = c.post(fmt.Sprintf("/admin/gpus/profiles/%d", ps[0].ID), profileForm("bf16", "S2melPrecision", "bf16"), true)
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Contains(t, doc(t, resp).Find(`[data-testid=profile-row] [data-testid=error-S2melPrecision]`).Text(), "需要批处理")
+	kept, err := b.store.GPUProfileByID(ctx, ps[0].ID)
+	require.NoError(t, err)
+	require.True(t, kept.Batching, "the refused edit changed nothing")
+}
+
 // A profile that cannot run one synthesis on a GPU it is assigned to is refused with the
 // measured numbers, when assigned and when edited.
 func TestGPUProfileThatCannotFitIsRefused(t *testing.T) {
@@ -484,7 +527,7 @@ func TestGPUPageShowsTheBatch(t *testing.T) {
 	now := time.Now()
 	p := gpu.DefaultProfile()
 	p.Batching, p.Concurrency = true, 64
-	batch := &gpu.LiveBatch{MaxSequences: 64, Beams: 3, Decoding: 40, InS2Mel: 6, Waiting: 2, DecodeTokensPerSecond: 2950.4,
+	batch := &gpu.LiveBatch{MaxSequences: 64, Beams: 3, Decode: "beam_search", Decoding: 40, InS2Mel: 6, Waiting: 2, DecodeTokensPerSecond: 2950.4,
 		KVBytesPerToken: 122_880, TokensPerAudioSecond: 50, PrefixTokens: 32, ActivationBytesPerSecond: 12_000_000,
 		KVCacheBytes: 8_000_000_000, KVFreeBytes: 6_000_000_000, BatchRowsMax: 144, Steps: 9000}
 	var recent []gpu.BatchPoint
@@ -518,6 +561,7 @@ func TestGPUPageShowsTheBatch(t *testing.T) {
 	require.Contains(t, text("batch-memory"), "activations 12.0 MB per audio second")
 	require.Contains(t, text("batch-memory"), "now 50.0 MB of KV per decoding sequence")
 	require.Contains(t, text("batch-rows"), "At most 144 rows")
+	require.Equal(t, "beam search", text("batch-decode"))
 	charts := card.Find(`[data-testid=batch-charts]`)
 	require.Equal(t, 1, charts.Length())
 	key, _ := charts.Attr("data-batch-charts")
@@ -546,4 +590,5 @@ func TestGPUPageShowsTheBatch(t *testing.T) {
 	d = doc(t, c.get("/admin/gpus"))
 	require.Contains(t, d.Find(`[data-testid=batch-memory]`).Text(), "每序列显存")
 	require.Contains(t, d.Find(`[data-testid=gpu-batch]`).Text(), "主机内等待")
+	require.Equal(t, "束搜索", strings.TrimSpace(d.Find(`[data-testid=batch-decode]`).Text()))
 }

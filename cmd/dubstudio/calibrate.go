@@ -63,6 +63,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		batching       = fs.Bool("batching", false, "profile: one batching host decoding up to -concurrency lines at once (bench engine)")
 		beams          = fs.Int("beams", gpu.DefaultBeams, "profile: rows a line decodes with on a batching host")
 		kvCache        = fs.Float64("kv-cache-gib", 0, "profile: a batching host's KV cache in GiB (0: the host's own share)")
+		s2mel          = fs.String("s2mel-precision", gpu.S2melFP32, "profile: a batching host's s2mel DiT precision (fp32 or bf16)")
 		runs           = fs.Int("runs", 3, "runs per length bucket (at least 3)")
 		buckets        = fs.String("buckets", "", "bucket lengths in seconds, e.g. 2,6,12 (default: 2, 6, 12 and the profile's longest)")
 		perStep        = fs.Int("lines-per-step", 8, "lines per load-test step (at least two per synthesis at once)")
@@ -116,7 +117,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	}
 	profile := gpu.Profile{Name: "calibration", Concurrency: *concur, ReservePct: *reserve, LongTextThresholdSec: *threshold,
 		LongLaneLimit: *lane, MaxGenSeconds: *maxGen, SegmentTokens: *segment, FP16: *fp16, EmotionTextModel: *emoText,
-		ShareWeights: *share, Batching: *batching, Beams: *beams, KVCacheGiB: *kvCache}
+		ShareWeights: *share, Batching: *batching, Beams: *beams, KVCacheGiB: *kvCache, S2melPrecision: *s2mel}
 	var stored *studio.GPUProfile
 	if *profName != "" {
 		if store == nil {

@@ -229,14 +229,15 @@ func (h *PinnedHost) BatchState(ctx context.Context) (*tts.BatchInfo, error) {
 }
 
 // BatchArgs are the flags that start a batching host for profile p (protocol 2,
-// bench_host.py or indextts_host.py --batch): as many sequences as the profile's concurrency, its beams and KV
-// cache (0: the host's own size); nil without batching.
+// bench_host.py or indextts_host.py --batch): as many sequences as the profile's
+// concurrency, its beams (one beam: the host samples, its default), KV cache (0: the
+// host's own size) and s2mel precision; nil without batching.
 func BatchArgs(p gpu.Profile) []string {
 	if !p.Batching {
 		return nil
 	}
 	return []string{"--batch", "--max-sequences", strconv.Itoa(p.Concurrency), "--beams", strconv.Itoa(p.BeamsOrDefault()),
-		"--kv-cache-bytes", strconv.FormatInt(p.KVCacheBytes(), 10)}
+		"--kv-cache-bytes", strconv.FormatInt(p.KVCacheBytes(), 10), "--s2mel-dtype", p.S2melPrecisionOrDefault()}
 }
 
 // Concurrency is what the host declared (at least 1).

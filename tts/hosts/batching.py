@@ -8,6 +8,10 @@ weights, many syntheses at once.
             so the beams of a sequence share their prompt's blocks and a beam that takes
             over another's history copies one block, not the history). Beams are rows of
             the batch; each sequence has its own scores, repetition memory and limit.
+            One beam samples as IndexTTS2.infer does (top-k 30, top-p 0.8,
+            temperature 0.8, repetition penalty 10), its noise keyed by its line's
+            seed and its step, so batching does not change its draw; --greedy makes
+            one beam take the likeliest token (the deterministic tests' mode).
     s2mel   the GPT thread hands finished lines to a second thread, which batches their
             latents pass, flow-matching steps (classifier-free guidance, per-line seeded
             noise, padded positions masked) and vocoder, grouped by length. The GPT loop
@@ -44,6 +48,12 @@ except ImportError:  # pragma: no cover - machines without torch
 
 PROTOCOL_VERSION = 2
 BLOCK_TOKENS = 32
+# IndexTTS2.infer's generation defaults (docs/indextts.md): with one beam a sequence
+# samples with these; beam search (more beams) uses the temperature and the penalty.
+TOP_K = 30
+TOP_P = 0.8
+TEMPERATURE = 0.8
+REPETITION_PENALTY = 10.0
 # Seconds a line may wait for s2mel before it goes first, whatever its length.
 S2MEL_MAX_WAIT = 5.0
 
@@ -79,6 +89,105 @@ def use_expandable_segments():
         settings = getattr(torch._C, "_accelerator_setAllocatorSettings", None) or \
             torch.cuda.memory._set_allocator_settings
         settings("expandable_segments:True")
+
+
+# ---------------------------------------------------------------------------------------
+# Sampling with one beam
+#
+# A sequence's noise is a function of (its line's seed, its segment, the tokens it has
+# made, the token id) and nothing else: counter-based, like Philox, but spelled in a few
+# integer kernels that give the same bits on the CPU and on CUDA. A line therefore
+# samples the same tokens alone and in a batch that others join and leave, as long as
+# its logits are the same (fp32: they are; fp16: see docs/engines.md). A generator per
+# sequence would do too, at one launch per sequence and step.
+
+MASK32 = 0xFFFFFFFF
+
+
+def _mul32(x, c):
+    """x * c mod 2**32 for x in [0, 2**32) (a Python int or an int64 tensor): in two
+    16-bit halves of c, so no product passes 2**49 and int64 never overflows."""
+    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & MASK32
+
+
+def hash32(x):
+    """A 32-bit integer hash (Wellons' lowbias32): a bijection of [0, 2**32) whose
+    output bits each depend on every input bit. Works on Python ints and int64 tensors
+    alike."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def sequence_key(seed, index):
+    """The noise key of a line's index-th segment (any integer seed, negative too)."""
+    s = seed & 0xFFFFFFFFFFFFFFFF
+    return hash32(hash32(hash32(s & MASK32) ^ (s >> 32)) ^ (index & MASK32))
+
+
+def gumbel(keys, tokens):
+    """Gumbel noise for tokens [R, K] (token ids) of rows keyed by keys [R] (int64, one
+    per row and step): -log(-log(u)) with u uniform in (0, 1) on 32 bits, in float64 (in
+    float32 the largest u rounds to 1 and its noise to infinity), returned as float32."""
+    x = hash32(hash32(tokens) ^ keys[:, None])
+    return gumbel_of(hash32(x ^ hash32(keys)[:, None]))
+
+
+def gumbel_of(bits):
+    """Gumbel noise of 32 random bits (an int64 tensor in [0, 2**32)): finite at both
+    ends."""
+    u = (bits.double() + 0.5) / float(1 << 32)
+    return (-torch.log(-torch.log(u))).float()
+
+
+def sample_tokens(logits, keys, top_k=TOP_K, top_p=TOP_P, temperature=TEMPERATURE):
+    """One token per row of logits [R, V] (already penalised), as HF's sampling warpers
+    choose it: temperature, then the top_k most likely (0: all), then the fewest of
+    those whose probability reaches top_p; drawn by the Gumbel-max trick (the most
+    likely of scores plus noise is a draw from their softmax), the noise keyed by row
+    and token id, so a row's draw does not depend on the other rows. Returns [R]."""
+    v = logits.shape[-1]
+    k = v if top_k <= 0 else min(top_k, v)
+    scores, idx = logits.topk(k, dim=-1)  # sorted, most likely first
+    scores = scores / temperature
+    if top_p < 1:
+        probs = torch.softmax(scores, dim=-1)
+        before = probs.cumsum(-1) - probs  # the mass of the likelier tokens
+        scores = scores.masked_fill(before >= top_p, float("-inf"))  # the first always stays
+    pick = (scores + gumbel(keys, idx)).argmax(dim=-1)
+    return idx.gather(1, pick[:, None])[:, 0]
+
+
+def add_sampling_args(p, prefix):
+    """The one-beam decoding options of a batching host's command line, each with an
+    environment variable prefix_NAME."""
+    env, env_bool = protocol.env, protocol.env_bool
+    p.add_argument("--greedy", action="store_true", default=env_bool(prefix + "_GREEDY", False),
+                   help="with --batch --beams 1: take the likeliest token instead of sampling (deterministic)")
+    p.add_argument("--top-k", type=int, default=int(env(prefix + "_TOP_K", str(TOP_K))),
+                   help=f"with one beam: sample among the k likeliest tokens (0: all; {TOP_K} as IndexTTS)")
+    p.add_argument("--top-p", type=float, default=float(env(prefix + "_TOP_P", str(TOP_P))),
+                   help=f"with one beam: ... and among the fewest of them that reach this probability ({TOP_P})")
+    p.add_argument("--temperature", type=float, default=float(env(prefix + "_TEMPERATURE", str(TEMPERATURE))),
+                   help=f"the logits' temperature, sampling and beam search ({TEMPERATURE} as IndexTTS)")
+
+
+def sampling_settings(opts, name):
+    """The Batcher's decoding arguments from add_sampling_args' options; a bad value
+    stops the host with a message naming it."""
+    if opts.top_k < 0 or not 0 < opts.top_p <= 1 or not 0 < opts.temperature < math.inf:
+        raise SystemExit(f"{name}: --top-k must not be negative, --top-p must be in (0, 1] and --temperature "
+                         f"above 0 (got {opts.top_k}, {opts.top_p}, {opts.temperature})")
+    return {"greedy": opts.greedy, "top_k": opts.top_k, "top_p": opts.top_p, "temperature": opts.temperature}
+
+
+def penalise(logits, seen, penalty):
+    """HF's repetition penalty: the logits of tokens already made move towards less
+    likely (divided by the penalty when positive, multiplied when negative)."""
+    penalised = torch.where(logits < 0, logits * penalty, logits / penalty)
+    return torch.where(seen, penalised, logits)
 
 
 # ---------------------------------------------------------------------------------------
@@ -181,6 +290,7 @@ class Sequence:
     pending: object = None  # [beams, vocab] logits of the last feed, to choose from next
     last: list = None  # the tokens chosen last, one per beam
     need_blocks: int = 0  # the most blocks it can hold at once
+    key: int = 0  # its sampling noise's key (sequence_key of its line's seed and its index)
     rows_sum: int = 0
     steps: int = 0
     codes: object = None  # [1, N] when done
@@ -221,11 +331,16 @@ class Batcher:
     """The GPT loop (one thread) and the s2mel stage (another), over one adapter."""
 
     def __init__(self, adapter, meter, max_sequences, beams, kv_cache_bytes, decode_stride=1, s2mel_batch=16,
-                 s2mel_max_wait=S2MEL_MAX_WAIT, repetition_penalty=10.0, temperature=0.8):
+                 s2mel_max_wait=S2MEL_MAX_WAIT, repetition_penalty=REPETITION_PENALTY, temperature=TEMPERATURE,
+                 greedy=False, top_k=TOP_K, top_p=TOP_P):
         self.a = adapter
         self.meter = meter
         self.max_sequences = max_sequences
         self.beams = beams
+        # One beam samples (top_k, top_p, temperature) unless greedy; more beams search.
+        self.decode = "beam_search" if beams > 1 else ("greedy" if greedy else "sample")
+        self.top_k = top_k
+        self.top_p = top_p
         self.kv_cache_bytes = kv_cache_bytes
         self.stride = max(1, decode_stride)
         self.s2mel_batch = s2mel_batch
@@ -286,7 +401,8 @@ class Batcher:
             rate = sum(n for _, n in recent) / max(now - recent[0][0], 1e-3) if len(recent) > 1 else 0.0
             decoding = self._lines_decoding()
             return {
-                "max_sequences": self.max_sequences, "beams": self.beams, "block_tokens": BLOCK_TOKENS,
+                "max_sequences": self.max_sequences, "beams": self.beams, "decode": self.decode,
+                "block_tokens": BLOCK_TOKENS,
                 "kv_bytes_per_token": self.kv_bytes_per_token, "kv_cache_bytes": self.pool.n_blocks *
                 self.pool.block_bytes(), "kv_free_bytes": max(0, self.pool.available()) * self.pool.block_bytes(),
                 "prefix_tokens": self.a.prefix_tokens, "tokens_per_second": self.a.tokens_per_second,
@@ -383,7 +499,8 @@ class Batcher:
             if p + limit + self.stride > self.a.max_positions:
                 raise invalid(f"a segment of {p} prompt and {limit} mel tokens passes the model's "
                               f"{self.a.max_positions} positions")
-            seq = Sequence(line=line, index=i, text_tokens=text_tokens, limit=limit)
+            seq = Sequence(line=line, index=i, text_tokens=text_tokens, limit=limit,
+                           key=sequence_key(line.req.seed, i))
             # The prompt once, then each beam's tokens, plus one block per beam for the
             # copy a shared last block needs when a beam takes over another's history.
             seq.need_blocks = (math.ceil(p / BLOCK_TOKENS) +
@@ -422,12 +539,13 @@ class Batcher:
         order. Returns per sequence (parent beam per new beam, token per new beam), on
         the CPU (the one host sync of a step, as in HF generate). A handful of kernels
         for the whole batch: each sequence's scores and repetition memory become views
-        of this step's tensors."""
+        of this step's tensors. One beam greedy is the same search of one row; one beam
+        sampling is _sample."""
+        if self.decode == "sample":
+            return self._sample(seqs, logits)
         b, v = self.beams, self.a.vocab
         seen = torch.cat([s.seen for s in seqs])
-        logits = logits.float()
-        penalised = torch.where(logits < 0, logits * self.penalty, logits / self.penalty)
-        logits = torch.where(seen, penalised, logits)
+        logits = penalise(logits.float(), seen, self.penalty)
         scores = torch.cat([s.scores for s in seqs])
         logp = (F.log_softmax(logits / self.temperature, dim=-1) + scores[:, None]).view(len(seqs), b * v)
         top, idx = logp.topk(2 * b, dim=-1)
@@ -441,6 +559,19 @@ class Batcher:
             s.scores = top[i, :b]
             s.seen = seen[i * b:(i + 1) * b]
         return both[0].tolist(), both[1].tolist()
+
+    def _sample(self, seqs, logits):
+        """One sampled token per sequence (one row each), its noise keyed by the
+        sequence and the tokens it has made: the same draw whatever else is in the
+        batch."""
+        seen = torch.cat([s.seen for s in seqs])
+        logits = penalise(logits.float(), seen, self.penalty)
+        keys = torch.tensor([hash32(s.key ^ (s.made & MASK32)) for s in seqs], device=logits.device)
+        tok = sample_tokens(logits, keys, self.top_k, self.top_p, self.temperature)
+        seen[torch.arange(len(seqs), device=tok.device), tok] = True
+        for i, s in enumerate(seqs):
+            s.seen = seen[i:i + 1]
+        return [[0]] * len(seqs), [[t] for t in tok.cpu().tolist()]
 
     def _step(self):
         """One decode step of the whole batch: choose every sequence's next tokens from

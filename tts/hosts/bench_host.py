@@ -1038,7 +1038,8 @@ def parse_args(argv=None):
     p.add_argument("--model-version", default=env("BENCH_MODEL_VERSION", "IndexTTS-2-bench@1"))
     p.add_argument("--device", default=env("BENCH_DEVICE"), help="cuda, cuda:0 or cpu (default: cuda if present)")
     p.add_argument("--gpt-dtype", default=env("BENCH_GPT_DTYPE", "fp16"), choices=("fp16", "bf16", "fp32"))
-    p.add_argument("--beams", type=int, default=int(env("BENCH_BEAMS", "3")))
+    p.add_argument("--beams", type=int, default=int(env("BENCH_BEAMS", "3")),
+                   help="beams per sequence (3 as IndexTTS); with --batch, 1 samples (--top-k, --top-p, --temperature)")
     p.add_argument("--tokens-per-second", type=float, default=float(env("BENCH_TOKENS_PER_SECOND", "50")),
                    help="mel tokens per second of audio (IndexTTS-2: 50, 2.5: 25)")
     p.add_argument("--diffusion-steps", type=int, default=int(env("BENCH_DIFFUSION_STEPS", "25")))
@@ -1060,6 +1061,7 @@ def parse_args(argv=None):
     p.add_argument("--s2mel-max-wait", type=float, default=float(env("BENCH_S2MEL_MAX_WAIT", str(batching.S2MEL_MAX_WAIT))),
                    help="with --batch: s2mel takes the shortest waiting line first; one that has waited this many "
                         "seconds goes first whatever its length")
+    batching.add_sampling_args(p, "BENCH")
     p.add_argument("--s2mel-dtype", default=env("BENCH_S2MEL_DTYPE", "fp32"), choices=("fp32", "bf16"),
                    help="s2mel's DiT in bf16, its Euler updates in fp32 (fp32: as IndexTTS-2)")
     p.add_argument("--tf32", action="store_true", default=env_bool("BENCH_TF32", False),
@@ -1132,7 +1134,8 @@ def batching_host(opts, dims=None):
                          "--kv-cache-bytes and --s2mel-max-wait not negative")
     return batching.BatchingHost(BenchAdapter(opts, dims), {
         "max_sequences": opts.max_sequences, "beams": opts.beams, "kv_cache_bytes": opts.kv_cache_bytes,
-        "decode_stride": opts.decode_stride, "s2mel_batch": opts.s2mel_batch, "s2mel_max_wait": opts.s2mel_max_wait})
+        "decode_stride": opts.decode_stride, "s2mel_batch": opts.s2mel_batch, "s2mel_max_wait": opts.s2mel_max_wait,
+        **batching.sampling_settings(opts, "bench_host")})
 
 
 if __name__ == "__main__":

@@ -50,6 +50,10 @@ import protocol  # noqa: E402
 from protocol import invalid, require_file  # noqa: E402
 
 AUTO_KV_CACHE_SHARE = 0.4  # as bench_host's: the share of free memory the KV cache takes
+# The activation probe at load: a line of this many seconds behind an 8 s prompt, as
+# bench_host probes its model.
+PROBE_SECONDS = 4.0
+PROBE_PROMPT_SECONDS = 8.0
 CFG_RATE = 0.7  # IndexTTS2.infer's inference_cfg_rate
 FRAMES_PER_CODE = 1.72  # s2mel mel frames per GPT code
 SPEAKER_KEYS = ("spk_cond", "style", "prompt_condition", "ref_mel")
@@ -59,6 +63,69 @@ def _torch():
     import torch  # noqa: PLC0415 (the module imports without torch)
 
     return torch
+
+
+class LiveBytes:
+    """Counts the bytes of the tensors that torch operations make while it is entered,
+    as long as they live, and keeps the peak: what torch.cuda.max_memory_allocated
+    measures, for a device without allocator statistics (the CPU the stand-in tests
+    run on). Tensors that share a storage count once; an output in a storage that was
+    there before (a view of a weight or of an input, an in-place update) counts
+    nothing."""
+
+    def __init__(self, torch):
+        from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
+        from torch.utils._pytree import tree_flatten  # noqa: PLC0415
+
+        counter = self
+        self.torch, self.live, self.peak = torch, 0, 0
+        self.refs, self.size = {}, {}
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                inputs = {counter._key(t) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
+                for t in tree_flatten(out)[0]:
+                    if isinstance(t, torch.Tensor):
+                        counter._count(t, inputs)
+                return out
+
+        self.mode = Mode()
+
+    @staticmethod
+    def _storage(t):
+        return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+
+    def _key(self, t):
+        return self._storage(t).data_ptr()
+
+    def _count(self, t, inputs):
+        import weakref  # noqa: PLC0415
+
+        st = self._storage(t)
+        key = st.data_ptr()
+        if key not in self.refs:
+            if key in inputs:
+                return  # not made here
+            self.refs[key] = 0
+            self.size[key] = st.nbytes()
+            self.live += self.size[key]
+            self.peak = max(self.peak, self.live)
+        self.refs[key] += 1
+        weakref.finalize(t, self._drop, key)
+
+    def _drop(self, key):
+        self.refs[key] -= 1
+        if self.refs[key] == 0:
+            del self.refs[key]
+            self.live -= self.size.pop(key)
+
+    def __enter__(self):
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.mode.__exit__(*exc)
 
 
 class _GPT2Layer:
@@ -127,10 +194,65 @@ class IndexTTSAdapter:
         self.tokens_per_second = 25 if self.variant == "2.5" else 50
         self.layers_list = [_GPT2Layer(blk, self.heads) for blk in gpt.gpt.h]
         self.hop = getattr(getattr(tts.bigvgan, "h", None), "hop_size", 256)
-        self.activation_bytes_per_second = 0  # measured by calibration on the GPU
+        # --s2mel-dtype bf16 casts the CFM's estimator (the DiT) only, as vllm-omni runs
+        # IndexTTS-2: the Euler updates, s2mel's conditioning (gpt_layer, length
+        # regulator, codec) and BigVGAN stay fp32. The estimator then runs under bf16
+        # autocast, which reconciles the fp32 tensors it makes itself (its timestep
+        # embedding) with its bf16 weights.
+        self.s2mel_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[getattr(self.opts, "s2mel_dtype", "fp32")]
+        if self.s2mel_dtype != torch.float32:
+            tts.s2mel.models["cfm"].estimator.to(self.s2mel_dtype)
+        self.activation_bytes_per_second = self._probe_activations()
 
     def info(self):
-        return {**self.backend.info(), "batching": True}
+        return {**self.backend.info(), "batching": True, "s2mel_dtype": getattr(self.opts, "s2mel_dtype", "fp32")}
+
+    def _dit_context(self):
+        if self.s2mel_dtype == self.torch.float32:
+            return contextlib.nullcontext()
+        return self.torch.autocast(self.device.type, dtype=self.s2mel_dtype)
+
+    def _probe_activations(self):
+        """Activation bytes per audio second of one line through s2mel and the vocoder,
+        measured once at load on a PROBE_SECONDS line behind a PROBE_PROMPT_SECONDS
+        prompt, through this adapter's own s2mel_batch and vocoder_batch: the peak
+        allocated beyond what was there (CUDA), or the peak of the tensors alive
+        (elsewhere, LiveBytes). The executor charges it per audio second from the first
+        line; calibration measures the real figure by length later."""
+        torch, tts, gpt = self.torch, self.tts, self.gpt
+        models = tts.s2mel.models
+        n = int(PROBE_SECONDS * self.tokens_per_second)
+        top = min(self.stop_token, gpt.start_mel_token)
+        g = torch.Generator(device="cpu").manual_seed(0)
+        with torch.inference_mode():
+            prompt_codes = torch.randint(0, top, (1, int(PROBE_PROMPT_SECONDS * self.tokens_per_second)), generator=g)
+            prompt_frames = int(PROBE_PROMPT_SECONDS * self.sample_rate / self.hop)
+            s_ref = tts.semantic_codec.quantizer.vq2emb(prompt_codes.to(self.device).unsqueeze(1)).transpose(1, 2)
+            prompt = models["length_regulator"](s_ref, ylens=torch.LongTensor([prompt_frames]).to(self.device),
+                                                n_quantizers=3, f0=None)[0]
+            style = tts.campplus_model(torch.randn(1, 200, 80, generator=g).to(self.device))
+            cond = {"prompt_condition": prompt, "ref_mel": torch.randn(1, 80, prompt_frames, generator=g).to(self.device),
+                    "style": style, "factor": 1.0}
+            codes = torch.randint(0, top, (1, n), generator=g).to(self.device)
+            latent = torch.randn(1, n, gpt.model_dim, generator=g).to(self.device)
+
+            def line():
+                mels = self.s2mel_batch([(cond, latent, codes, 0)])
+                self.vocoder_batch(mels)
+
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+                base = torch.cuda.memory_allocated(self.device)
+                torch.cuda.reset_peak_memory_stats(self.device)
+                line()
+                torch.cuda.synchronize(self.device)
+                peak = torch.cuda.max_memory_allocated(self.device) - base
+                torch.cuda.empty_cache()
+            else:
+                with LiveBytes(torch) as live:
+                    line()
+                peak = live.peak
+        return int(max(0, peak) / PROBE_SECONDS)
 
     def gpt_context(self):
         if self.dtype == self.torch.float32:
@@ -428,9 +550,13 @@ class IndexTTSAdapter:
         style2 = torch.cat([style, torch.zeros_like(style)])
         lens2 = torch.cat([x_lens, x_lens])
         t = t_span[0]
+        if self.s2mel_dtype != torch.float32:  # once, not at every step
+            prompt2, style2, mu2 = prompt2.to(self.s2mel_dtype), style2.to(self.s2mel_dtype), mu2.to(self.s2mel_dtype)
         for step in range(1, len(t_span)):
             dt = t_span[step] - t_span[step - 1]
-            v = cfm.estimator(torch.cat([x, x]), prompt2, lens2, t.expand(2 * b), style2, mu2)
+            with self._dit_context():
+                v = cfm.estimator(torch.cat([x, x]).to(self.s2mel_dtype), prompt2, lens2, t.expand(2 * b), style2,
+                                  mu2).float()
             v_cond, v_uncond = v.chunk(2)
             x = (x + dt * ((1.0 + CFG_RATE) * v_cond - CFG_RATE * v_uncond)) * keep
             t = t + dt
@@ -454,4 +580,5 @@ def batching_host(opts):
                          "least 1, --kv-cache-bytes and --s2mel-max-wait not negative")
     return batching.BatchingHost(IndexTTSAdapter(opts), {
         "max_sequences": opts.max_sequences, "beams": opts.beams, "kv_cache_bytes": opts.kv_cache_bytes,
-        "s2mel_batch": opts.s2mel_batch, "s2mel_max_wait": opts.s2mel_max_wait})
+        "s2mel_batch": opts.s2mel_batch, "s2mel_max_wait": opts.s2mel_max_wait,
+        **batching.sampling_settings(opts, "indextts_host")})

@@ -33,6 +33,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import batching  # noqa: E402 (its options; it imports torch only if present)
 import indextts_check  # noqa: E402
 import protocol  # noqa: E402 (the shared module lives next to this file)
 from protocol import HostError, env, env_bool, invalid, require_file  # noqa: E402
@@ -421,7 +422,7 @@ def parse_args(argv=None):
     p.add_argument("--max-sequences", type=int, default=int(env("INDEXTTS_MAX_SEQUENCES", "32")),
                    help="with --batch: the most lines decoding at once")
     p.add_argument("--beams", type=int, default=int(env("INDEXTTS_BEAMS", "3")),
-                   help="with --batch: beams per sequence (3 as IndexTTS; 1 is greedy)")
+                   help="with --batch: beams per sequence (3 as IndexTTS; 1 samples: --top-k, --top-p, --temperature)")
     p.add_argument("--kv-cache-bytes", type=int, default=int(env("INDEXTTS_KV_CACHE_BYTES", "0")),
                    help="with --batch: the paged KV cache's size (0: 40%% of the memory free after load)")
     p.add_argument("--s2mel-batch", type=int, default=int(env("INDEXTTS_S2MEL_BATCH", "16")),
@@ -430,6 +431,10 @@ def parse_args(argv=None):
                    help="with --batch: seconds a line waits for s2mel before it goes first, whatever its length")
     p.add_argument("--diffusion-steps", type=int, default=int(env("INDEXTTS_DIFFUSION_STEPS", "25")),
                    help="with --batch: s2mel's flow-matching steps (25 as IndexTTS2.infer)")
+    batching.add_sampling_args(p, "INDEXTTS")
+    p.add_argument("--s2mel-dtype", default=env("INDEXTTS_S2MEL_DTYPE", "fp32"), choices=("fp32", "bf16"),
+                   help="with --batch: s2mel's DiT in bf16, its Euler updates, conditioning and BigVGAN in fp32 "
+                        "(fp32: as IndexTTS2.infer)")
     p.add_argument("--return-codes", action="store_true", help=argparse.SUPPRESS)  # tests: the mel codes
     protocol.add_listen_args(p)
     return p.parse_args(argv)
@@ -446,6 +451,10 @@ def main(argv=None):
         import indextts_batching  # noqa: PLC0415 (version-1 hosts never load it)
 
         return protocol.run_host(None, opts, host=indextts_batching.batching_host(opts))
+    if opts.s2mel_dtype != "fp32":
+        print("indextts_host: --s2mel-dtype bf16 needs --batch (the one-request host runs IndexTTS2.infer, whose "
+              "s2mel is fp32)", file=sys.stderr)
+        return 2
     return protocol.run_host(IndexTTSBackend(opts), opts)
 
 

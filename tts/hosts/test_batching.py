@@ -91,8 +91,8 @@ class BatchingTest(unittest.TestCase):
         self.assertEqual(pool.promised, {})
         self.assertEqual(sum(pool.refs), 0)
 
-    def check_same_tokens(self, beams, stride):
-        host = self.make_host(beams=beams, stride=stride)
+    def check_same_tokens(self, beams, stride, *extra):
+        host = self.make_host(*extra, beams=beams, stride=stride)
         target = self.body("target", 1.2)
         alone = self.synth(host, target)["codes"]
         others = [self.body(f"o{i}", s, seed=i) for i, s in enumerate((0.4, 2.0, 0.8, 1.6))]
@@ -119,8 +119,71 @@ class BatchingTest(unittest.TestCase):
         self.assertEqual([codes[0].tolist()], alone)
 
     def test_batched_equals_alone_greedy_and_stride(self):
-        self.check_same_tokens(beams=1, stride=1)
+        host, _ = self.check_same_tokens(1, 1, "--greedy")
+        self.assertEqual(host.batcher.snapshot()["decode"], "greedy")
         self.check_same_tokens(beams=3, stride=4)
+
+    # -- one beam, sampled ----------------------------------------------------------------
+
+    def test_sampled_batched_equals_alone(self):
+        """One beam samples by default (as a profile with 1 beam starts it: --beams 1 and
+        nothing else), and a line's draw is the same alone and in a batch that lines of
+        other lengths and seeds join and leave, at stride 1 and 4."""
+        host, alone = self.check_same_tokens(1, 1)
+        self.assertEqual(host.batcher.snapshot()["decode"], "sample")
+        _, h = host.handle("GET", "/health", None)
+        self.assertEqual(h["batch"]["decode"], "sample")
+        greedy = self.synth(self.make_host("--greedy", beams=1), self.body("greedy", 1.2))["codes"]
+        self.assertNotEqual(alone, greedy, "the sampled tokens are not the likeliest ones")
+        self.check_same_tokens(1, 4)
+
+    def test_sampling_follows_the_seed(self):
+        """The same line with the same seed gives the same tokens, with another seed
+        others; with --top-k 1 it is the greedy choice."""
+        host = self.make_host(beams=1)
+        a = self.synth(host, self.body("a", 1.2, seed=7))["codes"]
+        again = self.synth(host, self.body("again", 1.2, seed=7))["codes"]
+        other = self.synth(host, self.body("other", 1.2, seed=8))["codes"]
+        self.assertEqual(a, again)
+        self.assertNotEqual(a, other, "another seed, another draw")
+        same = sum(x == y for x, y in zip(a[0], other[0]))
+        self.assertLess(same, len(a[0]) // 2, f"{same} of {len(a[0])} tokens alike: the draws are not independent")
+        top1 = self.synth(self.make_host("--top-k", "1", beams=1), self.body("top1", 1.2, seed=7))["codes"]
+        greedy = self.synth(self.make_host("--greedy", beams=1), self.body("greedy", 1.2, seed=7))["codes"]
+        self.assertEqual(top1, greedy)
+
+    def test_sampled_tokens_stay_in_the_top_k(self):
+        """Every token a batch samples is among the top_k likeliest of its row's
+        (penalised) logits, and within top_p of their mass."""
+        import torch
+
+        import batching
+
+        seen = []
+        real = batching.sample_tokens
+
+        def record(logits, keys, top_k, top_p, temperature):
+            tok = real(logits, keys, top_k, top_p, temperature)
+            seen.append((logits.clone(), tok.clone(), top_k, top_p, temperature))
+            return tok
+
+        batching.sample_tokens = record
+        self.addCleanup(setattr, batching, "sample_tokens", real)
+        host = self.make_host("--top-k", "5", "--top-p", "0.9", beams=1)
+        self.run_staggered(host, [self.body(f"l{i}", s, seed=i) for i, s in enumerate((0.6, 1.0, 0.4))], gap_steps=2)
+        self.assertGreater(max(len(t) for _, t, *_ in seen), 1, "rows sampled together")
+        kept = 0
+        for logits, tok, top_k, top_p, temp in seen:
+            self.assertEqual((top_k, top_p, temp), (5, 0.9, 0.8))
+            vals, idx = logits.topk(top_k, dim=-1)
+            probs = torch.softmax(vals / temp, dim=-1)
+            for r in range(tok.shape[0]):
+                row = idx[r].tolist()
+                self.assertIn(int(tok[r]), row, "the token is one of the top k")
+                rank = row.index(int(tok[r]))
+                self.assertLess(float(probs[r, :rank].sum()), top_p, "the likelier tokens did not already reach top_p")
+                kept += rank > 0
+        self.assertGreater(kept, 0, "some draws were not the likeliest token")
 
     def test_audio_batched_and_alone(self):
         """s2mel and the vocoder batched: the same line's audio alone and in a group of
@@ -242,9 +305,79 @@ class BatchingTest(unittest.TestCase):
     def test_bad_settings_are_refused(self):
         import bench_host
 
-        opts = bench_host.parse_args(["--port", "0", "--batch", "--max-sequences", "0"])
-        with self.assertRaises(SystemExit):
-            bench_host.batching_host(opts, bench_host.Dims.tiny())
+        for flag, value in (("--max-sequences", "0"), ("--top-k", "-1"), ("--top-p", "0"), ("--temperature", "nan")):
+            opts = bench_host.parse_args(["--port", "0", "--batch", flag, value])
+            with self.assertRaises(SystemExit, msg=flag) as cm:
+                bench_host.batching_host(opts, bench_host.Dims.tiny())
+            self.assertIn(flag, str(cm.exception))
+
+
+@unittest.skipUnless(HAS_TORCH, "needs torch")
+class SampleTokensTest(unittest.TestCase):
+    """batching.sample_tokens on its own: a row's draw does not depend on the other
+    rows, never leaves the top k, follows the softmax, and the counter-based noise is
+    uniform and exact in int64."""
+
+    def test_hash_is_exact_and_the_same_on_ints_and_tensors(self):
+        import torch
+
+        import batching
+
+        xs = [0, 1, 2, 0x7FFFFFFF, 0xFFFFFFFF, 123456789]
+        want = []
+        for x in xs:  # lowbias32 in plain 32-bit arithmetic
+            x ^= x >> 16
+            x = (x * 0x7FEB352D) & 0xFFFFFFFF
+            x ^= x >> 15
+            x = (x * 0x846CA68B) & 0xFFFFFFFF
+            want.append(x ^ (x >> 16))
+        self.assertEqual([batching.hash32(x) for x in xs], want)
+        self.assertEqual(batching.hash32(torch.tensor(xs)).tolist(), want)
+        self.assertNotEqual(batching.sequence_key(7, 0), batching.sequence_key(7, 1))
+        self.assertNotEqual(batching.sequence_key(7, 0), batching.sequence_key(8, 0))
+        self.assertLess(batching.sequence_key(-1, 3), 1 << 32)
+        ends = batching.gumbel_of(torch.tensor([0, 1, 0xFFFFFFFE, 0xFFFFFFFF]))
+        self.assertTrue(bool(torch.isfinite(ends).all()), ends)
+        self.assertEqual(ends.argsort().tolist(), [0, 1, 2, 3], "more bits, more noise")
+
+    def test_a_rows_draw_does_not_depend_on_the_batch(self):
+        import torch
+
+        import batching
+
+        g = torch.Generator().manual_seed(0)
+        logits = torch.randn(16, 300, generator=g) * 3
+        keys = torch.tensor([batching.hash32(i) for i in range(16)])
+        together = batching.sample_tokens(logits, keys)
+        for i in range(16):
+            self.assertEqual(int(batching.sample_tokens(logits[i:i + 1], keys[i:i + 1])[0]), int(together[i]))
+        shuffled = torch.randperm(16, generator=g)
+        self.assertEqual(batching.sample_tokens(logits[shuffled], keys[shuffled]).tolist(), together[shuffled].tolist())
+
+    def test_draws_stay_in_the_top_k_and_follow_the_softmax(self):
+        import torch
+
+        import batching
+
+        g = torch.Generator().manual_seed(1)
+        row = torch.randn(300, generator=g) * 2
+        n = 20000
+        logits = row.expand(n, -1)
+        keys = torch.tensor([batching.hash32(batching.sequence_key(5, 0) ^ step) for step in range(n)])
+        tok = batching.sample_tokens(logits, keys, top_k=30, top_p=1.0, temperature=0.8)
+        top = set(row.topk(30).indices.tolist())
+        self.assertTrue(set(tok.tolist()) <= top, "never outside the top 30")
+        vals, idx = row.topk(30)
+        probs = torch.softmax(vals / 0.8, dim=-1)
+        counts = torch.bincount(tok, minlength=300)[idx].float() / n
+        # 20,000 draws: each frequency within 5 standard errors of its probability.
+        se = (probs * (1 - probs) / n).sqrt()
+        self.assertTrue(bool(((counts - probs).abs() <= 5 * se + 1e-4).all()), (counts - probs).abs().max())
+        # top_p keeps the fewest likeliest tokens that reach it.
+        tok = batching.sample_tokens(logits, keys, top_k=30, top_p=0.5, temperature=0.8)
+        need = int((probs.cumsum(0) < 0.5).sum()) + 1
+        self.assertEqual(set(tok.tolist()), set(idx[:need].tolist()))
+        self.assertEqual(set(batching.sample_tokens(logits[:50], keys[:50], top_k=1).tolist()), {int(idx[0])})
 
 
 class NextGroupTest(unittest.TestCase):

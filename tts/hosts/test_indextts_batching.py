@@ -115,8 +115,8 @@ class IndexTTSAdapterTest(unittest.TestCase):
         self.assertEqual(len(pool.free), pool.n_blocks - 1, "every KV block is back")
         self.assertEqual(pool.promised, {})
 
-    def check_same_tokens(self, beams):
-        host = self.make_host(beams=beams)
+    def check_same_tokens(self, beams, *extra):
+        host = self.make_host(*extra, beams=beams)
         target = self.body("target", TEXTS[0], 30)
         alone = self.synth(host, target)["codes"]
         others = [self.body(f"o{i}", TEXTS[i + 1], n, seed=i) for i, n in enumerate((8, 60, 16, 45))]
@@ -131,7 +131,7 @@ class IndexTTSAdapterTest(unittest.TestCase):
         return host, alone
 
     def test_batched_equals_alone_greedy_and_equals_unified_voice(self):
-        host, alone = self.check_same_tokens(beams=1)
+        host, alone = self.check_same_tokens(1, "--greedy")
         # ... and equals the stand-in UnifiedVoice's own greedy decode, which runs the whole
         # sequence through its GPT-2 at every token (no KV cache, no paging).
         import protocol
@@ -153,6 +153,35 @@ class IndexTTSAdapterTest(unittest.TestCase):
 
     def test_batched_equals_alone_beam_search(self):
         self.check_same_tokens(beams=3)
+
+    def test_sampled_batched_equals_alone_and_follows_the_seed(self):
+        """One beam samples by default (top-k 30, top-p 0.8, temperature 0.8, as
+        IndexTTS2.infer): the same draw alone and in a batch others join and leave; another
+        seed, another draw; the greedy choice is not what it draws; every token is in the
+        top 30 of its row's penalised logits."""
+        import batching
+
+        draws = []
+        real = batching.sample_tokens
+
+        def record(logits, keys, top_k, top_p, temperature):
+            tok = real(logits, keys, top_k, top_p, temperature)
+            draws.append((logits.topk(top_k, dim=-1).indices, tok, top_k))
+            return tok
+
+        batching.sample_tokens = record
+        self.addCleanup(setattr, batching, "sample_tokens", real)
+        host, alone = self.check_same_tokens(1)
+        self.assertEqual(host.batcher.snapshot()["decode"], "sample")
+        other = self.synth(host, self.body("seed8", TEXTS[0], 30, seed=8))["codes"]
+        self.assertNotEqual(other, alone, "another seed, another draw")
+        greedy = self.synth(self.make_host("--greedy", beams=1), self.body("greedy", TEXTS[0], 30))["codes"]
+        self.assertNotEqual(greedy, alone)
+        self.assertTrue(draws)
+        for top, tok, k in draws:
+            self.assertEqual(k, 30)
+            for r in range(tok.shape[0]):
+                self.assertIn(int(tok[r]), top[r].tolist(), "never outside the top k")
 
     def test_latents_and_s2mel_match_the_modules_own_paths(self):
         """latents_batch: UnifiedVoice.forward's latents, alone and padded in a batch;
@@ -266,6 +295,68 @@ class IndexTTSAdapterTest(unittest.TestCase):
         zh = self.synth(host, self.body("zh", TEXTS[0], 20, language="zh"))
         self.assertNotEqual(zh["codes"], one["codes"], "the language embedding conditions the GPT")
 
+    def test_s2mel_in_bf16(self):
+        """--s2mel-dtype bf16: the CFM's estimator in bf16 (the rest of s2mel and BigVGAN
+        fp32), the same line's audio as in fp32 up to bf16 rounding, not identical."""
+        import torch
+
+        out = {}
+        for dtype in ("fp32", "bf16"):
+            host = self.make_host("--s2mel-dtype", dtype, "--greedy", beams=1)
+            models = host.adapter.tts.s2mel.models
+            want = torch.bfloat16 if dtype == "bf16" else torch.float32
+            self.assertEqual({p.dtype for p in models["cfm"].estimator.parameters()}, {want})
+            for name in ("length_regulator", "gpt_layer"):
+                self.assertEqual({p.dtype for p in models[name].parameters()}, {torch.float32}, name)
+            self.assertEqual({p.dtype for p in host.adapter.tts.bigvgan.parameters()}, {torch.float32})
+            _, h = host.handle("GET", "/health", None)
+            self.assertEqual(h["s2mel_dtype"], dtype)
+            body = self.body(dtype, TEXTS[0], 20)
+            out[dtype] = (self.synth(host, body)["codes"], pcm(body["output_path"]))
+        (codes32, a), (codes16, b) = out["fp32"], out["bf16"]
+        self.assertEqual(codes32, codes16, "the GPT is untouched")
+        self.assertEqual(len(a), len(b))
+        self.assertNotEqual(a, b, "the DiT really ran in bf16")
+        err = sum((x - y) ** 2 for x, y in zip(a, b)) / len(a)
+        power = sum(x * x for x in a) / len(a)
+        self.assertGreater(power, 0)
+        self.assertLess(err, 1e-2 * power, f"bf16 error {err:.1f} against signal power {power:.1f}")
+
+    def test_activations_are_measured_at_load(self):
+        """The adapter measures a line's s2mel and vocoder activations at load (a 4 s line
+        behind an 8 s prompt), so the executor has a figure from the first line (the
+        health's activation_bytes_per_second): at least the line's own waveform and mel
+        per second."""
+        host = self.make_host()
+        a = host.adapter
+        per_second = a.activation_bytes_per_second
+        _, h = host.handle("GET", "/health", None)
+        self.assertEqual(h["batch"]["activation_bytes_per_second"], per_second)
+        wav = a.sample_rate * 4  # fp32 samples of one second of audio
+        mel = 80 * int(a.sample_rate / a.hop) * 4
+        self.assertGreater(per_second, wav + mel, "the probe saw at least the line's mel and waveform")
+        # The 8 s prompt's frames ride along through every estimator call (twice: CFG):
+        # the figure is below the whole model, far below a gigabyte a second here.
+        self.assertLess(per_second, 1 << 30)
+
+    def test_live_bytes_counts_what_is_made_and_alive(self):
+        import torch
+
+        import indextts_batching
+
+        lin = torch.nn.Linear(256, 256)
+        x = torch.randn(64, 256)
+        with torch.inference_mode(), indextts_batching.LiveBytes(torch) as live:
+            y = lin(x)  # 64 KiB
+            z = torch.relu(y)  # 64 KiB more
+            del y
+            z.add_(1)  # in place: nothing new
+            w = z.t()  # a view: nothing new
+        self.assertEqual(live.peak, 2 * 64 * 256 * 4, "weights and inputs are not counted")
+        self.assertEqual(live.live, 64 * 256 * 4)
+        del z, w
+        self.assertEqual(live.live, 0)
+
     # -- failure paths ------------------------------------------------------------------
 
     def test_bad_input_is_refused_and_changes_nothing(self):
@@ -330,8 +421,10 @@ class IndexTTSAdapterTest(unittest.TestCase):
         import indextts_batching
         import indextts_host
 
-        for flag in ("--max-sequences", "--beams", "--s2mel-batch", "--diffusion-steps"):
-            opts = indextts_host.parse_args(["--port", "0", "--batch", flag, "0"])
+        for flag, value in (("--max-sequences", "0"), ("--beams", "0"), ("--s2mel-batch", "0"),
+                            ("--diffusion-steps", "0"), ("--top-k", "-1"), ("--top-p", "0"), ("--top-p", "1.5"),
+                            ("--temperature", "0")):
+            opts = indextts_host.parse_args(["--port", "0", "--batch", flag, value])
             with self.assertRaises(SystemExit, msg=flag):
                 indextts_batching.batching_host(opts)
 
