@@ -170,11 +170,9 @@ func TestImportScriptInBulk(t *testing.T) {
 	ctx := context.Background()
 	const n = 400
 	b := setup(t, n) // line i+1 at i*2000 ms, 1500 ms long, Alice or Bob
-	project, err := b.store.AllLines(ctx, b.project.ID)
-	require.NoError(t, err)
 	studiotest.Exec(t, b.store, "UPDATE lines SET state = 'done' WHERE project_id = $1 AND idx % 4 = 1", b.project.ID)
 	studiotest.Exec(t, b.store, "UPDATE lines SET state = 'queued' WHERE project_id = $1 AND idx = 3", b.project.ID)
-	project, err = b.store.AllLines(ctx, b.project.ID)
+	project, err := b.store.AllLines(ctx, b.project.ID)
 	require.NoError(t, err)
 
 	var file []studio.NewLine

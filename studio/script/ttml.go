@@ -386,7 +386,7 @@ func parseTTML(s *source) []Cue {
 				agentName.Write(t)
 			}
 			if top := len(stack) - 1; cue != nil && top >= 0 && !stack[top].inactive && !stack[top].annotation &&
-				!(stack[top].rubyFrame && xmlSpace(t)) {
+				(!stack[top].rubyFrame || !xmlSpace(t)) {
 				if stack[top].preserve {
 					cue.text.Write(t)
 				} else {
