@@ -73,37 +73,39 @@ func (s *Server) showPicture(c echo.Context) error {
 // serveProxy sends the project's video proxy with range requests (206 and
 // Content-Range, as a video element seeking asks), by http.ServeContent.
 func (s *Server) serveProxy(c echo.Context) error {
-	p, err := s.project(c)
+	sha, err := s.readyProxy(c)
 	if err != nil {
 		return err
+	}
+	// The URL names the proxy (?v=), so a new upload is a new URL.
+	return s.serveBlobRange(c, sha, "video/mp4", "private, max-age=3600")
+}
+
+// readyProxy is the hash of the project's finished video proxy; 404 while there is none.
+func (s *Server) readyProxy(c echo.Context) (string, error) {
+	p, err := s.project(c)
+	if err != nil {
+		return "", err
 	}
 	v, err := s.store.ProjectVideo(c.Request().Context(), p.ID)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if v.State != studio.VideoDone || v.ProxySHA256 == nil {
-		return echo.NewHTTPError(http.StatusNotFound, s.t(c, "video.not_ready"))
+		return "", echo.NewHTTPError(http.StatusNotFound, s.t(c, "video.not_ready"))
 	}
-	// The URL names the proxy (?v=), so a new upload is a new URL.
-	return s.serveBlobRange(c, *v.ProxySHA256, "video/mp4", "private, max-age=3600")
+	return *v.ProxySHA256, nil
 }
 
 // serveProxyPicture sends the proxy's picture without its sound track
 // (media.ProxyPicture), which plays under the dub, with range requests as
 // serveProxy does.
 func (s *Server) serveProxyPicture(c echo.Context) error {
-	p, err := s.project(c)
+	sha, err := s.readyProxy(c)
 	if err != nil {
 		return err
 	}
-	v, err := s.store.ProjectVideo(c.Request().Context(), p.ID)
-	if err != nil {
-		return err
-	}
-	if v.State != studio.VideoDone || v.ProxySHA256 == nil {
-		return echo.NewHTTPError(http.StatusNotFound, s.t(c, "video.not_ready"))
-	}
-	blob, err := s.media.ProxyPicture(c.Request().Context(), *v.ProxySHA256)
+	blob, err := s.media.ProxyPicture(c.Request().Context(), sha)
 	if err != nil {
 		return err
 	}
