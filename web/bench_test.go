@@ -42,16 +42,7 @@ func BenchmarkImportSRT5000(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cues, err := script.Parse("bench.srt", data)
-		if err != nil {
-			b.Fatal(err)
-		}
-		lines := make([]studio.NewLine, len(cues))
-		for i, c := range cues {
-			lines[i] = studio.NewLine{SourceLine: c.SourceLine, StartMs: int(c.Start.Milliseconds()), EndMs: int(c.End.Milliseconds()),
-				CharacterName: c.Character, Text: c.Text}
-		}
-		if _, err := store.ImportLines(ctx, user.ID, p.ID, lines); err != nil {
+		if _, err := store.ImportLines(ctx, user.ID, p.ID, newLines(b, data)); err != nil {
 			b.Fatal(err)
 		}
 	}
