@@ -93,7 +93,8 @@ func TestPictureWithTheDubInSync(t *testing.T) {
 		for _, s := range samples {
 			require.False(t, s.VideoPaused || s.DubPaused, "seek %.2f s, %.0f ms in: both play (%+v)", at, s.Ms, s)
 			require.True(t, s.VideoMuted, "the picture is silent while the dub plays")
-			require.GreaterOrEqual(t, s.Video, at, "the picture plays on from the seek")
+			// A seek lands on the frame time as a float: 4.1 may read back as 4.099999.
+			require.GreaterOrEqual(t, s.Video, at-0.001, "the picture plays on from the seek")
 			if math.Abs(s.Dub-s.Video) > math.Abs(worst.Dub-worst.Video) {
 				worst = s
 			}
