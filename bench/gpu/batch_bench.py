@@ -317,6 +317,7 @@ def main():
                    help="first: one 3 s line on one-request hosts with s2mel in fp32 and in bf16, compared")
     p.add_argument("--stage-costs", action="store_true", help="time s2mel and the vocoder alone first")
     p.add_argument("--name", default="", help="suffix of the result file")
+    p.add_argument("--host-args", default="", help="more of the host's flags, e.g. \"--no-decode-graphs --no-s2mel-graphs\"")
     p.add_argument("--profile", type=int, default=0,
                    help="at this concurrency, time every decode step and profile the run with torch.profiler "
                         "(tables in DIR/profile-*.txt)")
@@ -326,10 +327,12 @@ def main():
     args = ["--port", "0", "--batch", "--gpt-dtype", "fp16", "--decode-stride", str(a.stride), "--beams", str(a.beams),
             "--max-sequences", str(a.max_sequences or max(conc)), "--return-codes", "--s2mel-dtype", a.s2mel_dtype]
     args += ["--tf32"] if a.tf32 else []
+    args += a.host_args.split()
     if a.kv_cache_bytes:
         args += ["--kv-cache-bytes", str(a.kv_cache_bytes)]
     opts = bench_host.parse_args(args)
     report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "stride": a.stride, "beams": a.beams,
+              "host_args": a.host_args,
               "tf32": a.tf32, "s2mel_dtype": a.s2mel_dtype, "free_gib_at_start": round(torch.cuda.mem_get_info()[0] / 2**30, 1),
               "workload_seconds": round(sum(lengths), 1), "lines": len(lengths)}
     with tempfile.TemporaryDirectory() as tmp:
@@ -354,7 +357,10 @@ def main():
         _, h = host.handle("GET", "/health", None)
         report["load"] = {"seconds": round(time.perf_counter() - t, 1), "resident_gib": round(h["resident_bytes"] / 2**30, 2),
                           "kv_cache_gib": round(h["batch"]["kv_cache_bytes"] / 2**30, 2),
-                          "activation_mib_per_second": round(h["batch"]["activation_bytes_per_second"] / 2**20, 1)}
+                          "activation_mib_per_second": round(h["batch"]["activation_bytes_per_second"] / 2**20, 1),
+                          "decode_graphs": h["batch"]["decode_graphs"],
+                          "graph_capture_seconds": h["batch"]["graph_capture_seconds"],
+                          "graph_pool_mib": round(h["batch"]["graph_pool_bytes"] / 2**20, 1)}
         print(json.dumps({"load": report["load"]}), flush=True)
         run_batch(host, lengths[:8], refs, tmp, 8)  # warm-up: allocator, kernels
         if a.stage_costs:
@@ -374,7 +380,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, f"batch-stride{a.stride}{a.name}.json"), "w") as f:
         json.dump(report, f, indent=1)
-    print(f"stride {a.stride} tf32 {a.tf32} s2mel {a.s2mel_dtype} {a.name}")
+    print(f"stride {a.stride} tf32 {a.tf32} s2mel {a.s2mel_dtype} host args '{a.host_args}' {a.name}")
     print("| C | audio s/s | p50 s | p95 s | p95 ≤5 s | peak alloc GiB | NVML GiB | rows max | tok/s med | failed |")
     for r in report["runs"]:
         print(f"| {r['concurrency']} | {r['audio_per_wall']} | {r['p50']} | {r['p95']} | {r['p95_upto_5s']} | "

@@ -56,6 +56,11 @@ TEMPERATURE = 0.8
 REPETITION_PENALTY = 10.0
 # Seconds a line may wait for s2mel before it goes first, whatever its length.
 S2MEL_MAX_WAIT = 5.0
+# The decode step's CUDA graphs: rows of the batch rounded up to one of these, block
+# tables to a multiple of GRAPH_WIDTH_STEP blocks (the padding costs attention over at
+# most 3 masked blocks a row).
+GRAPH_ROWS = (4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512)
+GRAPH_WIDTH_STEP = 4
 
 
 def attention(q, k, v, mask=None, causal=False):
@@ -89,6 +94,89 @@ def use_expandable_segments():
         settings = getattr(torch._C, "_accelerator_setAllocatorSettings", None) or \
             torch.cuda.memory._set_allocator_settings
         settings("expandable_segments:True")
+
+
+# ---------------------------------------------------------------------------------------
+# CUDA graphs
+#
+# A batching host is bound by kernel launches, not by the GPU: profiled at 64 lines in
+# flight, 209k launches took 2.4 s of CPU in cudaLaunchKernel alone over an 11.5 s run
+# (bench/results/2026-12-02-admission). A CUDA graph records a function's kernels once,
+# for one shape, and replays them with one launch. The batcher pads its tensors to a
+# few shapes (buckets) and keeps a graph per bucket.
+
+
+def bucket_up(n, buckets):
+    """The smallest bucket at least n, or None when n passes the largest."""
+    for b in buckets:
+        if b >= n:
+            return b
+    return None
+
+
+@dataclasses.dataclass
+class Graph:
+    graph: object
+    inputs: tuple  # the tensors every replay reads: write a call's inputs into these
+    output: object  # what the capture returned; every replay overwrites it
+    bytes: int  # the memory of the function's temporaries, in the shared pool
+
+    def replay(self):
+        self.graph.replay()
+        return self.output
+
+
+class GraphCache:
+    """CUDA graphs of one function fn(*tensors), one per key (a bucket of shapes),
+    sharing one memory pool. The graphs of one cache run one at a time, on the
+    caller's stream, so they share their temporaries; the caller owns the tensors a
+    graph reads (views of buffers it keeps, so that graphs need not hold inputs of
+    their own) and should have fn write its result into a buffer it owns too.
+
+    A capture runs on a side stream after one warm-up call there (lazy
+    initialisations, cuBLAS workspaces); capture_error_mode "thread_local" lets the
+    host's other stage go on launching from its own thread meanwhile."""
+
+    def __init__(self, fn, device):
+        self.fn = fn
+        self.device = device
+        self.pool = torch.cuda.graph_pool_handle()
+        self.graphs = {}
+        self.capture_seconds = 0.0
+
+    def __len__(self):
+        return len(self.graphs)
+
+    def get(self, key):
+        return self.graphs.get(key)
+
+    def most_bytes(self):
+        """The shared pool's size: the temporaries of the largest graph."""
+        return max((g.bytes for g in self.graphs.values()), default=0)
+
+    def capture(self, key, inputs):
+        """Records fn(*inputs) as the graph of key (inputs: device tensors)."""
+        t = time.perf_counter()
+        cur = torch.cuda.current_stream(self.device)
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(cur)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(side):
+            self.fn(*inputs)  # warm-up, outside the graph
+            side.synchronize()
+            before = torch.cuda.memory_allocated(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            graph.capture_begin(pool=self.pool, capture_error_mode="thread_local")
+            try:
+                out = self.fn(*inputs)
+            finally:
+                graph.capture_end()
+            peak = torch.cuda.max_memory_allocated(self.device) - before
+        cur.wait_stream(side)
+        g = Graph(graph=graph, inputs=tuple(inputs), output=out, bytes=max(0, peak))
+        self.graphs[key] = g
+        self.capture_seconds += time.perf_counter() - t
+        return g
 
 
 # ---------------------------------------------------------------------------------------
@@ -160,10 +248,14 @@ def sample_tokens(logits, keys, top_k=TOP_K, top_p=TOP_P, temperature=TEMPERATUR
     return idx.gather(1, pick[:, None])[:, 0]
 
 
-def add_sampling_args(p, prefix):
-    """The one-beam decoding options of a batching host's command line, each with an
-    environment variable prefix_NAME."""
+def add_decode_args(p, prefix):
+    """The decoding options of a batching host's command line (one-beam sampling, the
+    decode step's CUDA graphs), each with an environment variable prefix_NAME."""
     env, env_bool = protocol.env, protocol.env_bool
+    p.add_argument("--no-decode-graphs", dest="decode_graphs", action="store_false",
+                   default=not env_bool(prefix + "_NO_DECODE_GRAPHS", False),
+                   help="with --batch on CUDA: launch the decode step's kernels one by one instead of replaying "
+                        "its CUDA graphs (recorded at load, one per bucket of rows and blocks)")
     p.add_argument("--greedy", action="store_true", default=env_bool(prefix + "_GREEDY", False),
                    help="with --batch --beams 1: take the likeliest token instead of sampling (deterministic)")
     p.add_argument("--top-k", type=int, default=int(env(prefix + "_TOP_K", str(TOP_K))),
@@ -174,13 +266,14 @@ def add_sampling_args(p, prefix):
                    help=f"the logits' temperature, sampling and beam search ({TEMPERATURE} as IndexTTS)")
 
 
-def sampling_settings(opts, name):
-    """The Batcher's decoding arguments from add_sampling_args' options; a bad value
+def decode_settings(opts, name):
+    """The Batcher's decoding arguments from add_decode_args' options; a bad value
     stops the host with a message naming it."""
     if opts.top_k < 0 or not 0 < opts.top_p <= 1 or not 0 < opts.temperature < math.inf:
         raise SystemExit(f"{name}: --top-k must not be negative, --top-p must be in (0, 1] and --temperature "
                          f"above 0 (got {opts.top_k}, {opts.top_p}, {opts.temperature})")
-    return {"greedy": opts.greedy, "top_k": opts.top_k, "top_p": opts.top_p, "temperature": opts.temperature}
+    return {"greedy": opts.greedy, "top_k": opts.top_k, "top_p": opts.top_p, "temperature": opts.temperature,
+            "decode_graphs": opts.decode_graphs}
 
 
 def penalise(logits, seen, penalty):
@@ -332,7 +425,7 @@ class Batcher:
 
     def __init__(self, adapter, meter, max_sequences, beams, kv_cache_bytes, decode_stride=1, s2mel_batch=16,
                  s2mel_max_wait=S2MEL_MAX_WAIT, repetition_penalty=REPETITION_PENALTY, temperature=TEMPERATURE,
-                 greedy=False, top_k=TOP_K, top_p=TOP_P):
+                 greedy=False, top_k=TOP_K, top_p=TOP_P, decode_graphs=True):
         self.a = adapter
         self.meter = meter
         self.max_sequences = max_sequences
@@ -353,7 +446,9 @@ class Batcher:
         self.ready_cv = threading.Condition()
         self.s2mel_max_wait = s2mel_max_wait
         self.lock = threading.Lock()
-        self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0}
+        self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0}
+        self.decode_graphs = decode_graphs
+        self.graphs = None  # GraphCache of _forward per (rows, blocks) bucket, on CUDA
         self.rate = []  # (time, tokens) of recent steps
 
     # -- setup ------------------------------------------------------------------------
@@ -372,8 +467,37 @@ class Batcher:
         # one H200, equal priorities made a 192-row step take about 200 ms).
         self.gpt_stream = torch.cuda.Stream(a.device, priority=-1) if cuda else None
         self.s2mel_stream = torch.cuda.Stream(a.device, priority=0) if cuda else None
+        if cuda and self.decode_graphs:
+            self._capture_decode_graphs()
         for name, fn in (("gpt", self._gpt_loop), ("s2mel", self._s2mel_loop)):
             threading.Thread(target=fn, name=name, daemon=True).start()
+
+    def _capture_decode_graphs(self):
+        """Records the decode step for every bucket of rows (up to the most a full batch
+        holds) and of blocks (up to the model's positions) before the host serves: no
+        step waits for a capture, and the graphs' shared pool, sized by the largest
+        first, is part of the memory the host reports at load."""
+        a = self.a
+        most = self.max_sequences * self.beams
+        self.graph_rows = [r for r in GRAPH_ROWS if r < most] + [bucket_up(most, GRAPH_ROWS) or most]
+        blocks = math.ceil(a.max_positions / BLOCK_TOKENS)
+        self.graph_widths = list(range(GRAPH_WIDTH_STEP, blocks, GRAPH_WIDTH_STEP)) + [blocks]
+        k = self.stride
+        with self._stream(self.gpt_stream), torch.inference_mode(), a.gpt_context():
+            # Every graph writes its logits into one buffer, not into an output of its own
+            # in the pool (209 graphs of the benchmark model would hold 240 MB of them).
+            probe = self._forward(torch.zeros(1, 2 * k + 2, dtype=torch.long, device=a.device))
+            out = torch.empty(self.graph_rows[-1], probe.shape[-1], dtype=probe.dtype, device=a.device)
+            self.graphs = GraphCache(lambda ids: out[:ids.shape[0]].copy_(self._forward(ids)), a.device)
+            for r in reversed(self.graph_rows):
+                for w in reversed(self.graph_widths):
+                    self.graphs.capture((r, w), (torch.zeros(r, 2 * k + 1 + w, dtype=torch.long, device=a.device),))
+            torch.cuda.current_stream(a.device).synchronize()
+
+    def graph_bytes(self):
+        """The decode graphs' shared pool (their inputs and logits buffer are ordinary
+        allocations, in memory_allocated)."""
+        return self.graphs.most_bytes() if self.graphs else 0
 
     def _stream(self, s):
         return torch.cuda.stream(s) if s is not None else contextlib.nullcontext()
@@ -409,7 +533,10 @@ class Batcher:
                 "activation_bytes_per_second": self.a.activation_bytes_per_second,
                 "decoding": decoding, "waiting": len(self.waiting), "in_s2mel": self.stats["in_s2mel"],
                 "decode_tokens_per_second": round(rate, 1), "batch_rows_max": self.stats["batch_rows_max"],
-                "steps": self.stats["steps"],
+                "steps": self.stats["steps"], "graph_steps": self.stats["graph_steps"],
+                "decode_graphs": len(self.graphs) if self.graphs else 0,
+                "graph_capture_seconds": round(self.graphs.capture_seconds, 2) if self.graphs else 0.0,
+                "graph_pool_bytes": self.graph_bytes(),
             }
 
     # -- the GPT loop -------------------------------------------------------------------
@@ -617,27 +744,28 @@ class Batcher:
             dst = torch.tensor(copies_dst, device=a.device)
             pool.k[:, dst] = pool.k[:, src]
             pool.v[:, dst] = pool.v[:, src]
-        lengths = [r.length for r in rows]
         width = max(len(r.blocks) for r in rows)
-        table = torch.tensor([r.blocks + [0] * (width - len(r.blocks)) for r in rows], device=a.device)
-        pos = torch.tensor(lengths, device=a.device)[:, None] + torch.arange(k, device=a.device)  # cache positions
-        wblk = table.gather(1, pos // BLOCK_TOKENS).reshape(-1)
-        woff = (pos % BLOCK_TOKENS).reshape(-1)
-        keys = torch.arange(width * BLOCK_TOKENS, device=a.device)
-        mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [R, 1, k, S]
-        mel_pos = torch.tensor([s.made - k for s in feed for _ in s.rows], device=a.device)[:, None] + \
-            torch.arange(k, device=a.device)
-        tokens = torch.tensor([[t] * k for s in feed for t in s.last], device=a.device)
-        x = a.embed_codes(tokens, mel_pos)  # [R, k, D]
-        for li, layer in enumerate(a.layers_list):
-            q, kk, vv = layer.qkv(x)  # [R, H, k, hd]
-            pool.k[li][wblk, woff] = kk.transpose(1, 2).reshape(n * k, a.heads, a.head_dim)
-            pool.v[li][wblk, woff] = vv.transpose(1, 2).reshape(n * k, a.heads, a.head_dim)
-            # One gather per tensor; the reshape is a view, the transpose a stride change.
-            kc = pool.k[li][table].view(n, width * BLOCK_TOKENS, a.heads, a.head_dim).transpose(1, 2)
-            vc = pool.v[li][table].view(n, width * BLOCK_TOKENS, a.heads, a.head_dim).transpose(1, 2)
-            x = layer.finish(x, attention(q, kc, vc, mask=mask))
-        logits = a.head(x[:, -1])
+        key = self._graph_key(n, width) if self.graphs is not None else None
+        if key is not None:
+            n_pad, width = key
+        else:
+            n_pad = n
+        # One int64 tensor per step, one copy to the device: per row its k tokens,
+        # their k mel positions, its cache length and its block table (_forward's layout).
+        ids = []
+        for s in feed:
+            pos = list(range(s.made - k, s.made))
+            for r, t in zip(s.rows, s.last):
+                ids.append([t] * k + pos + [r.length] + r.blocks + [0] * (width - len(r.blocks)))
+        ids.extend([[0] * (2 * k + 1 + width)] * (n_pad - n))  # padded rows: block 0, masked
+        ids = torch.tensor(ids, dtype=torch.long)
+        if key is not None:
+            g = self.graphs.get(key)
+            g.inputs[0].copy_(ids, non_blocking=True)
+            logits = g.replay()
+            self.stats["graph_steps"] += 1
+        else:
+            logits = self._forward(ids.to(a.device, non_blocking=True))
         i = 0
         for s in feed:
             for r in s.rows:
@@ -652,6 +780,40 @@ class Batcher:
             self.rate.append((time.perf_counter(), k * len(feed)))
             if len(self.rate) > 512:
                 del self.rate[:256]
+
+    def _forward(self, ids):
+        """One decode step's GPT pass: ids [R, 2k + 1 + W] holds per row its k tokens,
+        their k mel positions, its cache length and its block table of W blocks (block
+        0 pads it, masked). Writes the k tokens' keys and values into the pool and
+        returns the logits of each row's last token [R, V]. Only tensor work on the
+        device: a CUDA graph records it as it is."""
+        a, pool, k = self.a, self.pool, self.stride
+        n = ids.shape[0]
+        tokens, mel_pos = ids[:, :k], ids[:, k:2 * k]
+        lengths, table = ids[:, 2 * k], ids[:, 2 * k + 1:]
+        width = table.shape[1]
+        pos = lengths[:, None] + torch.arange(k, device=ids.device)  # cache positions
+        wblk = table.gather(1, pos // BLOCK_TOKENS).reshape(-1)
+        woff = (pos % BLOCK_TOKENS).reshape(-1)
+        keys = torch.arange(width * BLOCK_TOKENS, device=ids.device)
+        mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [R, 1, k, S]
+        x = a.embed_codes(tokens, mel_pos)  # [R, k, D]
+        for li, layer in enumerate(a.layers_list):
+            q, kk, vv = layer.qkv(x)  # [R, H, k, hd]
+            pool.k[li][wblk, woff] = kk.transpose(1, 2).reshape(n * k, a.heads, a.head_dim)
+            pool.v[li][wblk, woff] = vv.transpose(1, 2).reshape(n * k, a.heads, a.head_dim)
+            # One gather per tensor; the reshape is a view, the transpose a stride change.
+            kc = pool.k[li][table].view(n, width * BLOCK_TOKENS, a.heads, a.head_dim).transpose(1, 2)
+            vc = pool.v[li][table].view(n, width * BLOCK_TOKENS, a.heads, a.head_dim).transpose(1, 2)
+            x = layer.finish(x, attention(q, kc, vc, mask=mask))
+        return a.head(x[:, -1])
+
+    def _graph_key(self, rows, width):
+        """The decode graph for a step of rows rows and width blocks: (rows, width)
+        rounded up to their buckets, or None past the largest (the step runs eagerly)."""
+        r = bucket_up(rows, self.graph_rows)
+        w = bucket_up(width, self.graph_widths)
+        return None if r is None or w is None else (r, w)
 
     def _reorder(self, s, parents):
         """New beam j continues parent beam parents[j]: it shares the parent's blocks."""
@@ -754,6 +916,9 @@ class Batcher:
             self._sync()
             t_voc = time.perf_counter() - t
             peak = (torch.cuda.max_memory_allocated(a.device) - base) if a.device.type == "cuda" else 0
+            # A group that replayed a CUDA graph allocated nothing for its temporaries: the
+            # graph's memory (an adapter's s2mel_graph_bytes, where it has graphs) is theirs.
+            peak += getattr(a, "s2mel_graph_bytes", 0)
             frames = [m.shape[-1] for m in mels]
             total = max(1, sum(frames))
             i = 0
@@ -869,7 +1034,9 @@ class BatchingHost(protocol.Host):
         self.batcher = Batcher(self.adapter, self.meter, **args)
         self.batcher.start()
         self.meter.synchronize()
-        self.resident = self.meter.allocated()
+        # The decode graphs' pool is held for good though nothing in it is allocated
+        # between steps: it counts as resident.
+        self.resident = self.meter.allocated() + self.batcher.graph_bytes()
         self.loaded = True
 
     def health(self):

@@ -450,37 +450,49 @@ class S2Mel(_Module):
         """inference for several lines at once: items are (cond [1, T, D], ref_mel
         [1, M, P], style [1, S], seed); frames are padded to the longest and masked,
         each line's noise comes from its own seed. Returns each line's target mel."""
-        dev = items[0][0].device
         lens = [c.shape[1] for c, _, _, _ in items]
-        b, t = len(items), max(lens)
+        x = self.flow(*self.padded(items, len(items), max(lens)), steps, cfg_rate)
+        return [x[i:i + 1, :, ref.shape[-1]:lens[i]] for i, (_, ref, _, _) in enumerate(items)]
+
+    def padded(self, items, b, t):
+        """flow's inputs for items, padded to b lines of t frames: x (the seeded noise),
+        then the prompt, condition and style of the conditional and the unconditional
+        half of classifier-free guidance in the DiT's dtype, their frame mask and the
+        prompt's frames. A padding line attends to its first frame (to none, attention
+        would give NaN); the frames of a line past its end are masked out."""
+        dev = items[0][0].device
         cond = torch.zeros(b, t, items[0][0].shape[-1], device=dev)
         prompt = torch.zeros(b, self.d.n_mels, t, device=dev)
         x = torch.zeros(b, self.d.n_mels, t, device=dev)
         mask = torch.zeros(b, t, dtype=torch.bool, device=dev)
+        mask[len(items):, 0] = True
         is_prompt = torch.zeros(b, 1, t, dtype=torch.bool, device=dev)
-        for i, (c, ref, _, seed) in enumerate(items):
-            n, p = lens[i], ref.shape[-1]
+        style = torch.zeros(b, items[0][2].shape[-1], device=dev)
+        for i, (c, ref, st, seed) in enumerate(items):
+            n, p = c.shape[1], ref.shape[-1]
             cond[i, :n] = c[0]
             prompt[i, :, :p] = ref[0]
             g = torch.Generator(device="cpu").manual_seed(int(seed) & 0x7FFFFFFFFFFFFFFF)
             x[i, :, :n] = torch.randn(self.d.n_mels, n, generator=g).to(dev)
             mask[i, :n] = True
             is_prompt[i, :, :p] = True
+            style[i] = st[0]
         x = x.masked_fill(is_prompt, 0)
-        style = torch.cat([s for _, _, s, _ in items])
-        ts = torch.linspace(0, 1, steps + 1, device=dev)
         # In the DiT's dtype once, not at each step (the estimator's casts are then no-ops).
         dit = self.inp.weight.dtype
-        cond2 = torch.cat([cond, torch.zeros_like(cond)]).to(dit)
-        prompt2 = torch.cat([prompt, torch.zeros_like(prompt)]).to(dit)
-        style2 = torch.cat([style, torch.zeros_like(style)]).to(dit)
-        mask2 = torch.cat([mask, mask])
+        return (x, torch.cat([prompt, torch.zeros_like(prompt)]).to(dit), torch.cat([cond, torch.zeros_like(cond)]).to(dit),
+                torch.cat([style, torch.zeros_like(style)]).to(dit), torch.cat([mask, mask]), is_prompt)
+
+    def flow(self, x, prompt2, cond2, style2, mask2, is_prompt, steps, cfg_rate=0.7):
+        """The Euler steps of flow matching over padded's tensors; returns the final x.
+        Only tensor work on the device: a CUDA graph records it as it is."""
+        ts = torch.linspace(0, 1, steps + 1, device=x.device)
         for i in range(steps):
             t_, dt = ts[i], ts[i + 1] - ts[i]
             v = self.estimator(torch.cat([x, x]), prompt2, cond2, style2, t_, mask2)
             v_cond, v_uncond = v.chunk(2)
             x = (x + dt * ((1 + cfg_rate) * v_cond - cfg_rate * v_uncond)).masked_fill(is_prompt, 0)
-        return [x[i:i + 1, :, ref.shape[-1]:lens[i]] for i, (_, ref, _, _) in enumerate(items)]
+        return x
 
 
 class AntiAliasSnake(_Module):
@@ -849,6 +861,68 @@ class BenchBackend:
 # The batching adapter (--batch): the benchmark model's parts for batching.Batcher
 
 
+class S2MelGraphs:
+    """The flow-matching steps of an s2mel group as CUDA graphs, one per bucket of lines
+    (a power of two) and frames (a multiple of FRAME_STEP): 25 steps of 13 DiT layers
+    are about 5,000 kernel launches a group, which the s2mel thread's launches took
+    from the GPT's. The graphs share one memory pool and read their inputs from, and
+    write their result into, views of buffers kept here, so a graph holds no tensors
+    of its own; buffers too small for a new bucket are replaced and the graphs that
+    read the old ones dropped."""
+
+    FRAME_STEP = 128
+    MOST_FRAMES = 4096  # an 8 s prompt and a 30 s line: 3,270
+
+    def __init__(self, s2mel, steps, device, most_lines):
+        self.s2 = s2mel
+        self.steps = steps
+        self.device = device
+        self.lines = [1]
+        while self.lines[-1] < most_lines:
+            self.lines.append(self.lines[-1] * 2)
+        self.cache = batching.GraphCache(self._flow, device)
+        self.buffers = []  # per input of S2Mel.flow: a flat tensor
+
+    def _flow(self, x, *rest):
+        return x.copy_(self.s2.flow(x, *rest, self.steps))
+
+    def _views(self, inputs):
+        """Views of the buffers shaped as inputs; None when a buffer is too small."""
+        if len(self.buffers) != len(inputs):
+            return None
+        views = []
+        for buf, x in zip(self.buffers, inputs):
+            if buf.numel() < x.numel() or buf.dtype != x.dtype:
+                return None
+            views.append(buf[:x.numel()].view(x.shape))
+        return views
+
+    def run(self, batch, frames):
+        """The target mel of every line of batch (padded's items) in one tensor [b, M, T]
+        (a copy: the graph's own output changes at its next replay), and the graph's
+        memory."""
+        b = batching.bucket_up(len(batch), self.lines) or len(batch)
+        t = -(-frames // self.FRAME_STEP) * self.FRAME_STEP
+        inputs = self.s2.padded(batch, b, t)
+        g = self.cache.get((b, t))
+        if g is None:
+            views = self._views(inputs)
+            if views is None:  # new buffers: every graph so far reads the old ones
+                self.cache.graphs.clear()
+                # Room for the largest bucket of lines, at MOST_FRAMES frames or twice these.
+                grow = self.lines[-1] / b * max(2.0, self.MOST_FRAMES / t)
+                self.buffers = [torch.empty(math.ceil(x.numel() * grow), dtype=x.dtype, device=self.device)
+                                for x in inputs]
+                views = self._views(inputs)
+            for v, x in zip(views, inputs):
+                v.copy_(x)
+            g = self.cache.capture((b, t), views)
+        else:
+            for v, x in zip(g.inputs, inputs):
+                v.copy_(x)
+        return g.replay()[:len(batch)].clone(), g.bytes
+
+
 class _GPTLayer:
     """One GPT block split around its attention, for the batcher's paged KV cache."""
 
@@ -895,6 +969,10 @@ class BenchAdapter:
         self.tokens_per_second = self.opts.tokens_per_second
         self.layers_list = [_GPTLayer(blk) for blk in b.gpt.blocks]
         self.activation_bytes_per_second = self._probe_activations()
+        self.s2mel_graphs = None
+        self.s2mel_graph_bytes = 0
+        if self.device.type == "cuda" and self.opts.s2mel_graphs:
+            self.s2mel_graphs = S2MelGraphs(b.s2mel, self.opts.diffusion_steps, self.device, self.opts.s2mel_batch)
 
     def info(self):
         return {**self.backend.info(), "batching": True}
@@ -987,14 +1065,21 @@ class BenchAdapter:
         return [h[i:i + 1, lens[i] - codes.shape[1]:lens[i]] for i, (_, _, codes) in enumerate(items)]
 
     def s2mel_batch(self, items):
-        """items: (conditioning, latent, codes, seed) -> each line's mel [1, 80, F]."""
+        """items: (conditioning, latent, codes, seed) -> each line's mel [1, 80, F].
+        On CUDA the flow-matching steps replay a graph per bucket of lines and frames
+        (S2MelGraphs); s2mel_graph_bytes is then the graph's memory."""
         s2 = self.backend.s2mel
         batch = []
         for c, latent, codes, seed in items:
             frames = int(codes.shape[1] * MEL_FRAMES_PER_TOKEN)
             target = s2.condition(latent.float(), codes, frames)
             batch.append((torch.cat([c["prompt_condition"], target], dim=1), c["ref_mel"], c["style"], seed))
-        return s2.inference_batch(batch, self.opts.diffusion_steps)
+        self.s2mel_graph_bytes = 0
+        if self.s2mel_graphs is None:
+            return s2.inference_batch(batch, self.opts.diffusion_steps)
+        lens = [c.shape[1] for c, _, _, _ in batch]
+        x, self.s2mel_graph_bytes = self.s2mel_graphs.run(batch, max(lens))
+        return [x[i:i + 1, :, ref.shape[-1]:lens[i]] for i, (_, ref, _, _) in enumerate(batch)]
 
     def vocoder_batch(self, mels):
         frames = [m.shape[-1] for m in mels]
@@ -1061,7 +1146,11 @@ def parse_args(argv=None):
     p.add_argument("--s2mel-max-wait", type=float, default=float(env("BENCH_S2MEL_MAX_WAIT", str(batching.S2MEL_MAX_WAIT))),
                    help="with --batch: s2mel takes the shortest waiting line first; one that has waited this many "
                         "seconds goes first whatever its length")
-    batching.add_sampling_args(p, "BENCH")
+    batching.add_decode_args(p, "BENCH")
+    p.add_argument("--no-s2mel-graphs", dest="s2mel_graphs", action="store_false",
+                   default=not env_bool("BENCH_NO_S2MEL_GRAPHS", False),
+                   help="with --batch on CUDA: run s2mel's flow-matching steps kernel by kernel instead of replaying "
+                        "a CUDA graph per bucket of lines and frames")
     p.add_argument("--s2mel-dtype", default=env("BENCH_S2MEL_DTYPE", "fp32"), choices=("fp32", "bf16"),
                    help="s2mel's DiT in bf16, its Euler updates in fp32 (fp32: as IndexTTS-2)")
     p.add_argument("--tf32", action="store_true", default=env_bool("BENCH_TF32", False),
@@ -1135,7 +1224,7 @@ def batching_host(opts, dims=None):
     return batching.BatchingHost(BenchAdapter(opts, dims), {
         "max_sequences": opts.max_sequences, "beams": opts.beams, "kv_cache_bytes": opts.kv_cache_bytes,
         "decode_stride": opts.decode_stride, "s2mel_batch": opts.s2mel_batch, "s2mel_max_wait": opts.s2mel_max_wait,
-        **batching.sampling_settings(opts, "bench_host")})
+        **batching.decode_settings(opts, "bench_host")})
 
 
 if __name__ == "__main__":

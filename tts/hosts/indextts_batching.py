@@ -581,4 +581,4 @@ def batching_host(opts):
     return batching.BatchingHost(IndexTTSAdapter(opts), {
         "max_sequences": opts.max_sequences, "beams": opts.beams, "kv_cache_bytes": opts.kv_cache_bytes,
         "s2mel_batch": opts.s2mel_batch, "s2mel_max_wait": opts.s2mel_max_wait,
-        **batching.sampling_settings(opts, "indextts_host")})
+        **batching.decode_settings(opts, "indextts_host")})

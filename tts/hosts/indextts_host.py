@@ -431,7 +431,7 @@ def parse_args(argv=None):
                    help="with --batch: seconds a line waits for s2mel before it goes first, whatever its length")
     p.add_argument("--diffusion-steps", type=int, default=int(env("INDEXTTS_DIFFUSION_STEPS", "25")),
                    help="with --batch: s2mel's flow-matching steps (25 as IndexTTS2.infer)")
-    batching.add_sampling_args(p, "INDEXTTS")
+    batching.add_decode_args(p, "INDEXTTS")
     p.add_argument("--s2mel-dtype", default=env("INDEXTTS_S2MEL_DTYPE", "fp32"), choices=("fp32", "bf16"),
                    help="with --batch: s2mel's DiT in bf16, its Euler updates, conditioning and BigVGAN in fp32 "
                         "(fp32: as IndexTTS2.infer)")

@@ -380,6 +380,84 @@ class SampleTokensTest(unittest.TestCase):
         self.assertEqual(set(batching.sample_tokens(logits[:50], keys[:50], top_k=1).tolist()), {int(idx[0])})
 
 
+def read_samples(path):
+    import array
+
+    with wave.open(path) as w:
+        return array.array("h", w.readframes(w.getnframes()))
+
+
+@unittest.skipUnless(HAS_TORCH and DEVICE == "cuda", "CUDA graphs need CUDA (BATCHING_TEST_DEVICE=cuda)")
+class CudaGraphTest(unittest.TestCase):
+    """The decode step's and s2mel's CUDA graphs give what the same host gives
+    launching kernel by kernel: the same lines, joining a running batch at different
+    steps, on a host with graphs and on one without."""
+
+    make_host = BatchingTest.make_host
+    setUp = BatchingTest.setUp
+    tearDown = BatchingTest.tearDown
+    body = BatchingTest.body
+    synth = BatchingTest.synth
+    run_staggered = BatchingTest.run_staggered
+
+    def render(self, host, tag):
+        lengths = (1.2, 0.4, 2.0, 0.8, 1.6, 3.0)
+        bodies = [self.body(f"{tag}{i}", s, seed=i) for i, s in enumerate(lengths)]
+        return self.run_staggered(host, bodies, gap_steps=2), [b["output_path"] for b in bodies]
+
+    def test_graphs_give_the_tokens_and_audio_of_eager_launches(self):
+        for beams in (3, 1):
+            extra = ("--greedy",) if beams == 1 else ()
+            graphed = self.make_host(*extra, beams=beams)
+            eager = self.make_host(*extra, "--no-decode-graphs", "--no-s2mel-graphs", beams=beams)
+            snap = graphed.batcher.snapshot()
+            self.assertEqual(snap["decode_graphs"], len(graphed.batcher.graph_rows) * len(graphed.batcher.graph_widths))
+            self.assertGreater(snap["graph_pool_bytes"], 0)
+            self.assertEqual(eager.batcher.snapshot()["decode_graphs"], 0)
+            got, got_paths = self.render(graphed, f"g{beams}-")
+            want, want_paths = self.render(eager, f"e{beams}-")
+            for g, w in zip(got, want):
+                self.assertEqual(g["codes"], w["codes"], f"beams {beams}: graphed tokens == eager tokens")
+            steps = graphed.batcher.stats
+            self.assertEqual(steps["graph_steps"], steps["steps"], "every step of this batch replayed a graph")
+            self.assertEqual(eager.batcher.stats["graph_steps"], 0)
+            self.assertGreater(len(graphed.adapter.s2mel_graphs.cache), 0, "s2mel replayed graphs")
+            for gp, wp in zip(got_paths, want_paths):
+                a, b = read_samples(gp), read_samples(wp)
+                self.assertEqual(len(a), len(b))
+                diff = max(abs(x - y) for x, y in zip(a, b))
+                self.assertLessEqual(diff, 2, f"beams {beams}: audio of {gp} differs by {diff} LSB")
+
+    def test_s2mel_graph_equals_the_eager_flow(self):
+        """One group padded to a graph's bucket of lines and frames gives each line's
+        mel of the eager, unpadded group; a bucket larger than the buffers replaces
+        them and still agrees."""
+        import torch
+
+        host = self.make_host()
+        a = host.adapter
+        s2, d = a.backend.s2mel, a.backend.dims
+        g = torch.Generator(device="cpu").manual_seed(3)
+
+        def item(frames, prompt, seed):
+            return (torch.randn(1, frames, d.dit_dim, generator=g).to(a.device),
+                    torch.randn(1, d.n_mels, prompt, generator=g).to(a.device),
+                    torch.randn(1, d.style_dim, generator=g).to(a.device), seed)
+
+        with torch.inference_mode():
+            for batch in ([item(300, 120, 1), item(410, 120, 2), item(250, 90, 3)], [item(900, 200, 4)],
+                          [item(5000, 200, 5), item(4000, 100, 6)]):
+                want = s2.inference_batch(batch, a.opts.diffusion_steps)
+                lens = [c.shape[1] for c, _, _, _ in batch]
+                x, nbytes = a.s2mel_graphs.run(batch, max(lens))
+                self.assertGreater(nbytes, 0)
+                for i, (_, ref, _, _) in enumerate(batch):
+                    got = x[i:i + 1, :, ref.shape[-1]:lens[i]]
+                    self.assertEqual(got.shape, want[i].shape)
+                    err = float((got - want[i]).abs().max() / want[i].abs().max())
+                    self.assertLess(err, 1e-4, f"line {i} of a group of {len(batch)}: {err}")
+
+
 class NextGroupTest(unittest.TestCase):
     """The s2mel stage's choice of the next group (batching.next_group), on plain lines."""
 
