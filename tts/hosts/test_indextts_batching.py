@@ -58,7 +58,8 @@ class IndexTTSAdapterTest(unittest.TestCase):
         import indextts_host
 
         args = ["--port", "0", "--batch", "--model-dir", os.path.join(MODEL, variant), "--variant", variant,
-                "--device", "cpu", "--beams", str(beams), "--max-sequences", str(max_sequences),
+                "--device", os.environ.get("BATCHING_TEST_DEVICE", "cpu"), "--beams", str(beams),
+                "--max-sequences", str(max_sequences),
                 "--diffusion-steps", "3", "--return-codes", *extra]
         if kv:
             args += ["--kv-cache-bytes", str(kv)]
