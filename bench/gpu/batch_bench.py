@@ -317,7 +317,7 @@ def main():
                    help="first: one 3 s line on one-request hosts with s2mel in fp32 and in bf16, compared")
     p.add_argument("--stage-costs", action="store_true", help="time s2mel and the vocoder alone first")
     p.add_argument("--name", default="", help="suffix of the result file")
-    p.add_argument("--host-args", default="", help="more of the host's flags, e.g. \"--no-decode-graphs --no-s2mel-graphs\"")
+    p.add_argument("--host-args", default="", help="more of the host's flags, e.g. --host-args=\"--no-decode-graphs --s2mel-graphs\"")
     p.add_argument("--profile", type=int, default=0,
                    help="at this concurrency, time every decode step and profile the run with torch.profiler "
                         "(tables in DIR/profile-*.txt)")

@@ -6,7 +6,8 @@
 # on the whole card; part "latency": s2mel in bf16 at 32 lines at once, and each line
 # alone. Each part fits in ten minutes. Build gpucompare first (see
 # compare.sh), then run from the repository root:
-#   OUT=./out bench/gpu/batch_compare.sh whole|24gib|latency|all
+#   OUT=./out bench/gpu/batch_compare.sh whole|24gib|latency|all, or graphs|graphs-whole
+# (CUDA graphs against kernel-by-kernel launches, on 24 GiB and on the whole card)
 # LIMIT (seconds per gpucompare, default 260), LINES1 (stride-1 lines, default 30) and
 # FIXED0/FIXED1 (fixed host counts, defaults 8 and 3: the whole card's best and the
 # rule's N for 24 GiB) can be set.
@@ -43,6 +44,22 @@ case "${1:-all}" in
     CUDA_VISIBLE_DEVICES=$GPU timeout 150 python3 bench/gpu/batch_bench.py --stride 4 --concurrency 16,32 \
       --baseline 12 --s2mel-dtype bf16 --out "$OUT/batch-bench" --name=-latency-bf16 >"$OUT/batch-bench-bf16.log" 2>&1
     echo "== batch_bench bf16 rc=$?"; tail -n 4 "$OUT/batch-bench-bf16.log" ;;
+esac
+case "${1:-all}" in
+  graphs) # the decode step's CUDA graphs against kernel-by-kernel launches, with the
+    # rule's fixed N = 3 beside them, all on the card shrunk to 24 GiB, s2mel in bf16
+    cmp $GPU 24 24gib-s4-bf16-fixed fixed "$FIXED1" 4 150 "--s2mel-dtype bf16"
+    cmp $GPU 24 24gib-s4-bf16-graphs batched "$FIXED1" 4 150 "--s2mel-dtype bf16"
+    cmp $GPU 24 24gib-s4-bf16-eager batched "$FIXED1" 4 150 "--s2mel-dtype bf16 --no-decode-graphs" ;;
+esac
+case "${1:-all}" in
+  graphs-whole) # the same on the whole card, the best fixed N = 8 beside them; then each line alone
+    cmp $GPU 0 whole-s4-bf16-fixed fixed "$FIXED0" 4 150 "--s2mel-dtype bf16"
+    cmp $GPU 0 whole-s4-bf16-graphs batched "$FIXED0" 4 150 "--s2mel-dtype bf16"
+    cmp $GPU 0 whole-s4-graphs batched "$FIXED0" 4 150
+    CUDA_VISIBLE_DEVICES=$GPU timeout 120 python3 bench/gpu/batch_bench.py --stride 4 --concurrency 1 --lines 40 \
+      --s2mel-dtype bf16 --out "$OUT/batch-bench" --name=-alone-graphs >"$OUT/batch-bench-alone-graphs.log" 2>&1
+    echo "== batch_bench alone graphs rc=$?"; tail -n 2 "$OUT/batch-bench-alone-graphs.log" ;;
 esac
 case "${1:-all}" in
   latency|all) # s2mel in bf16 at 32 lines at once, and each line alone (C = 1) for the latency ratio

@@ -133,7 +133,7 @@ class GraphCache:
     graph reads (views of buffers it keeps, so that graphs need not hold inputs of
     their own) and should have fn write its result into a buffer it owns too.
 
-    A capture runs on a side stream after one warm-up call there (lazy
+    Captures run on a side stream, the first after one warm-up call there (lazy
     initialisations, cuBLAS workspaces); capture_error_mode "thread_local" lets the
     host's other stage go on launching from its own thread meanwhile."""
 
@@ -141,6 +141,10 @@ class GraphCache:
         self.fn = fn
         self.device = device
         self.pool = torch.cuda.graph_pool_handle()
+        # One capture stream for every graph: the allocator reuses a freed block only on
+        # the stream it was allocated on, so a stream per capture would give each graph
+        # memory of its own (38 GiB for the benchmark model's 209 decode graphs).
+        self.side = torch.cuda.Stream(device)
         self.graphs = {}
         self.capture_seconds = 0.0
 
@@ -155,14 +159,17 @@ class GraphCache:
         return max((g.bytes for g in self.graphs.values()), default=0)
 
     def capture(self, key, inputs):
-        """Records fn(*inputs) as the graph of key (inputs: device tensors)."""
+        """Records fn(*inputs) as the graph of key (inputs: device tensors). Before the
+        first capture fn runs once for real, as a warm-up: where it writes into its
+        inputs, write them again before the first replay."""
         t = time.perf_counter()
         cur = torch.cuda.current_stream(self.device)
-        side = torch.cuda.Stream(self.device)
+        side = self.side
         side.wait_stream(cur)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.stream(side):
-            self.fn(*inputs)  # warm-up, outside the graph
+            if not self.graphs:
+                self.fn(*inputs)  # warm-up, outside the graph: lazy initialisations
             side.synchronize()
             before = torch.cuda.memory_allocated(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -482,6 +489,10 @@ class Batcher:
         self.graph_rows = [r for r in GRAPH_ROWS if r < most] + [bucket_up(most, GRAPH_ROWS) or most]
         blocks = math.ceil(a.max_positions / BLOCK_TOKENS)
         self.graph_widths = list(range(GRAPH_WIDTH_STEP, blocks, GRAPH_WIDTH_STEP)) + [blocks]
+        # A bucket whose gathered keys and values (rows x blocks) pass the pool's blocks
+        # runs eagerly: its temporaries would be held for good, and a cache that small
+        # rarely holds such a batch (on 24 GiB, 192 rows of 75 blocks would hold 3.4 GB).
+        keys = [(r, w) for r in self.graph_rows for w in self.graph_widths if r * w <= self.pool.n_blocks]
         k = self.stride
         with self._stream(self.gpt_stream), torch.inference_mode(), a.gpt_context():
             # Every graph writes its logits into one buffer, not into an output of its own
@@ -489,9 +500,8 @@ class Batcher:
             probe = self._forward(torch.zeros(1, 2 * k + 2, dtype=torch.long, device=a.device))
             out = torch.empty(self.graph_rows[-1], probe.shape[-1], dtype=probe.dtype, device=a.device)
             self.graphs = GraphCache(lambda ids: out[:ids.shape[0]].copy_(self._forward(ids)), a.device)
-            for r in reversed(self.graph_rows):
-                for w in reversed(self.graph_widths):
-                    self.graphs.capture((r, w), (torch.zeros(r, 2 * k + 1 + w, dtype=torch.long, device=a.device),))
+            for r, w in sorted(keys, key=lambda rw: -rw[0] * rw[1]):  # the largest first: it sizes the pool
+                self.graphs.capture((r, w), (torch.zeros(r, 2 * k + 1 + w, dtype=torch.long, device=a.device),))
             torch.cuda.current_stream(a.device).synchronize()
 
     def graph_bytes(self):
@@ -810,10 +820,10 @@ class Batcher:
 
     def _graph_key(self, rows, width):
         """The decode graph for a step of rows rows and width blocks: (rows, width)
-        rounded up to their buckets, or None past the largest (the step runs eagerly)."""
-        r = bucket_up(rows, self.graph_rows)
-        w = bucket_up(width, self.graph_widths)
-        return None if r is None or w is None else (r, w)
+        rounded up to their buckets, or None where no graph was captured (the step runs
+        eagerly)."""
+        key = (bucket_up(rows, self.graph_rows), bucket_up(width, self.graph_widths))
+        return key if self.graphs.get(key) is not None else None
 
     def _reorder(self, s, parents):
         """New beam j continues parent beam parents[j]: it shares the parent's blocks."""

@@ -20,6 +20,7 @@ import unittest
 import wave
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
+DEVICE = os.environ.get("BATCHING_TEST_DEVICE", "cpu")
 HERE = os.path.dirname(os.path.abspath(__file__))
 STANDIN = os.path.join(HERE, "testdata", "standin")
 MODEL = os.path.join(HERE, "testdata", "standin-model")
@@ -58,11 +59,11 @@ class IndexTTSAdapterTest(unittest.TestCase):
         import indextts_host
 
         args = ["--port", "0", "--batch", "--model-dir", os.path.join(MODEL, variant), "--variant", variant,
-                "--device", os.environ.get("BATCHING_TEST_DEVICE", "cpu"), "--beams", str(beams),
+                "--device", DEVICE, "--beams", str(beams),
                 "--max-sequences", str(max_sequences),
                 "--diffusion-steps", "3", "--return-codes", *extra]
-        if kv:
-            args += ["--kv-cache-bytes", str(kv)]
+        if kv or DEVICE == "cuda":  # on CUDA a host would otherwise take 40% of the free memory
+            args += ["--kv-cache-bytes", str(kv or 256 << 20)]
         host = indextts_batching.batching_host(indextts_host.parse_args(args))
         host.load()
         return host
