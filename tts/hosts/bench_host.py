@@ -484,15 +484,18 @@ class S2Mel(_Module):
                 torch.cat([style, torch.zeros_like(style)]).to(dit), torch.cat([mask, mask]), is_prompt)
 
     def flow(self, x, prompt2, cond2, style2, mask2, is_prompt, steps, cfg_rate=0.7):
-        """The Euler steps of flow matching over padded's tensors; returns the final x.
-        Only tensor work on the device: a CUDA graph records it as it is."""
+        """The Euler steps of flow matching over padded's tensors; returns the final x."""
         ts = torch.linspace(0, 1, steps + 1, device=x.device)
         for i in range(steps):
-            t_, dt = ts[i], ts[i + 1] - ts[i]
-            v = self.estimator(torch.cat([x, x]), prompt2, cond2, style2, t_, mask2)
-            v_cond, v_uncond = v.chunk(2)
-            x = (x + dt * ((1 + cfg_rate) * v_cond - cfg_rate * v_uncond)).masked_fill(is_prompt, 0)
+            x = self.flow_step(x, prompt2, cond2, style2, mask2, is_prompt, ts[i], ts[i + 1] - ts[i], cfg_rate)
         return x
+
+    def flow_step(self, x, prompt2, cond2, style2, mask2, is_prompt, t, dt, cfg_rate=0.7):
+        """One Euler step from time t (a 0-d tensor) by dt, with classifier-free guidance.
+        Only tensor work on the device: a CUDA graph records it as it is."""
+        v = self.estimator(torch.cat([x, x]), prompt2, cond2, style2, t, mask2)
+        v_cond, v_uncond = v.chunk(2)
+        return (x + dt * ((1 + cfg_rate) * v_cond - cfg_rate * v_uncond)).masked_fill(is_prompt, 0)
 
 
 class AntiAliasSnake(_Module):
@@ -862,13 +865,15 @@ class BenchBackend:
 
 
 class S2MelGraphs:
-    """The flow-matching steps of an s2mel group as CUDA graphs, one per bucket of lines
-    (a power of two) and frames (a multiple of FRAME_STEP): 25 steps of 13 DiT layers
-    are about 5,000 kernel launches a group, which the s2mel thread's launches took
-    from the GPT's. The graphs share one memory pool and read their inputs from, and
-    write their result into, views of buffers kept here, so a graph holds no tensors
-    of its own; buffers too small for a new bucket are replaced and the graphs that
-    read the old ones dropped."""
+    """s2mel's flow-matching step as CUDA graphs, one per bucket of lines (a power of
+    two) and frames (a multiple of FRAME_STEP), each replayed once per step: a step of
+    13 DiT layers and 8 WaveNet layers is about 150 kernel launches, 3,700 a group of
+    25 steps, which the s2mel thread's launches took from the GPT's. A step, not the
+    25, is what a graph records, so that a capture on first use (a bucket not yet seen)
+    costs one step's nodes. The graphs share one memory pool and read their inputs
+    from, and write x into, views of buffers kept here, so a graph holds no tensors of
+    its own; buffers too small for a new bucket are replaced and the graphs that read
+    the old ones dropped."""
 
     FRAME_STEP = 128
     MOST_FRAMES = 4096  # an 8 s prompt and a 30 s line: 3,270
@@ -880,11 +885,13 @@ class S2MelGraphs:
         self.lines = [1]
         while self.lines[-1] < most_lines:
             self.lines.append(self.lines[-1] * 2)
-        self.cache = batching.GraphCache(self._flow, device)
-        self.buffers = []  # per input of S2Mel.flow: a flat tensor
+        self.cache = batching.GraphCache(self._step, device)
+        self.buffers = []  # per input of _step: a flat tensor
+        ts = torch.linspace(0, 1, steps + 1, device=device)
+        self.ts, self.dts = ts[:-1].clone(), (ts[1:] - ts[:-1]).clone()
 
-    def _flow(self, x, *rest):
-        return x.copy_(self.s2.flow(x, *rest, self.steps))
+    def _step(self, x, prompt2, cond2, style2, mask2, is_prompt, t, dt):
+        return x.copy_(self.s2.flow_step(x, prompt2, cond2, style2, mask2, is_prompt, t[0], dt[0]))
 
     def _views(self, inputs):
         """Views of the buffers shaped as inputs; None when a buffer is too small."""
@@ -899,11 +906,10 @@ class S2MelGraphs:
 
     def run(self, batch, frames):
         """The target mel of every line of batch (padded's items) in one tensor [b, M, T]
-        (a copy: the graph's own output changes at its next replay), and the graph's
-        memory."""
+        (a copy: the graphs' x changes at their next replay), and the graph's memory."""
         b = batching.bucket_up(len(batch), self.lines) or len(batch)
         t = -(-frames // self.FRAME_STEP) * self.FRAME_STEP
-        inputs = self.s2.padded(batch, b, t)
+        inputs = self.s2.padded(batch, b, t) + (self.ts[:1], self.dts[:1])
         g = self.cache.get((b, t))
         if g is None:
             views = self._views(inputs)
@@ -915,9 +921,14 @@ class S2MelGraphs:
                                 for x in inputs]
                 views = self._views(inputs)
             g = self.cache.capture((b, t), views)
-        for v, x in zip(g.inputs, inputs):  # after a capture too: its warm-up wrote x
-            v.copy_(x)
-        return g.replay()[:len(batch)].clone(), g.bytes
+        x, *rest, t_in, dt_in = g.inputs
+        for v, src in zip(g.inputs[:-2], inputs[:-2]):  # after a capture too: its warm-up wrote x
+            v.copy_(src)
+        for i in range(self.steps):
+            t_in.copy_(self.ts[i:i + 1])
+            dt_in.copy_(self.dts[i:i + 1])
+            g.replay()
+        return x[:len(batch)].clone(), g.bytes
 
 
 class _GPTLayer:
@@ -1145,9 +1156,8 @@ def parse_args(argv=None):
                         "seconds goes first whatever its length")
     batching.add_decode_args(p, "BENCH")
     p.add_argument("--s2mel-graphs", action="store_true", default=env_bool("BENCH_S2MEL_GRAPHS", False),
-                   help="with --batch on CUDA: replay s2mel's flow-matching steps as a CUDA graph per bucket of lines "
-                        "and frames, captured on first use (off: in a 150-line run most groups met a new bucket and "
-                        "paid its capture, 25.9 against 32.5 audio s/s; docs/engines.md)")
+                   help="with --batch on CUDA: replay s2mel's flow-matching step as a CUDA graph per bucket of lines "
+                        "and frames, captured on first use (docs/engines.md)")
     p.add_argument("--s2mel-dtype", default=env("BENCH_S2MEL_DTYPE", "fp32"), choices=("fp32", "bf16"),
                    help="s2mel's DiT in bf16, its Euler updates in fp32 (fp32: as IndexTTS-2)")
     p.add_argument("--tf32", action="store_true", default=env_bool("BENCH_TF32", False),
