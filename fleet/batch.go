@@ -54,7 +54,8 @@ func liveBatch(b *tts.BatchInfo) *gpu.LiveBatch {
 		Waiting: b.Waiting, DecodeTokensPerSecond: b.DecodeTokensPerSecond, KVBytesPerToken: b.KVBytesPerToken,
 		TokensPerAudioSecond: b.TokensPerSecond, PrefixTokens: b.PrefixTokens,
 		ActivationBytesPerSecond: b.ActivationBytesPerSecond, KVCacheBytes: b.KVCacheBytes, KVFreeBytes: b.KVFreeBytes,
-		BatchRowsMax: b.BatchRowsMax, Steps: b.Steps}
+		BatchRowsMax: b.BatchRowsMax, Steps: b.Steps,
+		DecodeGraphs: b.DecodeGraphs, GraphSteps: b.GraphSteps, GraphPoolBytes: b.GraphPoolBytes}
 }
 
 // batchHistoryGap is how close two readings of a batch may be: a reading sooner

@@ -82,6 +82,19 @@ type LiveBatch struct {
 	// BatchRowsMax is the most rows decoded in one step so far; Steps the steps.
 	BatchRowsMax int   `json:"batch_rows_max"`
 	Steps        int64 `json:"steps"`
+	// DecodeGraphs is the decode step's CUDA graphs (0: none); GraphSteps the steps
+	// that replayed one; GraphPoolBytes their shared memory pool.
+	DecodeGraphs   int   `json:"decode_graphs,omitempty"`
+	GraphSteps     int64 `json:"graph_steps,omitempty"`
+	GraphPoolBytes int64 `json:"graph_pool_bytes,omitempty"`
+}
+
+// GraphStepPercent is the share of decode steps that replayed a CUDA graph.
+func (b LiveBatch) GraphStepPercent() float64 {
+	if b.Steps == 0 {
+		return 0
+	}
+	return 100 * float64(b.GraphSteps) / float64(b.Steps)
 }
 
 // KVUsedBytes is the KV pool in use now.

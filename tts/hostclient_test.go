@@ -224,7 +224,8 @@ func v2Host(protocol int, batch bool) http.Handler {
 				doc += `, "batch": {"max_sequences": 64, "beams": 3, "decode": "beam_search", "block_tokens": 32, "kv_bytes_per_token": 122880,
 					"kv_cache_bytes": 20000000000, "kv_free_bytes": 15000000000, "prefix_tokens": 32,
 					"tokens_per_second": 50, "activation_bytes_per_second": 41943040, "decoding": 3, "in_s2mel": 2,
-					"waiting": 2, "decode_tokens_per_second": 2950.5, "batch_rows_max": 192, "steps": 1234}`
+					"waiting": 2, "decode_tokens_per_second": 2950.5, "batch_rows_max": 192, "steps": 1234,
+					"decode_graphs": 209, "graph_steps": 1200, "graph_pool_bytes": 3400000000}`
 			}
 			_, _ = io.WriteString(w, doc+"}")
 		case PathSynthesize:
@@ -264,6 +265,7 @@ func TestHostClientProtocol2(t *testing.T) {
 	require.Equal(t, [3]int{3, 2, 2}, [3]int{b.Decoding, b.InS2Mel, b.Waiting})
 	require.Equal(t, 192, b.BatchRowsMax)
 	require.Equal(t, int64(1234), b.Steps)
+	require.Equal(t, [3]int64{209, 1200, 3400000000}, [3]int64{int64(b.DecodeGraphs), b.GraphSteps, b.GraphPoolBytes})
 
 	res, err := c.Synthesize(ctx, Request{Text: "Hello.", OutputPath: "/out/1.wav"})
 	require.NoError(t, err)

@@ -128,6 +128,12 @@ type BatchInfo struct {
 	// BatchRowsMax is the most rows decoded in one step so far; Steps the decode steps.
 	BatchRowsMax int   `json:"batch_rows_max"`
 	Steps        int64 `json:"steps"`
+	// DecodeGraphs is the CUDA graphs of the decode step the host captured at load
+	// (0: it launches kernel by kernel); GraphSteps the steps that replayed one;
+	// GraphPoolBytes the graphs' shared memory pool (part of resident_bytes).
+	DecodeGraphs   int   `json:"decode_graphs,omitempty"`
+	GraphSteps     int64 `json:"graph_steps,omitempty"`
+	GraphPoolBytes int64 `json:"graph_pool_bytes,omitempty"`
 }
 
 // Batching hosts' decoding modes (BatchInfo.Decode).

@@ -529,7 +529,8 @@ func TestGPUPageShowsTheBatch(t *testing.T) {
 	p.Batching, p.Concurrency = true, 64
 	batch := &gpu.LiveBatch{MaxSequences: 64, Beams: 3, Decode: "beam_search", Decoding: 40, InS2Mel: 6, Waiting: 2, DecodeTokensPerSecond: 2950.4,
 		KVBytesPerToken: 122_880, TokensPerAudioSecond: 50, PrefixTokens: 32, ActivationBytesPerSecond: 12_000_000,
-		KVCacheBytes: 8_000_000_000, KVFreeBytes: 6_000_000_000, BatchRowsMax: 144, Steps: 9000}
+		KVCacheBytes: 8_000_000_000, KVFreeBytes: 6_000_000_000, BatchRowsMax: 144, Steps: 9000,
+		DecodeGraphs: 209, GraphSteps: 8550, GraphPoolBytes: 3_400_000_000}
 	var recent []gpu.BatchPoint
 	for i := range 4 {
 		bt := *batch
@@ -562,6 +563,7 @@ func TestGPUPageShowsTheBatch(t *testing.T) {
 	require.Contains(t, text("batch-memory"), "now 50.0 MB of KV per decoding sequence")
 	require.Contains(t, text("batch-rows"), "At most 144 rows")
 	require.Equal(t, "beam search", text("batch-decode"))
+	require.Equal(t, "Decode step as 209 CUDA graphs (pool 3.40 GB): 95% of steps replayed one", text("batch-graphs"))
 	charts := card.Find(`[data-testid=batch-charts]`)
 	require.Equal(t, 1, charts.Length())
 	key, _ := charts.Attr("data-batch-charts")
