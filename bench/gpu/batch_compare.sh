@@ -10,7 +10,7 @@
 # (CUDA graphs against kernel-by-kernel launches, on 24 GiB and on the whole card)
 # LIMIT (seconds per gpucompare, default 260), LINES1 (stride-1 lines, default 30) and
 # FIXED0/FIXED1 (fixed host counts, defaults 8 and 3: the whole card's best and the
-# rule's N for 24 GiB) can be set.
+# rule's N for 24 GiB), MAXSEQ (the batching host's lines at once, 64) and BEAMS (3) can be set.
 set -u
 OUT=${OUT:-./gpu-results}
 LIMIT=${LIMIT:-260}
@@ -24,7 +24,7 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total,memory.used --format=csv >"$OUT/nvidia-smi.csv" 2>&1
 cmp() { # gpu leave name methods n stride lines [host flags]
   d="$OUT/$3"; mkdir -p "$d"
-  $G -gpu "$1" -leave-gib "$2" -methods "$4" -n "$5" -lines "$7" -max-sequences "${MAXSEQ:-64}" -beams 3 \
+  $G -gpu "$1" -leave-gib "$2" -methods "$4" -n "$5" -lines "$7" -max-sequences "${MAXSEQ:-64}" -beams "${BEAMS:-3}" \
     -host "$H --decode-stride $6 ${8:-}" -timeout "${LIMIT}s" -out "$d" >"$d/run.log" 2>&1
   echo "== $3 rc=$?"; grep -E "audio s/s" "$d/run.log" | sed 's/^/   /'
 }
@@ -50,7 +50,8 @@ case "${1:-all}" in
     # rule's fixed N = 3 beside them, all on the card shrunk to 24 GiB, s2mel in bf16
     cmp $GPU 24 24gib-s4-bf16-fixed fixed "$FIXED1" 4 150 "--s2mel-dtype bf16"
     cmp $GPU 24 24gib-s4-bf16-graphs batched "$FIXED1" 4 150 "--s2mel-dtype bf16"
-    cmp $GPU 24 24gib-s4-bf16-eager batched "$FIXED1" 4 150 "--s2mel-dtype bf16 --no-decode-graphs" ;;
+    cmp $GPU 24 24gib-s4-bf16-eager batched "$FIXED1" 4 150 "--s2mel-dtype bf16 --no-decode-graphs"
+    BEAMS=1 cmp $GPU 24 24gib-s4-bf16-graphs-1beam batched "$FIXED1" 4 150 "--s2mel-dtype bf16" ;;
 esac
 case "${1:-all}" in
   graphs-whole) # the same on the whole card, the best fixed N = 8 beside them; then each line alone
