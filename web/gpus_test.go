@@ -291,7 +291,7 @@ func TestGPUProfileFormShowsTheDefaults(t *testing.T) {
 	value := func(name string) string {
 		return row.Find(fmt.Sprintf(`input[name=%s]`, name)).AttrOr("value", "?")
 	}
-	require.Equal(t, fmt.Sprint(gpu.DefaultBeams), value("Beams"))
+	require.Equal(t, fmt.Sprint(tts.DefaultBeams), value("Beams"))
 	sel, _ := row.Find(`select[name=S2melPrecision] option[selected]`).Attr("value")
 	require.Equal(t, gpu.S2melFP32, sel)
 	require.Equal(t, "12.5", value("ReservePct"))
