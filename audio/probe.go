@@ -60,50 +60,130 @@ const tailCheck = 500 * time.Millisecond
 // Probe reads what path contains. Anything that is not decodable audio — an empty
 // file, a text or image file whatever its name, a truncated file, a video without a
 // sound track — gives an error that unwraps to ErrNotAudio and to an *i18n.Error
-// that tells the user what is wrong.
-//
-// Besides ffprobe's reading of the headers, Probe decodes the last half second (a
-// seek, so cheap on long files) and, for WAV, compares the size the header declares
-// with the file's size: a file cut short in an upload still has plausible headers.
+// that tells the user what is wrong. It is ProbeFile and then ProbeResult.Audio.
 func Probe(ctx context.Context, path string) (Info, error) {
-	in, err := mediaArg(path)
+	r, err := ProbeFile(ctx, path)
 	if err != nil {
 		return Info{}, err
 	}
+	return r.Audio(ctx)
+}
+
+// ProbeResult is one ffprobe reading of a file's headers: its container and every
+// stream. Audio judges it as sound; the media package reads a video's picture from
+// the same reading, so an upload that may be either is read by ffprobe once.
+type ProbeResult struct {
+	Streams []ProbeStream `json:"streams"`
+	Format  struct {
+		// FormatName is ffprobe's name of the container (its demuxer's names,
+		// "mov,mp4,m4a,3gp,3g2,mj2"), as the function FormatName takes it.
+		FormatName string `json:"format_name"`
+		// Duration is the container's length in seconds ("12.345000", or "N/A").
+		Duration string `json:"duration"`
+	} `json:"format"`
+
+	path, in string
+	size     int64
+	regular  bool
+	// failed is ffprobe's error when it ran and could not read the file.
+	failed *toolError
+}
+
+// ProbeStream is one stream of a ProbeResult, with the fields of ffprobe's
+// -show_streams that are read of a sound track or a picture.
+type ProbeStream struct {
+	CodecType string `json:"codec_type"` // audio, video, subtitle, data
+	CodecName string `json:"codec_name"`
+	// Sound.
+	SampleRate string `json:"sample_rate"`
+	Channels   int    `json:"channels"`
+	Duration   string `json:"duration"`
+	// Picture.
+	Width        int    `json:"width"`
+	Height       int    `json:"height"`
+	RFrameRate   string `json:"r_frame_rate"`
+	AvgFrameRate string `json:"avg_frame_rate"`
+	Disposition  struct {
+		// AttachedPic is 1 for cover art (a still picture in an audio file).
+		AttachedPic int `json:"attached_pic"`
+	} `json:"disposition"`
+}
+
+// ProbeFile runs ffprobe on path once. What the file holds is judged by the reader
+// of the result, not here: a file ffprobe cannot read (an empty one, one that is not
+// a regular file, one that is not media) gives a result whose Unreadable says why,
+// and no error. Errors are for a name that could be read as an option, a file gone
+// and ffprobe not running.
+func ProbeFile(ctx context.Context, path string) (*ProbeResult, error) {
+	in, err := mediaArg(path)
+	if err != nil {
+		return nil, err
+	}
 	st, err := os.Stat(path)
 	if err != nil {
-		return Info{}, fmt.Errorf("error probing %s: %w", path, err)
+		return nil, fmt.Errorf("error probing %s: %w", path, err)
 	}
-	if !st.Mode().IsRegular() {
-		return Info{}, fmt.Errorf("%w: %s is not a regular file", ErrInvalid, path)
+	r := &ProbeResult{path: path, in: in, size: st.Size(), regular: st.Mode().IsRegular()}
+	if !r.regular || r.size == 0 {
+		return r, nil // nothing for ffprobe to read (and a FIFO would block it)
 	}
-	if st.Size() == 0 {
-		return Info{}, userError(ErrNotAudio, nil, "audio.empty")
-	}
-
 	var out bytes.Buffer
 	_, err = runTool(ctx, ffprobeBin, []string{
 		"-v", "error", "-hide_banner", "-print_format", "json",
 		"-show_format", "-show_streams", "-i", in,
 	}, nil, &out)
-	var te *toolError
-	if errors.As(err, &te) {
-		return Info{}, userError(ErrNotAudio, fmt.Errorf("error probing %s: %w", path, err), "audio.unreadable")
+	if errors.As(err, &r.failed) {
+		return r, nil
 	}
 	if err != nil {
-		return Info{}, fmt.Errorf("error probing %s: %w", path, err)
+		return nil, fmt.Errorf("error probing %s: %w", path, err)
 	}
-	info, err := parseProbe(out.Bytes())
+	if err := json.Unmarshal(out.Bytes(), r); err != nil {
+		return nil, fmt.Errorf("error probing %s: error reading ffprobe output: %w", path, err)
+	}
+	return r, nil
+}
+
+// Unreadable says why ffprobe could not read the file (its own complaint, or that
+// the file is empty or not a regular file); empty when it read it.
+func (r *ProbeResult) Unreadable() string {
+	switch {
+	case !r.regular:
+		return "not a regular file"
+	case r.size == 0:
+		return "an empty file"
+	case r.failed != nil:
+		return r.failed.Stderr
+	}
+	return ""
+}
+
+// Audio is the reading's first audio stream, checked as Probe checks it: an error
+// that unwraps to ErrNotAudio (and an *i18n.Error) for what is not decodable audio.
+//
+// Besides ffprobe's reading of the headers, Audio decodes the last half second (a
+// seek, so cheap on long files) and, for WAV, compares the size the header declares
+// with the file's size: a file cut short in an upload still has plausible headers.
+func (r *ProbeResult) Audio(ctx context.Context) (Info, error) {
+	switch {
+	case !r.regular:
+		return Info{}, fmt.Errorf("%w: %s is not a regular file", ErrInvalid, r.path)
+	case r.size == 0:
+		return Info{}, userError(ErrNotAudio, nil, "audio.empty")
+	case r.failed != nil:
+		return Info{}, userError(ErrNotAudio, fmt.Errorf("error probing %s: %w", r.path, r.failed), "audio.unreadable")
+	}
+	info, err := r.firstAudio()
 	if err != nil {
-		return Info{}, fmt.Errorf("error probing %s: %w", path, err)
+		return Info{}, fmt.Errorf("error probing %s: %w", r.path, err)
 	}
 	if info.Format == FormatWAV {
-		if err := checkWAVSize(path, st.Size()); err != nil {
+		if err := checkWAVSize(r.path, r.size); err != nil {
 			return Info{}, err
 		}
 	}
-	if err := checkTail(ctx, in, info.Duration); err != nil {
-		return Info{}, fmt.Errorf("error probing %s: %w", path, err)
+	if err := checkTail(ctx, r.in, info.Duration); err != nil {
+		return Info{}, fmt.Errorf("error probing %s: %w", r.path, err)
 	}
 	return info, nil
 }
@@ -138,27 +218,9 @@ func CheckFormat(info Info, allowed []string) error {
 		strings.ToUpper(info.Format), strings.Join(names, ", "))
 }
 
-type probeJSON struct {
-	Streams []struct {
-		CodecType  string `json:"codec_type"`
-		CodecName  string `json:"codec_name"`
-		SampleRate string `json:"sample_rate"`
-		Channels   int    `json:"channels"`
-		Duration   string `json:"duration"`
-	} `json:"streams"`
-	Format struct {
-		FormatName string `json:"format_name"`
-		Duration   string `json:"duration"`
-	} `json:"format"`
-}
-
-// parseProbe turns ffprobe's JSON into Info for the first audio stream.
-func parseProbe(data []byte) (Info, error) {
-	var p probeJSON
-	if err := json.Unmarshal(data, &p); err != nil {
-		return Info{}, fmt.Errorf("error reading ffprobe output: %w", err)
-	}
-	for _, s := range p.Streams {
+// firstAudio is Info for the reading's first audio stream.
+func (r *ProbeResult) firstAudio() (Info, error) {
+	for _, s := range r.Streams {
 		if s.CodecType != "audio" {
 			continue
 		}
@@ -169,12 +231,12 @@ func parseProbe(data []byte) (Info, error) {
 		}
 		d := parseSeconds(s.Duration)
 		if d == 0 {
-			d = parseSeconds(p.Format.Duration)
+			d = parseSeconds(r.Format.Duration)
 		}
-		return Info{Format: FormatName(p.Format.FormatName), Codec: s.CodecName, Duration: d, SampleRate: rate, Channels: s.Channels}, nil
+		return Info{Format: FormatName(r.Format.FormatName), Codec: s.CodecName, Duration: d, SampleRate: rate, Channels: s.Channels}, nil
 	}
-	if len(p.Streams) > 0 {
-		return Info{}, userError(ErrNotAudio, fmt.Errorf("no audio stream in %s", p.Format.FormatName), "audio.no_sound")
+	if len(r.Streams) > 0 {
+		return Info{}, userError(ErrNotAudio, fmt.Errorf("no audio stream in %s", r.Format.FormatName), "audio.no_sound")
 	}
 	return Info{}, userError(ErrNotAudio, errors.New("no streams"), "audio.unreadable")
 }

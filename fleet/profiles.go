@@ -11,6 +11,7 @@ import (
 	"dubstudio/gpu"
 	"dubstudio/i18n"
 	"dubstudio/studio"
+	"dubstudio/tts"
 )
 
 // A profile lives in two packages with the same fields: gpu.Profile, which means
@@ -126,7 +127,7 @@ func ParseProfile(values map[string]string) (gpu.Profile, []gpu.FieldProblem) {
 	// in its one stored form, 0.
 	if values["Beams"] != "" {
 		whole("Beams", &p.Beams)
-		if p.Beams == gpu.DefaultBeams {
+		if p.Beams == tts.DefaultBeams {
 			p.Beams = 0
 		}
 	}

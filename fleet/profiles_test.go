@@ -8,6 +8,7 @@ import (
 	"dubstudio/fleet"
 	"dubstudio/gpu"
 	"dubstudio/studio"
+	"dubstudio/tts"
 )
 
 func TestParseProfileRoundTrips(t *testing.T) {
@@ -68,7 +69,7 @@ func TestParseProfileBatching(t *testing.T) {
 	delete(v, "KVCacheGiB")
 	got, probs = fleet.ParseProfile(v)
 	require.Empty(t, probs)
-	require.Equal(t, gpu.DefaultBeams, got.BeamsOrDefault())
+	require.Equal(t, tts.DefaultBeams, got.BeamsOrDefault())
 	require.Zero(t, got.KVCacheGiB)
 
 	v = fleet.ProfileValues(p)

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"dubstudio/i18n"
+	"dubstudio/tts"
 )
 
 // Profile is an admin's concurrency setting for one GPU. It applies live: the
@@ -42,7 +43,7 @@ type Profile struct {
 	// excludes ShareWeights (there is one host, nothing to share).
 	Batching bool
 	// Beams is the rows each line decodes with on a batching host, 1..MaxBeams; 0
-	// means DefaultBeams (IndexTTS's 3, searched). One beam samples as IndexTTS2.infer
+	// means tts.DefaultBeams (IndexTTS's 3, searched). One beam samples as IndexTTS2.infer
 	// does (top-k 30, top-p 0.8, temperature 0.8), seeded by the line: a third of the
 	// KV bytes and batch rows per line, less robust prosody (an unlucky draw is kept,
 	// not outscored), and another seed gives other audio.
@@ -69,10 +70,9 @@ const (
 	MaxSegmentTokens  = 600 // IndexTTS-2.5 crashes on unsegmented input over about 600 tokens
 	defaultSegTokens  = 120
 	defaultReservePct = 15
-	// DefaultBeams is a batching host's rows per line when Beams is 0 (IndexTTS's
-	// num_beams); MaxBeams the most a profile may ask.
-	DefaultBeams = 3
-	MaxBeams     = 8
+	// MaxBeams is the most rows per line a profile may ask (0 asks for
+	// tts.DefaultBeams).
+	MaxBeams = 8
 	// MaxBatchSequences is the most lines one batching host decodes at once
 	// (Concurrency with Batching).
 	MaxBatchSequences = 256
@@ -100,7 +100,7 @@ func (p Profile) S2melPrecisionOrDefault() string {
 // BeamsOrDefault is the rows per line a batching host decodes with.
 func (p Profile) BeamsOrDefault() int {
 	if p.Beams == 0 {
-		return DefaultBeams
+		return tts.DefaultBeams
 	}
 	return p.Beams
 }

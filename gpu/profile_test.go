@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"dubstudio/i18n"
+	"dubstudio/tts"
 
 	"github.com/stretchr/testify/require"
 )
@@ -189,11 +190,11 @@ func TestBatchingProfileValidation(t *testing.T) {
 	t.Parallel()
 	p := DefaultProfile()
 	require.Zero(t, p.Beams, "the default, in its one form")
-	require.Equal(t, DefaultBeams, p.BeamsOrDefault())
+	require.Equal(t, tts.DefaultBeams, p.BeamsOrDefault())
 	p.Batching, p.Concurrency, p.Beams, p.KVCacheGiB = true, MaxBatchSequences, 1, 20
 	require.NoError(t, p.Validate())
 	require.Equal(t, 20*GiB, p.KVCacheBytes())
-	require.Equal(t, DefaultBeams, Profile{}.BeamsOrDefault(), "a stored 0 means the default")
+	require.Equal(t, tts.DefaultBeams, Profile{}.BeamsOrDefault(), "a stored 0 means the default")
 
 	fields := func(p Profile) map[string]string {
 		var ve *ValidationError

@@ -18,7 +18,7 @@ func (l *Library) SetProjectBed(ctx context.Context, projectID, userID int64, ki
 	if _, err := studio.ParseBedKind(string(kind)); err != nil {
 		return nil, err
 	}
-	blob, err := l.extractSound(ctx, up)
+	blob, err := l.extractSound(ctx, up, nil)
 	if err != nil {
 		return nil, err
 	}

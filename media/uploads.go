@@ -83,7 +83,13 @@ func (l *Library) checkReference(ctx context.Context, up Upload) (audio.Info, er
 // to a 48 kHz WAV (next to the upload, until it is stored) and kept as a blob. The
 // upload itself is not kept, and its name is only shown. userID is who uploaded it.
 func (l *Library) SetProjectSource(ctx context.Context, projectID, userID int64, up Upload) (*studio.ProjectSource, error) {
-	blob, err := l.extractSound(ctx, up)
+	return l.setProjectSource(ctx, projectID, userID, up, nil)
+}
+
+// setProjectSource is SetProjectSource with ffprobe's reading of the upload when the
+// caller has one (nil: extractSound probes it).
+func (l *Library) setProjectSource(ctx context.Context, projectID, userID int64, up Upload, reading *audio.ProbeResult) (*studio.ProjectSource, error) {
+	blob, err := l.extractSound(ctx, up, reading)
 	if err != nil {
 		return nil, err
 	}
@@ -101,12 +107,20 @@ func (l *Library) SetProjectSource(ctx context.Context, projectID, userID int64,
 // (MIN_FREE_MB kept) are checked before anything is extracted, and a file that is
 // not audio, or a video without a sound track, is refused before anything is
 // written: a refusal changes nothing. A project's source and its bed share it.
-func (l *Library) extractSound(ctx context.Context, up Upload) (*studio.Blob, error) {
+// reading is ffprobe's reading of the upload when the caller has one (a video upload,
+// read for its picture); nil: extractSound runs ffprobe.
+func (l *Library) extractSound(ctx context.Context, up Upload, reading *audio.ProbeResult) (*studio.Blob, error) {
 	wav := up.Path + ".wav"
 	defer os.Remove(wav) // gone already once stored
 	// The length and the free space are checked before anything is extracted: the
 	// WAV grows with the length (48 kHz, 16 bits a sample), not with the upload.
-	probed, err := audio.Probe(ctx, up.Path)
+	var err error
+	if reading == nil {
+		if reading, err = audio.ProbeFile(ctx, up.Path); err != nil {
+			return nil, refused(fmt.Errorf("error reading %q: %w", up.Name, err))
+		}
+	}
+	probed, err := reading.Audio(ctx)
 	if err != nil {
 		return nil, refused(fmt.Errorf("error reading %q: %w", up.Name, err))
 	}

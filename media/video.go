@@ -1,9 +1,7 @@
 package media
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -93,70 +91,57 @@ func parseFrameRate(s string) (num, den int, ok bool) {
 	return num, den, true
 }
 
-type videoProbeJSON struct {
-	Streams []struct {
-		CodecType   string `json:"codec_type"`
-		CodecName   string `json:"codec_name"`
-		Width       int    `json:"width"`
-		Height      int    `json:"height"`
-		RFrameRate  string `json:"r_frame_rate"`
-		AvgRate     string `json:"avg_frame_rate"`
-		Disposition struct {
-			AttachedPic int `json:"attached_pic"`
-		} `json:"disposition"`
-	} `json:"streams"`
-	Format struct {
-		FormatName string `json:"format_name"`
-		Duration   string `json:"duration"`
-	} `json:"format"`
-}
-
 // ProbeVideo reads the picture of the file at path by its content. A file without a
 // moving picture (audio, with or without cover art, an image, anything ffprobe cannot
 // read) gives an error that unwraps to ErrNotVideo, studio.ErrInvalid and an
 // *i18n.Error saying so.
 func ProbeVideo(ctx context.Context, path string) (VideoInfo, error) {
+	_, info, err := probeVideo(ctx, path)
+	return info, err
+}
+
+// probeVideo is ProbeVideo that also returns ffprobe's reading of the file (nil only
+// with an error that is not ErrNotVideo), for an upload to find its sound track in
+// without running ffprobe again.
+func probeVideo(ctx context.Context, path string) (*audio.ProbeResult, VideoInfo, error) {
 	if path == "" || strings.HasPrefix(path, "-") {
-		return VideoInfo{}, fmt.Errorf("%w: file name %q", studio.ErrInvalid, path)
+		return nil, VideoInfo{}, fmt.Errorf("%w: file name %q", studio.ErrInvalid, path)
 	}
 	// A file gone (a blob store not mounted) is an error to retry, not a refusal.
-	if _, err := os.Stat(path); err != nil {
-		return VideoInfo{}, fmt.Errorf("error probing %s: %w", path, err)
+	r, err := audio.ProbeFile(ctx, path)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, VideoInfo{}, ctx.Err()
+		}
+		return nil, VideoInfo{}, err
 	}
-	var stdout bytes.Buffer
-	stderr, err := audio.RunFFprobe(ctx, []string{"-v", "error", "-show_entries",
-		"stream=codec_type,codec_name,width,height,r_frame_rate,avg_frame_rate:stream_disposition=attached_pic:format=format_name,duration",
-		"-of", "json", "file:" + path}, &stdout)
+	info, err := videoInfo(r)
+	return r, info, err
+}
+
+// videoInfo reads the picture of a file from ffprobe's reading of it.
+func videoInfo(r *audio.ProbeResult) (VideoInfo, error) {
 	notVideo := func(cause string) error {
 		return fmt.Errorf("%w: %w: %w (%s)", i18n.Errorf(studio.ErrInvalid, "video.not_video"), ErrNotVideo, studio.ErrInvalid, cause)
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return VideoInfo{}, ctx.Err()
-		}
-		if errors.Is(err, audio.ErrToolFailed) {
-			return VideoInfo{}, notVideo(stderr)
-		}
-		return VideoInfo{}, fmt.Errorf("error probing %s: %w", path, err)
+	if why := r.Unreadable(); why != "" {
+		return VideoInfo{}, notVideo(why)
 	}
-	var p videoProbeJSON
-	if err := json.Unmarshal(stdout.Bytes(), &p); err != nil {
-		return VideoInfo{}, fmt.Errorf("error reading ffprobe output: %w", err)
-	}
-	for _, s := range p.Streams {
+	format := r.Format.FormatName
+	for _, s := range r.Streams {
 		if s.CodecType != "video" || s.Disposition.AttachedPic != 0 || s.Width <= 0 || s.Height <= 0 {
 			continue
 		}
 		// Still images (a PNG, a JPEG) are one-frame "video" streams of image codecs.
-		if strings.HasSuffix(p.Format.FormatName, "_pipe") || p.Format.FormatName == "image2" {
+		if strings.HasSuffix(format, "_pipe") || format == "image2" {
 			return VideoInfo{}, notVideo("a still image")
 		}
-		secs, _ := strconv.ParseFloat(p.Format.Duration, 64)
-		info := VideoInfo{Format: p.Format.FormatName, Codec: s.CodecName, Width: s.Width, Height: s.Height,
+		secs, _ := strconv.ParseFloat(r.Format.Duration, 64)
+		info := VideoInfo{Format: format, Codec: s.CodecName, Width: s.Width, Height: s.Height,
 			Duration: time.Duration(secs * float64(time.Second))}
 		// The average rate is the picture's for a variable-rate file too; the
 		// stream's base rate (r_frame_rate) where it has none.
-		num, den, ok := parseFrameRate(s.AvgRate)
+		num, den, ok := parseFrameRate(s.AvgFrameRate)
 		if !ok {
 			num, den, ok = parseFrameRate(s.RFrameRate)
 		}
@@ -165,7 +150,7 @@ func ProbeVideo(ctx context.Context, path string) (VideoInfo, error) {
 		}
 		return info, nil
 	}
-	return VideoInfo{}, notVideo("no video stream in " + p.Format.FormatName)
+	return VideoInfo{}, notVideo("no video stream in " + format)
 }
 
 // SetProjectSourceVideo takes an uploaded audio or video file as a project's source,
@@ -173,9 +158,10 @@ func ProbeVideo(ctx context.Context, path string) (VideoInfo, error) {
 // moved into the blob store, and the project's video to record (and make a proxy
 // of) is returned; nil for a file without a picture. A video is first probed and the
 // room for its proxy checked (in the blob store, where the proxy is written), so a
-// refusal changes nothing.
+// refusal changes nothing. ffprobe reads the upload once, for its picture and its
+// sound track both.
 func (l *Library) SetProjectSourceVideo(ctx context.Context, projectID, userID int64, up Upload) (*studio.ProjectSource, *studio.ProjectVideo, error) {
-	info, err := ProbeVideo(ctx, up.Path)
+	reading, info, err := probeVideo(ctx, up.Path)
 	isVideo := err == nil
 	if err != nil && !errors.Is(err, ErrNotVideo) {
 		return nil, nil, err
@@ -188,7 +174,7 @@ func (l *Library) SetProjectSourceVideo(ctx context.Context, projectID, userID i
 			return nil, nil, err
 		}
 	}
-	src, err := l.SetProjectSource(ctx, projectID, userID, up)
+	src, err := l.setProjectSource(ctx, projectID, userID, up, reading)
 	if err != nil || !isVideo {
 		return src, nil, err
 	}

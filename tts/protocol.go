@@ -99,7 +99,8 @@ func (h HealthResponse) IsBatching() bool { return h.Batch != nil }
 type BatchInfo struct {
 	// MaxSequences is the most sequences (lines) decoding at once (= Concurrency).
 	MaxSequences int `json:"max_sequences"`
-	// Beams is the rows per sequence (1 = sampling, one row).
+	// Beams is the rows per sequence (1 = sampling, one row; DefaultBeams unless
+	// the host was told otherwise).
 	Beams int `json:"beams"`
 	// Decode is how a sequence chooses its tokens: DecodeBeamSearch (more than one
 	// beam), DecodeSample (one beam, the host's default) or DecodeGreedy (one beam,
@@ -135,6 +136,10 @@ type BatchInfo struct {
 	GraphSteps     int64 `json:"graph_steps,omitempty"`
 	GraphPoolBytes int64 `json:"graph_pool_bytes,omitempty"`
 }
+
+// DefaultBeams is a batching host's rows per sequence when it is not told (its
+// --beams): IndexTTS's num_beams, searched.
+const DefaultBeams = 3
 
 // Batching hosts' decoding modes (BatchInfo.Decode).
 const (

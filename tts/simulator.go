@@ -84,7 +84,7 @@ type SimulatorConfig struct {
 type SimBatch struct {
 	// MaxSequences is the host's concurrency; default 32.
 	MaxSequences int
-	// Beams is the rows per line; default 3.
+	// Beams is the rows per line; default DefaultBeams.
 	Beams int
 	// KVCacheBytes is the KV pool allocated at load; default SimKVCacheBytes.
 	KVCacheBytes int64
@@ -174,7 +174,7 @@ func NewSimulator(cfg SimulatorConfig) (*Simulator, error) {
 	if b := cfg.Batch; b != nil {
 		bc := *b
 		bc.MaxSequences = cmp.Or(max(bc.MaxSequences, 0), 32)
-		bc.Beams = cmp.Or(max(bc.Beams, 0), 3)
+		bc.Beams = cmp.Or(max(bc.Beams, 0), DefaultBeams)
 		bc.KVCacheBytes = cmp.Or(max(bc.KVCacheBytes, 0), SimKVCacheBytes)
 		bc.ActivationBytesPerSecond = cmp.Or(max(bc.ActivationBytesPerSecond, 0), SimActivationBytesPerSecond)
 		cfg.Batch, cfg.Concurrency = &bc, bc.MaxSequences

@@ -244,3 +244,23 @@ func TestSimulatorConditioningComputedOnce(t *testing.T) {
 	_, err = b.sim.PrepareSpeaker(ctx, PrepareRequest{ReferenceAudioPath: filepath.Join(b.dir, "missing.wav")})
 	require.ErrorIs(t, err, ErrInvalidInput)
 }
+
+// A batching simulator decodes with the hosts' default beams unless told, and says
+// so as a protocol-2 host does.
+func TestSimulatorBatchBeams(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		beams, want int
+		decode      string
+	}{
+		{0, DefaultBeams, DecodeBeamSearch},
+		{1, 1, DecodeSample},
+		{5, 5, DecodeBeamSearch},
+	} {
+		sim, err := NewSimulator(SimulatorConfig{Device: simdev.New(100 << 30), Batch: &SimBatch{Beams: c.beams}})
+		require.NoError(t, err)
+		b := sim.BatchInfo()
+		require.Equal(t, c.want, b.Beams, "asked for %d", c.beams)
+		require.Equal(t, c.decode, b.Decode, "asked for %d", c.beams)
+	}
+}

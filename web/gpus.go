@@ -80,7 +80,7 @@ func (s *Server) gpuPage(c echo.Context, form views.GPUProfileForm, edited *view
 	}
 	vm := views.GPUsVM{Cards: cards, CPUWorkers: cpu, Form: form}
 	for _, p := range profiles {
-		f := views.ProfileFormOf(p)
+		f := views.GPUProfileForm{ID: p.ID, Values: fleet.ProfileValues(fleet.ProfileOf(p))}
 		if edited != nil && edited.ID == p.ID {
 			f = *edited
 		}

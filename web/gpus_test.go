@@ -275,6 +275,29 @@ func TestGPUProfileFormValidatesInline(t *testing.T) {
 	require.Empty(t, ps)
 }
 
+// A profile stored without beams or an s2mel precision (0 and "", as rows saved
+// before those fields) is edited with the defaults they mean, gpu.Profile's own.
+func TestGPUProfileFormShowsTheDefaults(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.as(t, studio.RoleAdmin)
+	ctx := context.Background()
+	sp := &studio.GPUProfile{GPUProfileSettings: studio.GPUProfileSettings{Name: "old", Concurrency: 2, ReservePct: 12.5,
+		LongTextThresholdSec: 8, LongLaneLimit: 1, MaxGenSeconds: 12, SegmentTokens: 120, Batching: true}}
+	require.NoError(t, b.store.SaveGPUProfile(ctx, b.users[studio.RoleAdmin].ID, sp))
+
+	row := doc(t, c.get("/admin/gpus")).Find(`[data-testid=profile-row]`)
+	require.Equal(t, 1, row.Length())
+	value := func(name string) string {
+		return row.Find(fmt.Sprintf(`input[name=%s]`, name)).AttrOr("value", "?")
+	}
+	require.Equal(t, fmt.Sprint(tts.DefaultBeams), value("Beams"))
+	sel, _ := row.Find(`select[name=S2melPrecision] option[selected]`).Attr("value")
+	require.Equal(t, gpu.S2melFP32, sel)
+	require.Equal(t, "12.5", value("ReservePct"))
+	require.Equal(t, "old", value("Name"))
+}
+
 // The s2mel precision is a choice on the profile form: bf16 needs batching (refused
 // inline, in the user's language, nothing saved); saved, the form shows it selected.
 func TestGPUProfileS2melPrecision(t *testing.T) {

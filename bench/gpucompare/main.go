@@ -100,7 +100,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.timeout, "timeout", 0, "stop after this long (0: no limit); the runs so far are written")
 	flag.BoolVar(&o.shareWeights, "share-weights", false, "the hosts of the GPU share one copy of the weights (both methods; bench_host.py --share-weights)")
 	flag.IntVar(&o.batch.maxSequences, "max-sequences", 64, "batched method: lines the one batching host decodes at once (the profile's concurrency)")
-	flag.IntVar(&o.batch.beams, "beams", gpu.DefaultBeams, "batched method: beams per line (1: sampling, one row)")
+	flag.IntVar(&o.batch.beams, "beams", tts.DefaultBeams, "batched method: beams per line (1: sampling, one row)")
 	flag.Float64Var(&o.batch.kvCacheGiB, "kv-cache-gib", 0, "batched method: the host's KV cache in GiB (0: the host's own size)")
 	flag.Parse()
 	return o

@@ -23,6 +23,7 @@ import (
 	"dubstudio/i18n"
 	"dubstudio/internal/simdev"
 	"dubstudio/studio"
+	"dubstudio/tts"
 )
 
 const calibrateUsage = `Usage: dubstudio calibrate [flags]
@@ -61,7 +62,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		emoText        = fs.Bool("emotion-text", def.EmotionTextModel, "profile: load the Qwen emotion-from-text model")
 		share          = fs.Bool("share-weights", def.ShareWeights, "profile: the GPU's hosts share one copy of the weights (bench engine)")
 		batching       = fs.Bool("batching", false, "profile: one batching host decoding up to -concurrency lines at once (bench engine)")
-		beams          = fs.Int("beams", gpu.DefaultBeams, "profile: rows a line decodes with on a batching host")
+		beams          = fs.Int("beams", tts.DefaultBeams, "profile: rows a line decodes with on a batching host")
 		kvCache        = fs.Float64("kv-cache-gib", 0, "profile: a batching host's KV cache in GiB (0: the host's own share)")
 		s2mel          = fs.String("s2mel-precision", gpu.S2melFP32, "profile: a batching host's s2mel DiT precision (fp32 or bf16)")
 		runs           = fs.Int("runs", 3, "runs per length bucket (at least 3)")

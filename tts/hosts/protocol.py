@@ -843,14 +843,16 @@ def run_host(backend, args, host=None):
     def stop(signum, _frame):
         raise SystemExit(128 + signum)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="http", daemon=True)
-    thread.start()
-    print("LISTENING " + address, flush=True)
-    sys.stdout = sys.stderr  # models print a lot: keep stdout for the LISTENING line
     status = 0
     try:
+        # In the try from the handlers on: a signal just after LISTENING (before the
+        # load starts) is a clean stop too, not a SystemExit that escapes with 143.
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        thread.start()
+        print("LISTENING " + address, flush=True)
+        sys.stdout = sys.stderr  # models print a lot: keep stdout for the LISTENING line
         try:
             host.load()
         except Exception:  # noqa: BLE001
@@ -865,7 +867,8 @@ def run_host(backend, args, host=None):
     except SystemExit as e:
         status = 0 if e.code in (128 + signal.SIGTERM, 128 + signal.SIGINT) else (e.code or 0)
     finally:
-        server.shutdown()
+        if thread.is_alive():  # shutdown() waits for serve_forever, which a signal may have forestalled
+            server.shutdown()
         server.server_close()
         if socket_path:
             with contextlib.suppress(OSError):
