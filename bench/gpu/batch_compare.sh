@@ -24,7 +24,10 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total,memory.used --format=csv >"$OUT/nvidia-smi.csv" 2>&1
 cmp() { # gpu leave name methods n stride lines [host flags]
   d="$OUT/$3"; mkdir -p "$d"
-  $G -gpu "$1" -leave-gib "$2" -methods "$4" -n "$5" -lines "$7" -max-sequences "${MAXSEQ:-64}" -beams "${BEAMS:-3}" \
+  # The batching host's s2mel precision is its profile's (-s2mel): the worker passes it
+  # after the -host flags, so a --s2mel-dtype there alone would be overridden.
+  s2=fp32; case "${8:-}" in *"--s2mel-dtype bf16"*) s2=bf16 ;; esac
+  $G -gpu "$1" -leave-gib "$2" -methods "$4" -n "$5" -lines "$7" -max-sequences "${MAXSEQ:-64}" -beams "${BEAMS:-3}" -s2mel $s2 \
     -host "$H --decode-stride $6 ${8:-}" -timeout "${LIMIT}s" -out "$d" >"$d/run.log" 2>&1
   echo "== $3 rc=$?"; grep -E "audio s/s" "$d/run.log" | sed 's/^/   /'
 }

@@ -13,6 +13,9 @@ import (
 type batchOptions struct {
 	maxSequences, beams int
 	kvCacheGiB          float64
+	// s2melPrecision is the profile's s2mel precision (gpu.S2melFP32 or S2melBF16):
+	// the worker starts the host with --s2mel-dtype from it, after the -host flags.
+	s2melPrecision string
 }
 
 // batchProfile is the profile of the batched method: the default profile with one
@@ -21,7 +24,7 @@ type batchOptions struct {
 func batchProfile(base gpu.Profile, o batchOptions) gpu.Profile {
 	p := base
 	p.Name, p.ShareWeights, p.Batching = "batched", false, true
-	p.Concurrency, p.Beams, p.KVCacheGiB = o.maxSequences, o.beams, o.kvCacheGiB
+	p.Concurrency, p.Beams, p.KVCacheGiB, p.S2melPrecision = o.maxSequences, o.beams, o.kvCacheGiB, o.s2melPrecision
 	p.LongLaneLimit = max(o.maxSequences/2, 1)
 	return p
 }

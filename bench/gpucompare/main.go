@@ -35,6 +35,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -102,8 +103,32 @@ func parseFlags() options {
 	flag.IntVar(&o.batch.maxSequences, "max-sequences", 64, "batched method: lines the one batching host decodes at once (the profile's concurrency)")
 	flag.IntVar(&o.batch.beams, "beams", tts.DefaultBeams, "batched method: beams per line (1: sampling, one row)")
 	flag.Float64Var(&o.batch.kvCacheGiB, "kv-cache-gib", 0, "batched method: the host's KV cache in GiB (0: the host's own size)")
+	flag.StringVar(&o.batch.s2melPrecision, "s2mel", gpu.S2melFP32, "batched method: the profile's s2mel precision, fp32 or bf16 "+
+		"(the worker passes it to the host as --s2mel-dtype, after -host's flags: put it here, not in -host)")
 	flag.Parse()
 	return o
+}
+
+// checkS2mel refuses a batched run whose -host asks for an s2mel precision other than
+// the profile's (-s2mel): the worker starts the batching host with the profile's
+// --s2mel-dtype after the -host flags, so the host would silently run the profile's
+// (the 24 GiB runs of 2026-12-02 evening ran s2mel in fp32 so).
+func checkS2mel(methods, host, precision string) error {
+	if !slices.Contains(strings.Split(methods, ","), "batched") {
+		return nil
+	}
+	f := strings.Fields(host)
+	for i, a := range f {
+		v, ok := strings.CutPrefix(a, "--s2mel-dtype=")
+		if !ok && a == "--s2mel-dtype" && i+1 < len(f) {
+			v, ok = f[i+1], true
+		}
+		if ok && v != precision {
+			return fmt.Errorf("-host asks for --s2mel-dtype %s but the batched method's profile has %s (-s2mel), "+
+				"which the worker passes last: set -s2mel %s", v, precision, v)
+		}
+	}
+	return nil
 }
 
 // compare runs the methods o asks for and writes the summary to stdout.
@@ -117,6 +142,9 @@ func compare(ctx context.Context, o options, stdout io.Writer) error {
 	}
 	lines, err := script(turns(cues, defaultMaxGapMs, defaultMaxLineMs), o.from, o.lines, o.characters)
 	if err != nil {
+		return err
+	}
+	if err := checkS2mel(o.methods, o.host, o.batch.s2melPrecision); err != nil {
 		return err
 	}
 	steps, err := parseSteps(o.steps)

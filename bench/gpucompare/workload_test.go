@@ -73,3 +73,13 @@ func TestSimulatedComparison(t *testing.T) {
 	_, err = os.Stat(filepath.Join(o.out, "calibration-24-GiB.json"))
 	require.NoError(t, err)
 }
+
+func TestBatchedS2melPrecisionComesFromTheProfile(t *testing.T) {
+	host := "tts/hosts/bench_host.py --decode-stride 4 --s2mel-dtype bf16"
+	require.NoError(t, checkS2mel("fixed", host, "fp32"), "version-1 hosts take -host's flags")
+	require.NoError(t, checkS2mel("fixed,batched", host, "bf16"))
+	require.NoError(t, checkS2mel("batched", "tts/hosts/bench_host.py", "fp32"))
+	err := checkS2mel("fixed,batched", host, "fp32")
+	require.ErrorContains(t, err, "set -s2mel bf16")
+	require.ErrorContains(t, checkS2mel("batched", "h.py --s2mel-dtype=bf16", "fp32"), "--s2mel-dtype bf16")
+}
