@@ -114,6 +114,18 @@ def bucket_up(n, buckets):
     return None
 
 
+def _no_autocast_cache():
+    """Inside an autocast region, the same region without its cache of cast weights:
+    a cast made while a graph is captured lives in the graph's pool, and the cache lets
+    it go when the region ends, so a later capture could reuse memory a graph still
+    reads (PyTorch's CUDA graph notes ask for cache_enabled=False)."""
+    if hasattr(torch, "get_autocast_dtype"):  # PyTorch 2.4 and later
+        on, dtype = torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda")
+    else:
+        on, dtype = torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype()
+    return torch.autocast("cuda", dtype=dtype, cache_enabled=False) if on else contextlib.nullcontext()
+
+
 @dataclasses.dataclass
 class Graph:
     graph: object
@@ -494,7 +506,7 @@ class Batcher:
         # rarely holds such a batch (on 24 GiB, 192 rows of 75 blocks would hold 3.4 GB).
         keys = [(r, w) for r in self.graph_rows for w in self.graph_widths if r * w <= self.pool.n_blocks]
         k = self.stride
-        with self._stream(self.gpt_stream), torch.inference_mode(), a.gpt_context():
+        with self._stream(self.gpt_stream), torch.inference_mode(), a.gpt_context(), _no_autocast_cache():
             # Every graph writes its logits into one buffer, not into an output of its own
             # in the pool (209 graphs of the benchmark model would hold 240 MB of them).
             probe = self._forward(torch.zeros(1, 2 * k + 2, dtype=torch.long, device=a.device))
