@@ -126,6 +126,19 @@ def _no_autocast_cache():
     return torch.autocast("cuda", dtype=dtype, cache_enabled=False) if on else contextlib.nullcontext()
 
 
+def decode_buckets(most_rows, max_positions, pool_blocks):
+    """The decode graphs' buckets: rows (GRAPH_ROWS below most_rows, then the first at
+    least it), block-table widths (multiples of GRAPH_WIDTH_STEP, then the model's
+    positions in blocks) and the (rows, width) pairs to capture. A pair whose gathered
+    keys and values (rows x blocks) pass the pool's blocks is left out and runs
+    eagerly: its temporaries would be held for good, for a batch a cache that small
+    rarely holds (on 24 GiB, 192 rows of 75 blocks would hold 3.4 GB)."""
+    rows = [r for r in GRAPH_ROWS if r < most_rows] + [bucket_up(most_rows, GRAPH_ROWS) or most_rows]
+    blocks = math.ceil(max_positions / BLOCK_TOKENS)
+    widths = list(range(GRAPH_WIDTH_STEP, blocks, GRAPH_WIDTH_STEP)) + [blocks]
+    return rows, widths, [(r, w) for r in rows for w in widths if r * w <= pool_blocks]
+
+
 @dataclasses.dataclass
 class Graph:
     graph: object
@@ -497,14 +510,8 @@ class Batcher:
         step waits for a capture, and the graphs' shared pool, sized by the largest
         first, is part of the memory the host reports at load."""
         a = self.a
-        most = self.max_sequences * self.beams
-        self.graph_rows = [r for r in GRAPH_ROWS if r < most] + [bucket_up(most, GRAPH_ROWS) or most]
-        blocks = math.ceil(a.max_positions / BLOCK_TOKENS)
-        self.graph_widths = list(range(GRAPH_WIDTH_STEP, blocks, GRAPH_WIDTH_STEP)) + [blocks]
-        # A bucket whose gathered keys and values (rows x blocks) pass the pool's blocks
-        # runs eagerly: its temporaries would be held for good, and a cache that small
-        # rarely holds such a batch (on 24 GiB, 192 rows of 75 blocks would hold 3.4 GB).
-        keys = [(r, w) for r in self.graph_rows for w in self.graph_widths if r * w <= self.pool.n_blocks]
+        self.graph_rows, self.graph_widths, keys = decode_buckets(self.max_sequences * self.beams, a.max_positions,
+                                                                  self.pool.n_blocks)
         k = self.stride
         with self._stream(self.gpt_stream), torch.inference_mode(), a.gpt_context(), _no_autocast_cache():
             # Every graph writes its logits into one buffer, not into an output of its own

@@ -462,6 +462,34 @@ class CudaGraphTest(unittest.TestCase):
                     self.assertLess(err, 1e-4, f"line {i} of a group of {len(batch)}: {err}")
 
 
+class DecodeBucketsTest(unittest.TestCase):
+    """The decode graphs' buckets (batching.decode_buckets), without CUDA."""
+
+    def test_buckets_cover_every_step_the_host_can_make(self):
+        import batching
+
+        rows, widths, keys = batching.decode_buckets(64 * 3, 2400, 100_000)
+        self.assertEqual(rows, [4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192])
+        self.assertEqual(widths[:3], [4, 8, 12])
+        self.assertEqual(widths[-2:], [72, 75])  # 2400 positions: 75 blocks
+        self.assertEqual(len(keys), len(rows) * len(widths))
+        self.assertEqual(batching.decode_buckets(10, 2400, 100_000)[0], [4, 8, 16])  # the first bucket past 10 rows
+        self.assertEqual(batching.decode_buckets(600, 2400, 100_000)[0][-2:], [512, 600])  # past the largest: itself
+        for n in range(1, 193):
+            self.assertGreaterEqual(batching.bucket_up(n, rows), n)
+        self.assertIsNone(batching.bucket_up(193, rows))
+
+    def test_a_small_pool_leaves_the_largest_buckets_eager(self):
+        import batching
+
+        rows, widths, keys = batching.decode_buckets(192, 2400, 2000)
+        self.assertTrue(all(r * w <= 2000 for r, w in keys))
+        self.assertIn((192, 8), keys)
+        self.assertNotIn((192, 12), keys)  # 2,304 blocks
+        self.assertIn((24, 75), keys)
+        self.assertLess(len(keys), len(rows) * len(widths))
+
+
 class NextGroupTest(unittest.TestCase):
     """The s2mel stage's choice of the next group (batching.next_group), on plain lines."""
 
