@@ -139,6 +139,18 @@ def decode_buckets(most_rows, max_positions, pool_blocks):
     return rows, widths, [(r, w) for r in rows for w in widths if r * w <= pool_blocks]
 
 
+# Held while a graph is captured and while the allocator's cache is emptied: emptying
+# it asserts that no capture is under way on the device, in any thread, so a lazy
+# capture on the s2mel thread and an empty_cache on the GPT thread must not overlap.
+CAPTURE_LOCK = threading.Lock()
+
+
+def empty_cache():
+    """torch.cuda.empty_cache, never during a capture."""
+    with CAPTURE_LOCK:
+        torch.cuda.empty_cache()
+
+
 @dataclasses.dataclass
 class Graph:
     graph: object
@@ -180,8 +192,16 @@ class GraphCache:
         return self.graphs.get(key)
 
     def most_bytes(self):
-        """The shared pool's size: the temporaries of the largest graph."""
+        """The temporaries of the largest graph."""
         return max((g.bytes for g in self.graphs.values()), default=0)
+
+    def reset(self):
+        """Drops every graph and starts a new pool: a pool whose graphs are all gone
+        cannot take another capture (PyTorch keeps it, unused, until the next
+        empty_cache), and its memory goes back."""
+        self.graphs.clear()
+        self.pool = torch.cuda.graph_pool_handle()
+        empty_cache()
 
     def capture(self, key, inputs):
         """Records fn(*inputs) as the graph of key (inputs: device tensors). Before the
@@ -192,7 +212,7 @@ class GraphCache:
         side = self.side
         side.wait_stream(cur)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(side):
+        with CAPTURE_LOCK, torch.cuda.stream(side):
             if not self.graphs:
                 self.fn(*inputs)  # warm-up, outside the graph: lazy initialisations
             side.synchronize()
@@ -201,8 +221,11 @@ class GraphCache:
             graph.capture_begin(pool=self.pool, capture_error_mode="thread_local")
             try:
                 out = self.fn(*inputs)
-            finally:
-                graph.capture_end()
+            except BaseException:
+                with contextlib.suppress(Exception):  # the capture's own error is the one to see
+                    graph.capture_end()
+                raise
+            graph.capture_end()
             peak = torch.cuda.max_memory_allocated(self.device) - before
         cur.wait_stream(side)
         g = Graph(graph=graph, inputs=tuple(inputs), output=out, bytes=max(0, peak))
@@ -478,9 +501,10 @@ class Batcher:
         self.ready_cv = threading.Condition()
         self.s2mel_max_wait = s2mel_max_wait
         self.lock = threading.Lock()
-        self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0}
+        self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0, "graphs_refused": 0}
         self.decode_graphs = decode_graphs
         self.graphs = None  # GraphCache of _forward per (rows, blocks) bucket, on CUDA
+        self.graph_pool_bytes = 0
         self.rate = []  # (time, tokens) of recent steps
 
     # -- setup ------------------------------------------------------------------------
@@ -513,20 +537,37 @@ class Batcher:
         self.graph_rows, self.graph_widths, keys = decode_buckets(self.max_sequences * self.beams, a.max_positions,
                                                                   self.pool.n_blocks)
         k = self.stride
+        torch.cuda.synchronize(a.device)
+        empty_cache()
+        reserved, allocated = torch.cuda.memory_reserved(a.device), torch.cuda.memory_allocated(a.device)
         with self._stream(self.gpt_stream), torch.inference_mode(), a.gpt_context(), _no_autocast_cache():
             # Every graph writes its logits into one buffer, not into an output of its own
             # in the pool (209 graphs of the benchmark model would hold 240 MB of them).
             probe = self._forward(torch.zeros(1, 2 * k + 2, dtype=torch.long, device=a.device))
             out = torch.empty(self.graph_rows[-1], probe.shape[-1], dtype=probe.dtype, device=a.device)
             self.graphs = GraphCache(lambda ids: out[:ids.shape[0]].copy_(self._forward(ids)), a.device)
-            for r, w in sorted(keys, key=lambda rw: -rw[0] * rw[1]):  # the largest first: it sizes the pool
-                self.graphs.capture((r, w), (torch.zeros(r, 2 * k + 1 + w, dtype=torch.long, device=a.device),))
+            keys.sort(key=lambda rw: -rw[0] * rw[1])  # the largest first: it sizes the pool
+            for i, (r, w) in enumerate(keys):
+                try:
+                    self.graphs.capture((r, w), (torch.zeros(r, 2 * k + 1 + w, dtype=torch.long, device=a.device),))
+                except Exception as e:  # noqa: BLE001
+                    if not self.meter.is_oom(e):
+                        raise
+                    # Out of memory: this bucket and the rest run eagerly (the card is
+                    # fuller than the KV pool's share assumed); the host still loads.
+                    self.stats["graphs_refused"] = len(keys) - i
+                    break
             torch.cuda.current_stream(a.device).synchronize()
+        # What the graphs hold beyond their allocated inputs: the pool's free-but-kept
+        # memory (the warm-up's temporaries on the side stream go back first).
+        empty_cache()
+        self.graph_pool_bytes = max(0, (torch.cuda.memory_reserved(a.device) - reserved) -
+                                    (torch.cuda.memory_allocated(a.device) - allocated))
 
     def graph_bytes(self):
         """The decode graphs' shared pool (their inputs and logits buffer are ordinary
         allocations, in memory_allocated)."""
-        return self.graphs.most_bytes() if self.graphs else 0
+        return self.graph_pool_bytes
 
     def _stream(self, s):
         return torch.cuda.stream(s) if s is not None else contextlib.nullcontext()
@@ -565,7 +606,7 @@ class Batcher:
                 "steps": self.stats["steps"], "graph_steps": self.stats["graph_steps"],
                 "decode_graphs": len(self.graphs) if self.graphs else 0,
                 "graph_capture_seconds": round(self.graphs.capture_seconds, 2) if self.graphs else 0.0,
-                "graph_pool_bytes": self.graph_bytes(),
+                "graph_pool_bytes": self.graph_bytes(), "graphs_refused": self.stats["graphs_refused"],
             }
 
     # -- the GPT loop -------------------------------------------------------------------
@@ -909,7 +950,7 @@ class Batcher:
             self._release_line(line)
             line.fail(err)
         if self.a.device.type == "cuda":
-            torch.cuda.empty_cache()
+            empty_cache()
 
     # -- the s2mel stage ----------------------------------------------------------------
 
@@ -964,7 +1005,7 @@ class Batcher:
             for line in lines:
                 line.fail(err)
             if a.device.type == "cuda":
-                torch.cuda.empty_cache()
+                empty_cache()
         finally:
             with self.lock:
                 self.stats["in_s2mel"] -= len(lines)
@@ -1111,4 +1152,7 @@ class BatchingHost(protocol.Host):
         return protocol.read_output(res, start)
 
     def _release(self, _body):
-        return self._on_gpt(self.meter.release_cache)
+        def release():
+            with CAPTURE_LOCK:
+                return self.meter.release_cache()
+        return self._on_gpt(release)

@@ -882,9 +882,7 @@ class S2MelGraphs:
         self.s2 = s2mel
         self.steps = steps
         self.device = device
-        self.lines = [1]
-        while self.lines[-1] < most_lines:
-            self.lines.append(self.lines[-1] * 2)
+        self.lines = 1 << (most_lines - 1).bit_length()  # the first buffers' room, in sequences
         self.cache = batching.GraphCache(self._step, device)
         self.buffers = []  # per input of _step: a flat tensor
         ts = torch.linspace(0, 1, steps + 1, device=device)
@@ -907,16 +905,17 @@ class S2MelGraphs:
     def run(self, batch, frames):
         """The target mel of every line of batch (padded's items) in one tensor [b, M, T]
         (a copy: the graphs' x changes at their next replay), and the graph's memory."""
-        b = batching.bucket_up(len(batch), self.lines) or len(batch)
+        b = 1 << (len(batch) - 1).bit_length()  # sequences, not lines: a line may have several
         t = -(-frames // self.FRAME_STEP) * self.FRAME_STEP
         inputs = self.s2.padded(batch, b, t) + (self.ts[:1], self.dts[:1])
         g = self.cache.get((b, t))
+        captured = g is None
         if g is None:
             views = self._views(inputs)
             if views is None:  # new buffers: every graph so far reads the old ones
-                self.cache.graphs.clear()
+                self.cache.reset()
                 # Room for the largest bucket of lines, at MOST_FRAMES frames or twice these.
-                grow = self.lines[-1] / b * max(2.0, self.MOST_FRAMES / t)
+                grow = max(self.lines, b) / b * max(2.0, self.MOST_FRAMES / t)
                 self.buffers = [torch.empty(math.ceil(x.numel() * grow), dtype=x.dtype, device=self.device)
                                 for x in inputs]
                 views = self._views(inputs)
@@ -928,7 +927,9 @@ class S2MelGraphs:
             t_in.copy_(self.ts[i:i + 1])
             dt_in.copy_(self.dts[i:i + 1])
             g.replay()
-        return x[:len(batch)].clone(), g.bytes
+        # The group that captured a graph allocated its temporaries for real, in the
+        # peak the batcher measures; later ones replay in memory the graph holds.
+        return x[:len(batch)].clone(), 0 if captured else g.bytes
 
 
 class _GPTLayer:
@@ -1004,7 +1005,8 @@ class BenchAdapter:
     # -- conditioning (on the GPT thread) --------------------------------------------
 
     def prepare(self, body):
-        res = self.backend.prepare(body)
+        with batching.CAPTURE_LOCK:  # a new speaker empties the allocator's cache
+            res = self.backend.prepare(body)
         cur = self.backend.current
         self._keep(cur["reference"], cur["tensors"])
         return res

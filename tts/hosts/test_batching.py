@@ -450,16 +450,19 @@ class CudaGraphTest(unittest.TestCase):
 
         with torch.inference_mode():
             for batch in ([item(300, 120, 1), item(410, 120, 2), item(250, 90, 3)], [item(900, 200, 4)],
-                          [item(5000, 200, 5), item(4000, 100, 6)]):
+                          [item(5000, 200, 5), item(4000, 100, 6)],
+                          [item(9000, 200, 7 + i) for i in range(8)]):  # past the first buffers: new ones
                 want = s2.inference_batch(batch, a.opts.diffusion_steps)
                 lens = [c.shape[1] for c, _, _, _ in batch]
                 x, nbytes = a.s2mel_graphs.run(batch, max(lens))
-                self.assertGreater(nbytes, 0)
+                self.assertEqual(nbytes, 0, "a group that captured counts its temporaries as allocated")
+                self.assertGreater(a.s2mel_graphs.run(batch, max(lens))[1], 0, "a replay counts the graph's")
                 for i, (_, ref, _, _) in enumerate(batch):
                     got = x[i:i + 1, :, ref.shape[-1]:lens[i]]
                     self.assertEqual(got.shape, want[i].shape)
                     err = float((got - want[i]).abs().max() / want[i].abs().max())
                     self.assertLess(err, 1e-4, f"line {i} of a group of {len(batch)}: {err}")
+            self.assertEqual(len(a.s2mel_graphs.cache), 1, "the new buffers dropped the graphs that read the old")
 
 
 class DecodeBucketsTest(unittest.TestCase):
