@@ -7,7 +7,8 @@
 # alone. Each part fits in ten minutes. Build gpucompare first (see
 # compare.sh), then run from the repository root:
 #   OUT=./out bench/gpu/batch_compare.sh whole|24gib|latency|all, or graphs|graphs-whole
-# (CUDA graphs against kernel-by-kernel launches, on 24 GiB and on the whole card)
+# (CUDA graphs against kernel-by-kernel launches, on 24 GiB and on the whole card) or
+# s2mel-sweep (latency at load against s2mel's group size)
 # LIMIT (seconds per gpucompare, default 260), LINES1 (stride-1 lines, default 30) and
 # FIXED0/FIXED1 (fixed host counts, defaults 8 and 3: the whole card's best and the
 # rule's N for 24 GiB), MAXSEQ (the batching host's lines at once, 64) and BEAMS (3) can be set.
@@ -64,6 +65,17 @@ case "${1:-all}" in
     CUDA_VISIBLE_DEVICES=$GPU timeout 120 python3 bench/gpu/batch_bench.py --stride 4 --concurrency 1 --lines 40 \
       --s2mel-dtype bf16 --out "$OUT/batch-bench" --name=-alone-graphs >"$OUT/batch-bench-alone-graphs.log" 2>&1
     echo "== batch_bench alone graphs rc=$?"; tail -n 2 "$OUT/batch-bench-alone-graphs.log" ;;
+esac
+case "${1:-all}" in
+  s2mel-sweep) # latency at load against s2mel's group size: each line alone, then 16 in
+    # flight with groups of 4, 8 and 16 lines, the first 40 lines, all graphs, bf16
+    for g in 1:16 16:4 16:8 16:16; do
+      c=${g%%:*}; s=${g##*:}
+      CUDA_VISIBLE_DEVICES=$GPU timeout 100 python3 bench/gpu/batch_bench.py --stride 4 --concurrency "$c" --lines 40 \
+        --s2mel-dtype bf16 --host-args="--s2mel-graphs --s2mel-batch $s" --out "$OUT/batch-bench" \
+        --name="-c$c-group$s" >"$OUT/batch-bench-c$c-group$s.log" 2>&1
+      echo "== C $c, s2mel groups of $s rc=$?"; tail -n 1 "$OUT/batch-bench-c$c-group$s.log"
+    done ;;
 esac
 case "${1:-all}" in
   latency|all) # s2mel in bf16 at 32 lines at once, and each line alone (C = 1) for the latency ratio
