@@ -191,10 +191,6 @@ class GraphCache:
     def get(self, key):
         return self.graphs.get(key)
 
-    def most_bytes(self):
-        """The temporaries of the largest graph."""
-        return max((g.bytes for g in self.graphs.values()), default=0)
-
     def reset(self):
         """Drops every graph and starts a new pool: a pool whose graphs are all gone
         cannot take another capture (PyTorch keeps it, unused, until the next
@@ -504,6 +500,8 @@ class Batcher:
         self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0, "graphs_refused": 0}
         self.decode_graphs = decode_graphs
         self.graphs = None  # GraphCache of _forward per (rows, blocks) bucket, on CUDA
+        # The decode graphs' shared pool (their inputs and logits buffer are ordinary
+        # allocations, in memory_allocated).
         self.graph_pool_bytes = 0
         self.rate = []  # (time, tokens) of recent steps
 
@@ -564,11 +562,6 @@ class Batcher:
         self.graph_pool_bytes = max(0, (torch.cuda.memory_reserved(a.device) - reserved) -
                                     (torch.cuda.memory_allocated(a.device) - allocated))
 
-    def graph_bytes(self):
-        """The decode graphs' shared pool (their inputs and logits buffer are ordinary
-        allocations, in memory_allocated)."""
-        return self.graph_pool_bytes
-
     def _stream(self, s):
         return torch.cuda.stream(s) if s is not None else contextlib.nullcontext()
 
@@ -606,7 +599,7 @@ class Batcher:
                 "steps": self.stats["steps"], "graph_steps": self.stats["graph_steps"],
                 "decode_graphs": len(self.graphs) if self.graphs else 0,
                 "graph_capture_seconds": round(self.graphs.capture_seconds, 2) if self.graphs else 0.0,
-                "graph_pool_bytes": self.graph_bytes(), "graphs_refused": self.stats["graphs_refused"],
+                "graph_pool_bytes": self.graph_pool_bytes, "graphs_refused": self.stats["graphs_refused"],
             }
 
     # -- the GPT loop -------------------------------------------------------------------
@@ -815,11 +808,8 @@ class Batcher:
             pool.k[:, dst] = pool.k[:, src]
             pool.v[:, dst] = pool.v[:, src]
         width = max(len(r.blocks) for r in rows)
-        key = self._graph_key(n, width) if self.graphs is not None else None
-        if key is not None:
-            n_pad, width = key
-        else:
-            n_pad = n
+        key, g = self._decode_graph(n, width)
+        n_pad, width = key if g is not None else (n, width)
         # One int64 tensor per step, one copy to the device: per row its k tokens,
         # their k mel positions, its cache length and its block table (_forward's layout).
         ids = []
@@ -829,8 +819,7 @@ class Batcher:
                 ids.append([t] * k + pos + [r.length] + r.blocks + [0] * (width - len(r.blocks)))
         ids.extend([[0] * (2 * k + 1 + width)] * (n_pad - n))  # padded rows: block 0, masked
         ids = torch.tensor(ids, dtype=torch.long)
-        if key is not None:
-            g = self.graphs.get(key)
+        if g is not None:
             g.inputs[0].copy_(ids, non_blocking=True)
             logits = g.replay()
             self.stats["graph_steps"] += 1
@@ -878,12 +867,14 @@ class Batcher:
             x = layer.finish(x, attention(q, kc, vc, mask=mask))
         return a.head(x[:, -1])
 
-    def _graph_key(self, rows, width):
-        """The decode graph for a step of rows rows and width blocks: (rows, width)
-        rounded up to their buckets, or None where no graph was captured (the step runs
-        eagerly)."""
+    def _decode_graph(self, rows, width):
+        """The decode graph for a step of rows rows and width blocks and its key, (rows,
+        width) rounded up to their buckets; (None, None) where none was captured (the
+        step runs eagerly)."""
+        if self.graphs is None:
+            return None, None
         key = (bucket_up(rows, self.graph_rows), bucket_up(width, self.graph_widths))
-        return key if self.graphs.get(key) is not None else None
+        return key, self.graphs.get(key)
 
     def _reorder(self, s, parents):
         """New beam j continues parent beam parents[j]: it shares the parent's blocks."""
@@ -987,8 +978,8 @@ class Batcher:
             t_voc = time.perf_counter() - t
             peak = (torch.cuda.max_memory_allocated(a.device) - base) if a.device.type == "cuda" else 0
             # A group that replayed a CUDA graph allocated nothing for its temporaries: the
-            # graph's memory (an adapter's s2mel_graph_bytes, where it has graphs) is theirs.
-            peak += getattr(a, "s2mel_graph_bytes", 0)
+            # graph's memory (the adapter's s2mel_graph_bytes, 0 without graphs) is theirs.
+            peak += a.s2mel_graph_bytes
             frames = [m.shape[-1] for m in mels]
             total = max(1, sum(frames))
             i = 0
@@ -1106,7 +1097,7 @@ class BatchingHost(protocol.Host):
         self.meter.synchronize()
         # The decode graphs' pool is held for good though nothing in it is allocated
         # between steps: it counts as resident.
-        self.resident = self.meter.allocated() + self.batcher.graph_bytes()
+        self.resident = self.meter.allocated() + self.batcher.graph_pool_bytes
         self.loaded = True
 
     def health(self):

@@ -450,9 +450,13 @@ class S2Mel(_Module):
         """inference for several lines at once: items are (cond [1, T, D], ref_mel
         [1, M, P], style [1, S], seed); frames are padded to the longest and masked,
         each line's noise comes from its own seed. Returns each line's target mel."""
-        lens = [c.shape[1] for c, _, _, _ in items]
-        x = self.flow(*self.padded(items, len(items), max(lens)), steps, cfg_rate)
-        return [x[i:i + 1, :, ref.shape[-1]:lens[i]] for i, (_, ref, _, _) in enumerate(items)]
+        x = self.flow(*self.padded(items, len(items), max(c.shape[1] for c, _, _, _ in items)), steps, cfg_rate)
+        return self.unpad(x, items)
+
+    @staticmethod
+    def unpad(x, items):
+        """Each line's target mel out of a padded group's x (padded's items)."""
+        return [x[i:i + 1, :, ref.shape[-1]:c.shape[1]] for i, (c, ref, _, _) in enumerate(items)]
 
     def padded(self, items, b, t):
         """flow's inputs for items, padded to b lines of t frames: x (the seeded noise),
@@ -903,8 +907,9 @@ class S2MelGraphs:
         return views
 
     def run(self, batch, frames):
-        """The target mel of every line of batch (padded's items) in one tensor [b, M, T]
-        (a copy: the graphs' x changes at their next replay), and the graph's memory."""
+        """Each line's target mel for batch (padded's items; frames its longest), copied
+        out of the graphs' x (which their next replay overwrites), and the graph's
+        memory."""
         b = 1 << (len(batch) - 1).bit_length()  # sequences, not lines: a line may have several
         t = -(-frames // self.FRAME_STEP) * self.FRAME_STEP
         inputs = self.s2.padded(batch, b, t) + (self.ts[:1], self.dts[:1])
@@ -920,7 +925,7 @@ class S2MelGraphs:
                                 for x in inputs]
                 views = self._views(inputs)
             g = self.cache.capture((b, t), views)
-        x, *rest, t_in, dt_in = g.inputs
+        x, t_in, dt_in = g.inputs[0], g.inputs[-2], g.inputs[-1]
         for v, src in zip(g.inputs[:-2], inputs[:-2]):  # after a capture too: its warm-up wrote x
             v.copy_(src)
         for i in range(self.steps):
@@ -929,7 +934,7 @@ class S2MelGraphs:
             g.replay()
         # The group that captured a graph allocated its temporaries for real, in the
         # peak the batcher measures; later ones replay in memory the graph holds.
-        return x[:len(batch)].clone(), 0 if captured else g.bytes
+        return self.s2.unpad(x[:len(batch)].clone(), batch), 0 if captured else g.bytes
 
 
 class _GPTLayer:
@@ -1087,9 +1092,8 @@ class BenchAdapter:
         self.s2mel_graph_bytes = 0
         if self.s2mel_graphs is None:
             return s2.inference_batch(batch, self.opts.diffusion_steps)
-        lens = [c.shape[1] for c, _, _, _ in batch]
-        x, self.s2mel_graph_bytes = self.s2mel_graphs.run(batch, max(lens))
-        return [x[i:i + 1, :, ref.shape[-1]:lens[i]] for i, (_, ref, _, _) in enumerate(batch)]
+        mels, self.s2mel_graph_bytes = self.s2mel_graphs.run(batch, max(c.shape[1] for c, _, _, _ in batch))
+        return mels
 
     def vocoder_batch(self, mels):
         frames = [m.shape[-1] for m in mels]

@@ -155,6 +155,7 @@ def most_similar_cosine(query, matrix):
 
 class IndexTTSAdapter:
     engine = "indextts"
+    s2mel_graph_bytes = 0  # its s2mel has no CUDA graphs (batching.Batcher._render)
 
     def __init__(self, opts, speakers=16):
         self.opts = opts

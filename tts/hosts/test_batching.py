@@ -426,6 +426,9 @@ class CudaGraphTest(unittest.TestCase):
             self.assertEqual(steps["graph_steps"], steps["steps"], "every step of this batch replayed a graph")
             self.assertEqual(eager.batcher.stats["graph_steps"], 0)
             self.assertGreater(len(graphed.adapter.s2mel_graphs.cache), 0, "s2mel replayed graphs")
+            # The tiny model's vocoder barely follows its mel (two seeds' audio is at most 32
+            # LSB apart), so this checks the path end to end, not s2mel's arithmetic:
+            # test_s2mel_graph_equals_the_eager_flow compares the mels themselves.
             for gp, wp in zip(got_paths, want_paths):
                 a, b = read_samples(gp), read_samples(wp)
                 self.assertEqual(len(a), len(b))
@@ -454,11 +457,10 @@ class CudaGraphTest(unittest.TestCase):
                           [item(9000, 200, 7 + i) for i in range(8)]):  # past the first buffers: new ones
                 want = s2.inference_batch(batch, a.opts.diffusion_steps)
                 lens = [c.shape[1] for c, _, _, _ in batch]
-                x, nbytes = a.s2mel_graphs.run(batch, max(lens))
+                mels, nbytes = a.s2mel_graphs.run(batch, max(lens))
                 self.assertEqual(nbytes, 0, "a group that captured counts its temporaries as allocated")
                 self.assertGreater(a.s2mel_graphs.run(batch, max(lens))[1], 0, "a replay counts the graph's")
-                for i, (_, ref, _, _) in enumerate(batch):
-                    got = x[i:i + 1, :, ref.shape[-1]:lens[i]]
+                for i, got in enumerate(mels):
                     self.assertEqual(got.shape, want[i].shape)
                     err = float((got - want[i]).abs().max() / want[i].abs().max())
                     self.assertLess(err, 1e-4, f"line {i} of a group of {len(batch)}: {err}")
