@@ -870,9 +870,9 @@ class BenchBackend:
 
 class S2MelGraphs:
     """s2mel's flow-matching step as CUDA graphs, one per bucket of lines (a power of
-    two) and frames (a multiple of FRAME_STEP), each replayed once per step: a step of
-    13 DiT layers and 8 WaveNet layers is about 150 kernel launches, 3,700 a group of
-    25 steps, which the s2mel thread's launches took from the GPT's. A step, not the
+    two) and frames (a multiple of FRAME_STEP), each replayed once per step: a step's 13
+    DiT layers and 8 WaveNet layers launch kernels by the dozen, 25 times a group, and
+    the s2mel thread's launches took time from the GPT's. A step, not the
     25, is what a graph records, so that a capture on first use (a bucket not yet seen)
     costs one step's nodes. The graphs share one memory pool and read their inputs
     from, and write x into, views of buffers kept here, so a graph holds no tensors of
