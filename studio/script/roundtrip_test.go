@@ -3,6 +3,7 @@ package script
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,13 +12,15 @@ import (
 )
 
 // keepable returns cues as a writer in format f can keep them: without source lines,
-// without emotions in SRT, WebVTT and ASS, which have no place for them, and in ASS
-// with times rounded to the centisecond and commas of names as semicolons (the flags
-// found again on the rounded times).
+// without emotions in SRT, WebVTT and ASS, which have no place for them, in ASS with
+// times rounded to the centisecond and commas of names as semicolons, and with the
+// dialogue flag only where the text's dashes give it (the flags found again): a cue
+// flagged for two voice spans has one character, and a writer gives it one span.
 func keepable(cues []Cue, f Format) []Cue {
 	out := make([]Cue, len(cues))
 	for i, c := range cues {
 		c.SourceLine = 0
+		c.Flags = slices.DeleteFunc(slices.Clone(c.Flags), func(s string) bool { return s == FlagDialogue })
 		if f != FormatCSV {
 			c.Emotion = ""
 		}
@@ -27,9 +30,7 @@ func keepable(cues []Cue, f Format) []Cue {
 		}
 		out[i] = c
 	}
-	if f == FormatASS {
-		flag(out)
-	}
+	flag(out)
 	return out
 }
 
