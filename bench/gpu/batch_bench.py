@@ -359,6 +359,7 @@ def main():
                           "kv_cache_gib": round(h["batch"]["kv_cache_bytes"] / 2**30, 2),
                           "activation_mib_per_second": round(h["batch"]["activation_bytes_per_second"] / 2**20, 1),
                           "decode_graphs": h["batch"]["decode_graphs"],
+                          "paged_attention": h["batch"]["paged_attention"],
                           "graph_capture_seconds": h["batch"]["graph_capture_seconds"],
                           "graph_pool_mib": round(h["batch"]["graph_pool_bytes"] / 2**20, 1)}
         print(json.dumps({"load": report["load"]}), flush=True)

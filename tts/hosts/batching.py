@@ -36,6 +36,7 @@ import threading
 import time
 import wave
 
+import paged_attention
 import protocol
 from protocol import OUT_OF_MEMORY, UNAVAILABLE, HostError, invalid
 
@@ -301,12 +302,17 @@ def sample_tokens(logits, keys, top_k=TOP_K, top_p=TOP_P, temperature=TEMPERATUR
 
 def add_decode_args(p, prefix):
     """The decoding options of a batching host's command line (one-beam sampling, the
-    decode step's CUDA graphs), each with an environment variable prefix_NAME."""
+    decode step's CUDA graphs and attention), each with an environment variable
+    prefix_NAME."""
     env, env_bool = protocol.env, protocol.env_bool
     p.add_argument("--no-decode-graphs", dest="decode_graphs", action="store_false",
                    default=not env_bool(prefix + "_NO_DECODE_GRAPHS", False),
                    help="with --batch on CUDA: launch the decode step's kernels one by one instead of replaying "
                         "its CUDA graphs (recorded at load, one per bucket of rows and blocks)")
+    p.add_argument("--no-paged-attention", dest="paged", action="store_false",
+                   default=not env_bool(prefix + "_NO_PAGED_ATTENTION", False),
+                   help="with --batch on CUDA: gather each row's KV blocks into a copy for the decode step's "
+                        "attention instead of reading them in place (paged_attention.py, needs Triton)")
     p.add_argument("--greedy", action="store_true", default=env_bool(prefix + "_GREEDY", False),
                    help="with --batch --beams 1: take the likeliest token instead of sampling (deterministic)")
     p.add_argument("--top-k", type=int, default=int(env(prefix + "_TOP_K", str(TOP_K))),
@@ -324,7 +330,7 @@ def decode_settings(opts, name):
         raise SystemExit(f"{name}: --top-k must not be negative, --top-p must be in (0, 1] and --temperature "
                          f"above 0 (got {opts.top_k}, {opts.top_p}, {opts.temperature})")
     return {"greedy": opts.greedy, "top_k": opts.top_k, "top_p": opts.top_p, "temperature": opts.temperature,
-            "decode_graphs": opts.decode_graphs}
+            "decode_graphs": opts.decode_graphs, "paged": opts.paged}
 
 
 def penalise(logits, seen, penalty):
@@ -476,7 +482,7 @@ class Batcher:
 
     def __init__(self, adapter, meter, max_sequences, beams, kv_cache_bytes, decode_stride=1, s2mel_batch=16,
                  s2mel_max_wait=S2MEL_MAX_WAIT, repetition_penalty=REPETITION_PENALTY, temperature=TEMPERATURE,
-                 greedy=False, top_k=TOP_K, top_p=TOP_P, decode_graphs=True):
+                 greedy=False, top_k=TOP_K, top_p=TOP_P, decode_graphs=True, paged=True):
         self.a = adapter
         self.meter = meter
         self.max_sequences = max_sequences
@@ -499,6 +505,9 @@ class Batcher:
         self.lock = threading.Lock()
         self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0, "graphs_refused": 0}
         self.decode_graphs = decode_graphs
+        # The decode step's attention reads the pool in place (paged_attention.py) where
+        # its kernel can run (start() checks); otherwise it gathers each row's blocks.
+        self.paged = paged
         self.graphs = None  # GraphCache of _forward per (rows, blocks) bucket, on CUDA
         # The decode graphs' shared pool (their inputs and logits buffer are ordinary
         # allocations, in memory_allocated).
@@ -521,6 +530,7 @@ class Batcher:
         # one H200, equal priorities made a 192-row step take about 200 ms).
         self.gpt_stream = torch.cuda.Stream(a.device, priority=-1) if cuda else None
         self.s2mel_stream = torch.cuda.Stream(a.device, priority=0) if cuda else None
+        self.paged = self.paged and paged_attention.available(a.device, a.head_dim, a.kv_dtype)
         if cuda and self.decode_graphs:
             self._capture_decode_graphs()
         for name, fn in (("gpt", self._gpt_loop), ("s2mel", self._s2mel_loop)):
@@ -600,6 +610,7 @@ class Batcher:
                 "decode_graphs": len(self.graphs) if self.graphs else 0,
                 "graph_capture_seconds": round(self.graphs.capture_seconds, 2) if self.graphs else 0.0,
                 "graph_pool_bytes": self.graph_pool_bytes, "graphs_refused": self.stats["graphs_refused"],
+                "paged_attention": self.paged,
             }
 
     # -- the GPT loop -------------------------------------------------------------------
@@ -854,13 +865,17 @@ class Batcher:
         pos = lengths[:, None] + torch.arange(k, device=ids.device)  # cache positions
         wblk = table.gather(1, pos // BLOCK_TOKENS).reshape(-1)
         woff = (pos % BLOCK_TOKENS).reshape(-1)
-        keys = torch.arange(width * BLOCK_TOKENS, device=ids.device)
-        mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [R, 1, k, S]
+        if not self.paged:
+            keys = torch.arange(width * BLOCK_TOKENS, device=ids.device)
+            mask = (keys[None, None, :] <= pos[:, :, None])[:, None]  # [R, 1, k, S]
         x = a.embed_codes(tokens, mel_pos)  # [R, k, D]
         for li, layer in enumerate(a.layers_list):
             q, kk, vv = layer.qkv(x)  # [R, H, k, hd]
             pool.k[li][wblk, woff] = kk.transpose(1, 2).reshape(n * k, a.heads, a.head_dim)
             pool.v[li][wblk, woff] = vv.transpose(1, 2).reshape(n * k, a.heads, a.head_dim)
+            if self.paged:
+                x = layer.finish(x, paged_attention.decode(q, pool.k[li], pool.v[li], table, lengths))
+                continue
             # One gather per tensor; the reshape is a view, the transpose a stride change.
             kc = pool.k[li][table].view(n, width * BLOCK_TOKENS, a.heads, a.head_dim).transpose(1, 2)
             vc = pool.v[li][table].view(n, width * BLOCK_TOKENS, a.heads, a.head_dim).transpose(1, 2)

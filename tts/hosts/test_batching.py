@@ -467,6 +467,90 @@ class CudaGraphTest(unittest.TestCase):
             self.assertEqual(len(a.s2mel_graphs.cache), 1, "the new buffers dropped the graphs that read the old")
 
 
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+
+
+@unittest.skipUnless(HAS_TORCH and HAS_TRITON and DEVICE == "cuda",
+                     "the paged kernel needs CUDA and Triton (BATCHING_TEST_DEVICE=cuda)")
+class PagedAttentionTest(unittest.TestCase):
+    """paged_attention.decode gives what gathering each row's blocks and running
+    scaled dot-product attention gives, and a row's result does not depend on the
+    other rows or the table's width."""
+
+    def pool_and_rows(self, dtype, k, heads=4, hd=64, seed=0):
+        import torch
+
+        g = torch.Generator().manual_seed(seed)
+        bt = 32
+        kc = torch.randn(40, bt, heads, hd, generator=g).to("cuda", dtype)
+        vc = torch.randn(40, bt, heads, hd, generator=g).to("cuda", dtype)
+        # Rows of 0 (a padded row), 1, 31, 32, 33, 100 and 250 cached tokens; rows 2 and
+        # 3 share their first block, as beams share their prompt's.
+        lengths = [0, 1, 31, 32, 33, 100, 250]
+        tables, free = [], list(range(39, 0, -1))
+        for n in lengths:
+            tables.append([free.pop() for _ in range((n + k + bt - 1) // bt)])
+        tables[3][0] = tables[2][0]
+        width = max(len(t) for t in tables) + 2  # padded, as a graph bucket pads it
+        table = torch.tensor([t + [0] * (width - len(t)) for t in tables], device="cuda")
+        q = torch.randn(len(lengths), heads, k, hd, generator=g).to("cuda", dtype)
+        return q, kc, vc, table, torch.tensor(lengths, device="cuda")
+
+    def reference(self, q, kc, vc, table, lengths):
+        import torch
+        import torch.nn.functional as F
+
+        n, heads, k, hd = q.shape
+        s = table.shape[1] * kc.shape[1]
+        kg = kc[table].view(n, s, heads, hd).transpose(1, 2).float()
+        vg = vc[table].view(n, s, heads, hd).transpose(1, 2).float()
+        pos = lengths[:, None] + torch.arange(k, device="cuda")
+        mask = (torch.arange(s, device="cuda")[None, None, :] <= pos[:, :, None])[:, None]
+        return F.scaled_dot_product_attention(q.float(), kg, vg, attn_mask=mask)
+
+    def test_the_kernel_gives_what_the_gather_gives(self):
+        import torch
+
+        import paged_attention
+
+        for dtype, tol in ((torch.float32, 1e-5), (torch.float16, 2e-3), (torch.bfloat16, 2e-2)):
+            for k in (1, 4):
+                q, kc, vc, table, lengths = self.pool_and_rows(dtype, k)
+                got = paged_attention.decode(q, kc, vc, table, lengths).float()
+                want = self.reference(q, kc, vc, table, lengths)
+                err = (got - want).abs().max().item()
+                self.assertLess(err, tol, f"{dtype}, {k} new tokens a row: largest difference {err}")
+
+    def test_a_row_gives_the_same_bits_alone_and_in_a_batch(self):
+        import torch
+
+        import paged_attention
+
+        q, kc, vc, table, lengths = self.pool_and_rows(torch.float16, 4)
+        batch = paged_attention.decode(q, kc, vc, table, lengths)
+        for r in range(q.shape[0]):
+            used = max(1, (int(lengths[r]) + 4 + 31) // 32)
+            alone = paged_attention.decode(q[r:r + 1], kc, vc, table[r:r + 1, :used], lengths[r:r + 1])
+            self.assertTrue(torch.equal(alone, batch[r:r + 1]), f"row {r}")
+
+    def test_hosts_with_and_without_the_kernel_make_the_same_tokens(self):
+        """fp32 greedy, lines joining a running batch: the kernel (IEEE products) and
+        the gather give the same codes."""
+        paged = BatchingTest.make_host(self, "--greedy", beams=1)
+        gather = BatchingTest.make_host(self, "--greedy", "--no-paged-attention", beams=1)
+        self.assertTrue(paged.batcher.snapshot()["paged_attention"])
+        self.assertFalse(gather.batcher.snapshot()["paged_attention"])
+        got, _ = CudaGraphTest.render(self, paged, "p-")
+        want, _ = CudaGraphTest.render(self, gather, "q-")
+        for g, w in zip(got, want):
+            self.assertEqual(g["codes"], w["codes"])
+
+    setUp = BatchingTest.setUp
+    tearDown = BatchingTest.tearDown
+    body = BatchingTest.body
+    run_staggered = BatchingTest.run_staggered
+
+
 class DecodeBucketsTest(unittest.TestCase):
     """The decode graphs' buckets (batching.decode_buckets), without CUDA."""
 
