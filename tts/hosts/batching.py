@@ -501,6 +501,7 @@ class Batcher:
         self.active = []  # sequences decoding
         self.ready = []  # lines whose GPT is done, waiting for s2mel (under ready_cv)
         self.ready_cv = threading.Condition()
+        self.vocoded = queue.SimpleQueue()  # (lines, wavs, event, launched) for the writer
         self.s2mel_max_wait = s2mel_max_wait
         self.lock = threading.Lock()
         self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0, "graphs_refused": 0}
@@ -530,10 +531,13 @@ class Batcher:
         # one H200, equal priorities made a 192-row step take about 200 ms).
         self.gpt_stream = torch.cuda.Stream(a.device, priority=-1) if cuda else None
         self.s2mel_stream = torch.cuda.Stream(a.device, priority=0) if cuda else None
+        # The vocoder of one group runs on a stream of its own while s2mel goes on with
+        # the next group; the writer thread waits for it and writes the WAVs.
+        self.vocoder_stream = torch.cuda.Stream(a.device, priority=0) if cuda else None
         self.paged = self.paged and paged_attention.available(a.device, a.head_dim, a.kv_dtype)
         if cuda and self.decode_graphs:
             self._capture_decode_graphs()
-        for name, fn in (("gpt", self._gpt_loop), ("s2mel", self._s2mel_loop)):
+        for name, fn in (("gpt", self._gpt_loop), ("s2mel", self._s2mel_loop), ("writer", self._write_loop)):
             threading.Thread(target=fn, name=name, daemon=True).start()
 
     def _capture_decode_graphs(self):
@@ -970,7 +974,11 @@ class Batcher:
                 self._render(group)
 
     def _render(self, lines):
+        """s2mel for one group, then its vocoder launched on the vocoder stream: the
+        group's lines go to the writer thread, and this thread to the next group while
+        the vocoder runs."""
         a = self.a
+        handed = False
         try:
             for line in lines:
                 if getattr(line, "event", None) is not None:
@@ -987,10 +995,10 @@ class Batcher:
                                   for s, lat in zip(seqs, latents)])
             self._sync()
             t_s2mel = time.perf_counter() - t + t_lat
-            t = time.perf_counter()
-            wavs = a.vocoder_batch(mels)
-            self._sync()
-            t_voc = time.perf_counter() - t
+            launched = time.perf_counter()
+            wavs, done = self._vocode(mels)
+            # The allocator counts a tensor when its kernel is launched, not when it runs:
+            # the vocoder's memory is in this peak although it may still be running.
             peak = (torch.cuda.max_memory_allocated(a.device) - base) if a.device.type == "cuda" else 0
             # A group that replayed a CUDA graph allocated nothing for its temporaries: the
             # graph's memory (the adapter's s2mel_graph_bytes, 0 without graphs) is theirs.
@@ -1003,9 +1011,9 @@ class Batcher:
                 line.activation_bytes = int(max(0, peak) * sum(frames[i:i + n]) / total)
                 line.s2mel_group = len(lines)
                 line.stages["s2mel"] = t_s2mel
-                line.stages["vocoder"] = t_voc
-                self._write(line, wavs[i:i + n])
                 i += n
+            self.vocoded.put((lines, wavs, done, launched))
+            handed = True
         except Exception as e:  # noqa: BLE001
             err = self._error(e)
             for line in lines:
@@ -1013,8 +1021,49 @@ class Batcher:
             if a.device.type == "cuda":
                 empty_cache()
         finally:
-            with self.lock:
-                self.stats["in_s2mel"] -= len(lines)
+            if not handed:
+                with self.lock:
+                    self.stats["in_s2mel"] -= len(lines)
+
+    def _vocode(self, mels):
+        """The vocoder over a group's mels, on the vocoder stream where there is one:
+        returns the waveforms and an event that marks them done (None on the CPU, where
+        they are done on return)."""
+        if self.vocoder_stream is None:
+            return self.a.vocoder_batch(mels), None
+        self.vocoder_stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.vocoder_stream):
+            for m in mels:  # read on this stream: their memory is not reused before it has
+                m.record_stream(self.vocoder_stream)
+            wavs = self.a.vocoder_batch(mels)
+            done = torch.cuda.Event()
+            done.record()
+        return wavs, done
+
+    def _write_loop(self):
+        with torch.inference_mode():
+            while True:
+                lines, wavs, done, launched = self.vocoded.get()
+                try:
+                    if done is not None:
+                        done.synchronize()
+                    t_voc = time.perf_counter() - launched
+                    i = 0
+                    for line in lines:
+                        n = len(line.sequences)
+                        line.stages["vocoder"] = t_voc
+                        self._write(line, wavs[i:i + n])
+                        i += n
+                except Exception as e:  # noqa: BLE001
+                    err = self._error(e)
+                    for line in lines:
+                        line.fail(err)  # those written are done already
+                    if self.a.device.type == "cuda":
+                        empty_cache()
+                finally:
+                    del wavs
+                    with self.lock:
+                        self.stats["in_s2mel"] -= len(lines)
 
     def _sync(self):
         if self.s2mel_stream is not None:
