@@ -509,6 +509,7 @@ class Batcher:
         # The decode step's attention reads the pool in place (paged_attention.py) where
         # its kernel can run (start() checks); otherwise it gathers each row's blocks.
         self.paged = paged
+        self.paged_off = ""  # why the kernel could not serve, when it was wanted
         self.graphs = None  # GraphCache of _forward per (rows, blocks) bucket, on CUDA
         # The decode graphs' shared pool (their inputs and logits buffer are ordinary
         # allocations, in memory_allocated).
@@ -534,7 +535,12 @@ class Batcher:
         # The vocoder of one group runs on a stream of its own while s2mel goes on with
         # the next group; the writer thread waits for it and writes the WAVs.
         self.vocoder_stream = torch.cuda.Stream(a.device, priority=0) if cuda else None
-        self.paged = self.paged and paged_attention.available(a.device, a.head_dim, a.kv_dtype)
+        if self.paged:
+            self.paged_off = paged_attention.check(a.device, BLOCK_TOKENS, a.heads, a.head_dim, a.kv_dtype, self.stride) or ""
+            self.paged = not self.paged_off
+            if self.paged_off:
+                print(f"batching: the decode step gathers its KV blocks (paged attention: {self.paged_off})",
+                      file=sys.stderr, flush=True)
         if cuda and self.decode_graphs:
             self._capture_decode_graphs()
         for name, fn in (("gpt", self._gpt_loop), ("s2mel", self._s2mel_loop), ("writer", self._write_loop)):
@@ -614,7 +620,7 @@ class Batcher:
                 "decode_graphs": len(self.graphs) if self.graphs else 0,
                 "graph_capture_seconds": round(self.graphs.capture_seconds, 2) if self.graphs else 0.0,
                 "graph_pool_bytes": self.graph_pool_bytes, "graphs_refused": self.stats["graphs_refused"],
-                "paged_attention": self.paged,
+                "paged_attention": self.paged, "paged_attention_off": self.paged_off,
             }
 
     # -- the GPT loop -------------------------------------------------------------------

@@ -11,8 +11,10 @@ flash attention (fp32 scores and sums), for the k new tokens of every row at onc
 A row's result depends on its own query, table and length only: not on the other rows,
 the table's padded width or the batch's size, so a line decodes the same in any batch.
 
-Triton compiles it on first use (the host's warm-up, before the decode graphs are
-captured). Without Triton or CUDA, available() is False and the batcher gathers.
+Triton compiles it on first use. The batcher first runs check(), which compiles it
+and compares it with the plain arithmetic on random data, and gathers where it fails
+(no Triton, no CUDA, a head size it does not take, a compiler that cannot write its
+cache), saying why in /health.
 """
 
 import math
@@ -30,10 +32,40 @@ except ImportError:  # pragma: no cover - machines without torch or Triton (the 
 TILE_BLOCKS = 2
 
 
-def available(device, head_dim, dtype):
-    """Whether the kernel can serve a pool of this head_dim and dtype on device."""
-    return (triton is not None and torch is not None and device.type == "cuda" and
-            head_dim in (16, 32, 64, 128) and dtype in (torch.float16, torch.bfloat16, torch.float32))
+def check(device, block_tokens, heads, head_dim, dtype, k):
+    """Why the kernel cannot serve a pool of this shape and dtype on device for steps of
+    k new tokens a row, or None when it can: it compiles and runs it on random data
+    (two rows, one sharing a block with the other) against softmax(q k^T) v."""
+    if triton is None or torch is None:
+        return "Triton is not installed"
+    if device.type != "cuda":
+        return "not on CUDA"
+    if head_dim not in (16, 32, 64, 128) or dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        return f"head size {head_dim} or {dtype} is not one the kernel takes"
+    try:
+        g = torch.Generator(device=device).manual_seed(0)
+        bt = block_tokens
+        kc = torch.randn(5, bt, heads, head_dim, generator=g, device=device).to(dtype)
+        vc = torch.randn(5, bt, heads, head_dim, generator=g, device=device).to(dtype)
+        q = torch.randn(2, heads, k, head_dim, generator=g, device=device).to(dtype)
+        table = torch.tensor([[1, 2, 0], [1, 3, 4]], device=device)
+        lengths = torch.tensor([40 - k, 90 - k], device=device)
+        got = decode(q, kc, vc, table, lengths).float()
+        for r in range(2):
+            n = int(lengths[r]) + k
+            keys = kc[table[r]].reshape(-1, heads, head_dim)[:n].float().transpose(0, 1)  # [H, n, hd]
+            vals = vc[table[r]].reshape(-1, heads, head_dim)[:n].float().transpose(0, 1)
+            s = q[r].float() @ keys.transpose(1, 2) / math.sqrt(head_dim)  # [H, k, n]
+            pos = torch.arange(n, device=device)
+            s = s.masked_fill(pos[None, None, :] > (n - k + torch.arange(k, device=device))[None, :, None],
+                              float("-inf"))
+            want = torch.softmax(s, dim=-1) @ vals
+            err = (got[r] - want).abs().max().item()
+            if not err < 0.05:
+                return f"it differs from the plain arithmetic by {err:.3g}"
+    except Exception as e:  # noqa: BLE001 (any failure means: gather instead)
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return None
 
 
 if triton is not None:
