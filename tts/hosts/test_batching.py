@@ -105,6 +105,12 @@ class BatchingTest(unittest.TestCase):
         self.assert_pool_empty(host)
         return host, alone
 
+    @unittest.skipIf(DEVICE == "cuda", "on CUDA PagedAttentionTest checks the kernel")
+    def test_without_cuda_the_host_gathers_and_says_why(self):
+        snap = self.make_host().batcher.snapshot()
+        self.assertFalse(snap["paged_attention"])
+        self.assertIn(snap["paged_attention_off"], ("Triton is not installed", "not on CUDA"))
+
     def test_batched_equals_alone_beam_search(self):
         host, alone = self.check_same_tokens(beams=3, stride=1)
         # ... and equals the one-request host's beam search (BenchBackend.generate).
@@ -532,6 +538,18 @@ class PagedAttentionTest(unittest.TestCase):
             used = max(1, (int(lengths[r]) + 4 + 31) // 32)
             alone = paged_attention.decode(q[r:r + 1], kc, vc, table[r:r + 1, :used], lengths[r:r + 1])
             self.assertTrue(torch.equal(alone, batch[r:r + 1]), f"row {r}")
+
+    def test_check_passes_here_and_names_what_it_cannot_serve(self):
+        import torch
+
+        import paged_attention
+
+        cuda = torch.device("cuda")
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            self.assertIsNone(paged_attention.check(cuda, 32, 4, 64, dtype, 4), dtype)
+        self.assertIn("head size 80", paged_attention.check(cuda, 32, 4, 80, torch.float16, 4))
+        self.assertEqual(paged_attention.check(torch.device("cpu"), 32, 4, 64, torch.float32, 4), "not on CUDA")
+        self.assertEqual(BatchingTest.make_host(self).batcher.snapshot()["paged_attention_off"], "")
 
     def test_hosts_with_and_without_the_kernel_make_the_same_tokens(self):
         """fp32 greedy, lines joining a running batch: the kernel (IEEE products) and
