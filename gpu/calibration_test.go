@@ -237,9 +237,12 @@ func TestAnalyzeBatchLoadTest(t *testing.T) {
 		{"the gain stops before latency grows: the knee",
 			[]LoadStep{step(1, 2, 0.5), step(2, 3.8, 0.55), step(4, 7, 0.6), step(8, 7.1, 1.1)},
 			0, 8, 0, 4, "slowdown"},
-		{"latency past 3x caps the batch although throughput still grows",
+		{"latency past 3x is named but does not cap the batch: throughput still grows",
 			[]LoadStep{step(1, 2, 0.5), step(2, 3.8, 0.55), step(4, 7, 1.2), step(8, 10, 1.4), step(16, 12, 2.7)},
-			0, 0, 16, 8, "latency"},
+			0, 0, 16, 16, "untested_limit"},
+		{"the latency point is not looked for past a failed step",
+			[]LoadStep{step(1, 2, 0.5), step(2, 3.8, 0.55), crash(step(4, 7, 2.0))},
+			4, 0, 0, 2, "crash"},
 		{"the host's maximum sequences reached, still gaining",
 			[]LoadStep{step(1, 2, 0.5), step(2, 3.8, 0.55), step(4, 7, 0.6)},
 			0, 0, 0, 4, "untested_limit"},
@@ -252,7 +255,11 @@ func TestAnalyzeBatchLoadTest(t *testing.T) {
 		{"issue 15's H200 figures: 385 tokens/s alone, 2,950 at 64",
 			[]LoadStep{step(1, 7.7, 0.13), step(2, 14, 0.14), step(4, 25, 0.16), step(8, 38, 0.21), step(16, 48, 0.33),
 				step(32, 55, 0.58), step(64, 59, 1.08)},
-			0, 0, 32, 16, "latency"},
+			0, 0, 32, 64, "untested_limit"},
+		{"this host's H200 calibration of 2026-12-03 (cut off at 64)",
+			[]LoadStep{step(1, 12.45, 0.080), step(2, 15.61, 0.125), step(4, 17.72, 0.217), step(8, 20.71, 0.368),
+				step(16, 22.67, 0.683), step(32, 24.00, 1.293)},
+			0, 0, 8, 32, "untested_limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

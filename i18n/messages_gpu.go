@@ -274,9 +274,10 @@ func init() {
 		"gpus.calibration.latency_col":      {EN: "s per audio s", ZH: "秒/音频秒"},
 		"gpus.calibration.latency_point": {EN: "Batching: latency point (a line more than 3 times as slow per audio second as alone): %s · recommended: at most %d lines at once on the one host.",
 			One: "Batching: latency point (a line more than 3 times as slow per audio second as alone): %s · recommended: at most %d line at once on the one host.", ZH: "批处理：延迟点（每条台词每秒音频的耗时超过单独运行时的 3 倍）：%s · 推荐：单个模型进程最多同时 %d 条台词。"},
-		"gpus.calibration.verdict":            {EN: "Crash point: %s · slowdown point: %s · recommended: concurrency %d (the lowest within 3 percent of the best throughput), %d in the long lane.", ZH: "崩溃点：%s · 降速点：%s · 推荐：并发数 %d（达到最佳吞吐量百分之九十七的最低并发数），长文本通道 %d 个。"},
-		"gpus.calibration.why.crash":          {EN: "Decided by the crash point.", ZH: "由崩溃点决定。"},
-		"gpus.calibration.why.slowdown":       {EN: "Decided by throughput: a higher concurrency gave less than 5 percent more audio per second (the lowest concurrency within 3 percent of the best are recommended).", ZH: "由吞吐量决定：提高并发数使每秒音频增加不足百分之五（推荐达到最佳吞吐量百分之九十七的最低并发数）。"},
+		"gpus.calibration.verdict":      {EN: "Crash point: %s · slowdown point: %s · recommended: concurrency %d (the lowest within 3 percent of the best throughput), %d in the long lane.", ZH: "崩溃点：%s · 降速点：%s · 推荐：并发数 %d（达到最佳吞吐量百分之九十七的最低并发数），长文本通道 %d 个。"},
+		"gpus.calibration.why.crash":    {EN: "Decided by the crash point.", ZH: "由崩溃点决定。"},
+		"gpus.calibration.why.slowdown": {EN: "Decided by throughput: a higher concurrency gave less than 5 percent more audio per second (the lowest concurrency within 3 percent of the best are recommended).", ZH: "由吞吐量决定：提高并发数使每秒音频增加不足百分之五（推荐达到最佳吞吐量百分之九十七的最低并发数）。"},
+		// Batching calibrations stored before 2026-12-03 were capped at the latency point.
 		"gpus.calibration.why.latency":        {EN: "Decided by latency: at the next step a line took more than 3 times as long per audio second as alone.", ZH: "由延迟决定：在下一档，每条台词每秒音频的耗时超过单独运行时的 3 倍。"},
 		"gpus.calibration.why.untested_limit": {EN: "Neither point was reached up to the highest step tested: a higher concurrency may work.", ZH: "在测试的最高档内均未达到：更高的并发数可能可行。"},
 		"gpus.calibration.why.does_not_fit":   {EN: "The profile cannot run one synthesis on this card.", ZH: "此配置在这张显卡上连一个合成都无法运行。"},

@@ -37,7 +37,9 @@ below the crash. With -batching (the bench engine) one batching host is measured
 instead: its memory and KV pool, each length's KV and activation bytes, and lines at
 once 1, 2, 4, ... up to -concurrency (its maximum sequences) or the lines its pool
 holds, until a step gains under 5%; it names the latency point (a line over 3 times
-as slow per audio second as alone) and recommends the maximum sequences. The GPU should be idle: stop the worker that
+as slow per audio second as alone) and recommends the maximum sequences as it does
+processes, by throughput: under the executor the lines past a host's sequences wait in
+the queue, so fewer sequences would not make them wait less. The GPU should be idle: stop the worker that
 owns it, or calibrate from the admin GPU page, which pauses the GPU's work.
 
 Flags:

@@ -114,7 +114,7 @@ func TestBatchingCalibrationRecommendsWhereTheGainStops(t *testing.T) {
 
 	// (5) The recommendation: the maximum sequences where the gain stops.
 	require.Equal(t, 4, res.Recommended)
-	require.Equal(t, "latency", v.Why)
+	require.Equal(t, "slowdown", v.Why, "the latency point is named, not obeyed")
 	require.Equal(t, 4, res.RecommendedProfile.Concurrency)
 	require.True(t, res.RecommendedProfile.Batching)
 	require.NoError(t, res.RecommendedProfile.Validate())
