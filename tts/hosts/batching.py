@@ -538,7 +538,7 @@ class Batcher:
         if self.paged:
             self.paged_off = paged_attention.check(a.device, BLOCK_TOKENS, a.heads, a.head_dim, a.kv_dtype, self.stride) or ""
             self.paged = not self.paged_off
-            if self.paged_off:
+            if self.paged_off and cuda:  # on the CPU gathering is the only way: no news
                 print(f"batching: the decode step gathers its KV blocks (paged attention: {self.paged_off})",
                       file=sys.stderr, flush=True)
         if cuda and self.decode_graphs:

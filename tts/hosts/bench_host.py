@@ -985,11 +985,14 @@ class BenchAdapter:
         self.activation_bytes_per_second = self._probe_activations()
         self.s2mel_graphs = None
         self.s2mel_graph_bytes = 0
-        if self.device.type == "cuda" and self.opts.s2mel_graphs:
+        graphs = self.opts.s2mel_graphs
+        if graphs is None:  # measured on one H200: bf16 +8%, fp32 -14% (docs/benchmarks.md)
+            graphs = self.opts.s2mel_dtype == "bf16"
+        if self.device.type == "cuda" and graphs:
             self.s2mel_graphs = S2MelGraphs(b.s2mel, self.opts.diffusion_steps, self.device, self.opts.s2mel_batch)
 
     def info(self):
-        return {**self.backend.info(), "batching": True}
+        return {**self.backend.info(), "batching": True, "s2mel_graphs": self.s2mel_graphs is not None}
 
     def gpt_context(self):
         return self.backend.gpt_context()
@@ -1161,9 +1164,13 @@ def parse_args(argv=None):
                    help="with --batch: s2mel takes the shortest waiting line first; one that has waited this many "
                         "seconds goes first whatever its length")
     batching.add_decode_args(p, "BENCH")
-    p.add_argument("--s2mel-graphs", action="store_true", default=env_bool("BENCH_S2MEL_GRAPHS", False),
+    p.add_argument("--s2mel-graphs", dest="s2mel_graphs", action="store_const", const=True,
+                   default=env_bool("BENCH_S2MEL_GRAPHS", None),
                    help="with --batch on CUDA: replay s2mel's flow-matching step as a CUDA graph per bucket of lines "
-                        "and frames, captured on first use (docs/engines.md)")
+                        "and frames, captured on first use (docs/engines.md); by default on with --s2mel-dtype bf16, "
+                        "off with fp32, where the buckets' padding costs more than the launches it saves")
+    p.add_argument("--no-s2mel-graphs", dest="s2mel_graphs", action="store_const", const=False,
+                   help="s2mel kernel by kernel, whatever its precision")
     p.add_argument("--s2mel-dtype", default=env("BENCH_S2MEL_DTYPE", "fp32"), choices=("fp32", "bf16"),
                    help="s2mel's DiT in bf16, its Euler updates in fp32 (fp32: as IndexTTS-2)")
     p.add_argument("--tf32", action="store_true", default=env_bool("BENCH_TF32", False),

@@ -105,6 +105,15 @@ class BatchingTest(unittest.TestCase):
         self.assert_pool_empty(host)
         return host, alone
 
+    def test_s2mel_graphs_flags(self):
+        import bench_host
+
+        for extra, want in (((), None), (("--s2mel-graphs",), True), (("--no-s2mel-graphs",), False)):
+            self.assertEqual(bench_host.parse_args(["--batch", *extra]).s2mel_graphs, want, extra)
+        if DEVICE != "cuda":
+            host = self.make_host("--s2mel-dtype", "bf16")
+            self.assertFalse(host.adapter.info()["s2mel_graphs"], "no graphs without CUDA")
+
     @unittest.skipIf(DEVICE == "cuda", "on CUDA PagedAttentionTest checks the kernel")
     def test_without_cuda_the_host_gathers_and_says_why(self):
         snap = self.make_host().batcher.snapshot()
@@ -440,6 +449,15 @@ class CudaGraphTest(unittest.TestCase):
                 self.assertEqual(len(a), len(b))
                 diff = max(abs(x - y) for x, y in zip(a, b))
                 self.assertLessEqual(diff, 2, f"beams {beams}: audio of {gp} differs by {diff} LSB")
+
+    def test_s2mel_graphs_follow_the_precision_unless_told(self):
+        """On by default with s2mel in bf16 (launch-bound), off in fp32 (compute-bound,
+        where the buckets' padding costs more); either flag overrides."""
+        for extra, want in ((("--s2mel-dtype", "bf16"), True), ((), False),
+                            (("--s2mel-dtype", "bf16", "--no-s2mel-graphs"), False), (("--s2mel-graphs",), True)):
+            host = self.make_host(*extra)
+            self.assertEqual(host.adapter.info()["s2mel_graphs"], want, extra)
+            self.assertEqual(host.adapter.s2mel_graphs is not None, want, extra)
 
     def test_s2mel_graph_equals_the_eager_flow(self):
         """One group padded to a graph's bucket of lines and frames gives each line's
