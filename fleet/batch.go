@@ -55,7 +55,8 @@ func liveBatch(b *tts.BatchInfo) *gpu.LiveBatch {
 		TokensPerAudioSecond: b.TokensPerSecond, PrefixTokens: b.PrefixTokens,
 		ActivationBytesPerSecond: b.ActivationBytesPerSecond, KVCacheBytes: b.KVCacheBytes, KVFreeBytes: b.KVFreeBytes,
 		BatchRowsMax: b.BatchRowsMax, Steps: b.Steps,
-		DecodeGraphs: b.DecodeGraphs, GraphSteps: b.GraphSteps, GraphPoolBytes: b.GraphPoolBytes}
+		DecodeGraphs: b.DecodeGraphs, GraphSteps: b.GraphSteps, GraphPoolBytes: b.GraphPoolBytes,
+		PagedAttention: b.PagedAttention, PagedAttentionOff: b.PagedAttentionOff}
 }
 
 // batchHistoryGap is how close two readings of a batch may be: a reading sooner

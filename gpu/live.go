@@ -87,6 +87,10 @@ type LiveBatch struct {
 	DecodeGraphs   int   `json:"decode_graphs,omitempty"`
 	GraphSteps     int64 `json:"graph_steps,omitempty"`
 	GraphPoolBytes int64 `json:"graph_pool_bytes,omitempty"`
+	// PagedAttention is whether attention reads the KV pool in place;
+	// PagedAttentionOff why not, where the host wanted it.
+	PagedAttention    bool   `json:"paged_attention,omitempty"`
+	PagedAttentionOff string `json:"paged_attention_off,omitempty"`
 }
 
 // GraphStepPercent is the share of decode steps that replayed a CUDA graph.

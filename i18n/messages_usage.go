@@ -25,6 +25,8 @@ func init() {
 		"gpus.batch.memory":             {EN: "Memory per sequence: KV %s per token x %d beams x %s tokens per audio second = %s per audio second, activations %s per audio second; now %s of KV per decoding sequence", ZH: "每序列显存：每 token KV %s × %d 束 × 每秒音频 %s token = 每秒音频 %s，激活每秒音频 %s；当前每个解码序列 KV %s"},
 		"gpus.batch.rows":               {EN: "At most %d rows in one decode step (%d beams per line) · %d steps", ZH: "单步最多 %d 行（每句 %d 束）· 共 %d 步"},
 		"gpus.batch.graphs":             {EN: "Decode step as %d CUDA graphs (pool %s): %s%% of steps replayed one", ZH: "解码步录制为 %d 个 CUDA 图（内存池 %s）：%s%% 的步骤回放图"},
+		"gpus.batch.attention_paged":    {EN: "Attention reads the KV cache in place", ZH: "注意力直接读取 KV 缓存"},
+		"gpus.batch.attention_off":      {EN: "Attention copies each line's KV cache every step (slower, more memory): the in-place kernel failed its check at start: %s", ZH: "注意力每步复制各句的 KV 缓存（更慢、占用更多显存）：原位内核未通过启动检查：%s"},
 		"gpus.batch.decode.beam_search": {EN: "beam search", ZH: "束搜索"},
 		"gpus.batch.decode.sample":      {EN: "one beam, sampled (top-k 30, top-p 0.8, temperature 0.8)", ZH: "单束采样（top-k 30、top-p 0.8、温度 0.8）"},
 		"gpus.batch.decode.greedy":      {EN: "one beam, greedy", ZH: "单束贪心"},

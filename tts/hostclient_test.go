@@ -225,7 +225,8 @@ func v2Host(protocol int, batch bool) http.Handler {
 					"kv_cache_bytes": 20000000000, "kv_free_bytes": 15000000000, "prefix_tokens": 32,
 					"tokens_per_second": 50, "activation_bytes_per_second": 41943040, "decoding": 3, "in_s2mel": 2,
 					"waiting": 2, "decode_tokens_per_second": 2950.5, "batch_rows_max": 192, "steps": 1234,
-					"decode_graphs": 209, "graph_steps": 1200, "graph_pool_bytes": 3400000000}`
+					"decode_graphs": 209, "graph_steps": 1200, "graph_pool_bytes": 3400000000,
+					"paged_attention": false, "paged_attention_off": "Triton is not installed"}`
 			}
 			_, _ = io.WriteString(w, doc+"}")
 		case PathSynthesize:
@@ -266,6 +267,8 @@ func TestHostClientProtocol2(t *testing.T) {
 	require.Equal(t, 192, b.BatchRowsMax)
 	require.Equal(t, int64(1234), b.Steps)
 	require.Equal(t, [3]int64{209, 1200, 3400000000}, [3]int64{int64(b.DecodeGraphs), b.GraphSteps, b.GraphPoolBytes})
+	require.False(t, b.PagedAttention)
+	require.Equal(t, "Triton is not installed", b.PagedAttentionOff)
 
 	res, err := c.Synthesize(ctx, Request{Text: "Hello.", OutputPath: "/out/1.wav"})
 	require.NoError(t, err)

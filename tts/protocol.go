@@ -135,6 +135,11 @@ type BatchInfo struct {
 	DecodeGraphs   int   `json:"decode_graphs,omitempty"`
 	GraphSteps     int64 `json:"graph_steps,omitempty"`
 	GraphPoolBytes int64 `json:"graph_pool_bytes,omitempty"`
+	// PagedAttention is whether the decode step's attention reads the KV pool in
+	// place (the host's Triton kernel); PagedAttentionOff why not, where the host
+	// wanted it and its start-up check failed (it gathers each row's blocks instead).
+	PagedAttention    bool   `json:"paged_attention,omitempty"`
+	PagedAttentionOff string `json:"paged_attention_off,omitempty"`
 }
 
 // DefaultBeams is a batching host's rows per sequence when it is not told (its

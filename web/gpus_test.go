@@ -538,6 +538,34 @@ func TestBatchingCalibrationFromThePage(t *testing.T) {
 	require.True(t, p.Batching)
 }
 
+// A batching host whose paged-attention kernel failed its start-up check: the GPU
+// card warns, with the host's reason, that attention copies the KV cache.
+func TestGPUPageWarnsWhenAttentionGathers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	require.NoError(t, b.store.RegisterWorker(ctx, studio.WorkerInfo{Name: "w1", Host: "gpu-box", PID: 7, Engines: []string{"bench"}, Concurrency: 64}))
+	p := gpu.DefaultProfile()
+	p.Batching, p.Concurrency = true, 64
+	st := gpu.LiveState{Worker: "w1", Host: "gpu-box", At: time.Now(), Engine: "bench",
+		GPUs: []gpu.LiveGPU{{
+			Device:   gpu.Device{Index: 0, UUID: testGPU, Name: "NVIDIA H200", TotalBytes: 140 << 30},
+			Snapshot: gpu.GPUSnapshot{UUID: testGPU, Name: "NVIDIA H200", Profile: p, TotalBytes: 140 << 30},
+			Batch: &gpu.LiveBatch{MaxSequences: 64, Beams: 3, Decode: "beam_search", KVBytesPerToken: 122_880,
+				TokensPerAudioSecond: 50, KVCacheBytes: 8_000_000_000, KVFreeBytes: 8_000_000_000,
+				PagedAttentionOff: "head size 80 or torch.float16 is not one the kernel takes"},
+		}}}
+	data, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.NoError(t, b.store.PublishGPULive(ctx, "w1", "gpu-box", data))
+
+	d := doc(t, b.as(t, studio.RoleAdmin).get("/admin/gpus"))
+	warn := d.Find(`[data-testid=batch-attention]`)
+	require.True(t, warn.HasClass("warn"))
+	require.Contains(t, warn.Text(), "Attention copies each line's KV cache every step")
+	require.Contains(t, warn.Text(), "head size 80 or torch.float16 is not one the kernel takes")
+}
+
 // A GPU whose batching host published its batch: the live part shows the sequences
 // by stage, the decode rate and memory per sequence (in both languages), the card
 // carries the batch charts, and the samples carry the batch readings, newer than
@@ -553,7 +581,7 @@ func TestGPUPageShowsTheBatch(t *testing.T) {
 	batch := &gpu.LiveBatch{MaxSequences: 64, Beams: 3, Decode: "beam_search", Decoding: 40, InS2Mel: 6, Waiting: 2, DecodeTokensPerSecond: 2950.4,
 		KVBytesPerToken: 122_880, TokensPerAudioSecond: 50, PrefixTokens: 32, ActivationBytesPerSecond: 12_000_000,
 		KVCacheBytes: 8_000_000_000, KVFreeBytes: 6_000_000_000, BatchRowsMax: 144, Steps: 9000,
-		DecodeGraphs: 209, GraphSteps: 8550, GraphPoolBytes: 3_400_000_000}
+		DecodeGraphs: 209, GraphSteps: 8550, GraphPoolBytes: 3_400_000_000, PagedAttention: true}
 	var recent []gpu.BatchPoint
 	for i := range 4 {
 		bt := *batch
@@ -587,6 +615,7 @@ func TestGPUPageShowsTheBatch(t *testing.T) {
 	require.Contains(t, text("batch-rows"), "At most 144 rows")
 	require.Equal(t, "beam search", text("batch-decode"))
 	require.Equal(t, "Decode step as 209 CUDA graphs (pool 3.40 GB): 95% of steps replayed one", text("batch-graphs"))
+	require.Equal(t, "Attention reads the KV cache in place", text("batch-attention"))
 	charts := card.Find(`[data-testid=batch-charts]`)
 	require.Equal(t, 1, charts.Length())
 	key, _ := charts.Attr("data-batch-charts")
