@@ -538,26 +538,33 @@ func TestBatchingCalibrationFromThePage(t *testing.T) {
 	require.True(t, p.Batching)
 }
 
+// publishBatch registers worker w1 with one H200 under a batching profile of 64
+// sequences and publishes its live state: batch now, recent its readings.
+func publishBatch(t *testing.T, b *testBundle, now time.Time, batch *gpu.LiveBatch, recent []gpu.BatchPoint) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, b.store.RegisterWorker(ctx, studio.WorkerInfo{Name: "w1", Host: "gpu-box", PID: 7, Engines: []string{"bench"}, Concurrency: 64}))
+	p := gpu.DefaultProfile()
+	p.Batching, p.Concurrency = true, 64
+	st := gpu.LiveState{Worker: "w1", Host: "gpu-box", At: now, Engine: "bench",
+		GPUs: []gpu.LiveGPU{{
+			Device:   gpu.Device{Index: 0, UUID: testGPU, Name: "NVIDIA H200", TotalBytes: 140 << 30},
+			Snapshot: gpu.GPUSnapshot{UUID: testGPU, Name: "NVIDIA H200", Profile: p, TotalBytes: 140 << 30},
+			Batch:    batch, BatchRecent: recent,
+		}}}
+	data, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.NoError(t, b.store.PublishGPULive(ctx, "w1", "gpu-box", data))
+}
+
 // A batching host whose paged-attention kernel failed its start-up check: the GPU
 // card warns, with the host's reason, that attention copies the KV cache.
 func TestGPUPageWarnsWhenAttentionGathers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := context.Background()
-	require.NoError(t, b.store.RegisterWorker(ctx, studio.WorkerInfo{Name: "w1", Host: "gpu-box", PID: 7, Engines: []string{"bench"}, Concurrency: 64}))
-	p := gpu.DefaultProfile()
-	p.Batching, p.Concurrency = true, 64
-	st := gpu.LiveState{Worker: "w1", Host: "gpu-box", At: time.Now(), Engine: "bench",
-		GPUs: []gpu.LiveGPU{{
-			Device:   gpu.Device{Index: 0, UUID: testGPU, Name: "NVIDIA H200", TotalBytes: 140 << 30},
-			Snapshot: gpu.GPUSnapshot{UUID: testGPU, Name: "NVIDIA H200", Profile: p, TotalBytes: 140 << 30},
-			Batch: &gpu.LiveBatch{MaxSequences: 64, Beams: 3, Decode: "beam_search", KVBytesPerToken: 122_880,
-				TokensPerAudioSecond: 50, KVCacheBytes: 8_000_000_000, KVFreeBytes: 8_000_000_000,
-				PagedAttentionOff: "head size 80 or torch.float16 is not one the kernel takes"},
-		}}}
-	data, err := json.Marshal(st)
-	require.NoError(t, err)
-	require.NoError(t, b.store.PublishGPULive(ctx, "w1", "gpu-box", data))
+	publishBatch(t, b, time.Now(), &gpu.LiveBatch{MaxSequences: 64, Beams: 3, Decode: "beam_search", KVBytesPerToken: 122_880,
+		TokensPerAudioSecond: 50, KVCacheBytes: 8_000_000_000, KVFreeBytes: 8_000_000_000,
+		PagedAttentionOff: "head size 80 or torch.float16 is not one the kernel takes"}, nil)
 
 	d := doc(t, b.as(t, studio.RoleAdmin).get("/admin/gpus"))
 	warn := d.Find(`[data-testid=batch-attention]`)
@@ -573,11 +580,7 @@ func TestGPUPageWarnsWhenAttentionGathers(t *testing.T) {
 func TestGPUPageShowsTheBatch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ctx := context.Background()
-	require.NoError(t, b.store.RegisterWorker(ctx, studio.WorkerInfo{Name: "w1", Host: "gpu-box", PID: 7, Engines: []string{"bench"}, Concurrency: 64}))
 	now := time.Now()
-	p := gpu.DefaultProfile()
-	p.Batching, p.Concurrency = true, 64
 	batch := &gpu.LiveBatch{MaxSequences: 64, Beams: 3, Decode: "beam_search", Decoding: 40, InS2Mel: 6, Waiting: 2, DecodeTokensPerSecond: 2950.4,
 		KVBytesPerToken: 122_880, TokensPerAudioSecond: 50, PrefixTokens: 32, ActivationBytesPerSecond: 12_000_000,
 		KVCacheBytes: 8_000_000_000, KVFreeBytes: 6_000_000_000, BatchRowsMax: 144, Steps: 9000,
@@ -588,15 +591,7 @@ func TestGPUPageShowsTheBatch(t *testing.T) {
 		bt.Decoding = 10 * (i + 1)
 		recent = append(recent, bt.PointOf(now.Add(time.Duration(i-4)*2*time.Second)))
 	}
-	st := gpu.LiveState{Worker: "w1", Host: "gpu-box", At: now, Engine: "bench",
-		GPUs: []gpu.LiveGPU{{
-			Device:   gpu.Device{Index: 0, UUID: testGPU, Name: "NVIDIA H200", TotalBytes: 140 << 30},
-			Snapshot: gpu.GPUSnapshot{UUID: testGPU, Name: "NVIDIA H200", Profile: p, TotalBytes: 140 << 30},
-			Batch:    batch, BatchRecent: recent,
-		}}}
-	data, err := json.Marshal(st)
-	require.NoError(t, err)
-	require.NoError(t, b.store.PublishGPULive(ctx, "w1", "gpu-box", data))
+	publishBatch(t, b, now, batch, recent)
 
 	c := b.as(t, studio.RoleAdmin)
 	d := doc(t, c.get("/admin/gpus"))
