@@ -60,6 +60,10 @@ type Config struct {
 	MaxLineMs   int
 	MaxExportMs int
 
+	// RenderFirstLines is the most lines a render request may have and still go
+	// ahead of bulk renders in the queue (RENDER_FIRST_LINES; 0: none does).
+	RenderFirstLines int
+
 	// WorkerConcurrency is how many syntheses a worker runs at once on a CPU or HTTP
 	// engine (WORKER_CONCURRENCY; 0: the engine's default).
 	WorkerConcurrency int
@@ -355,6 +359,15 @@ var options = []option{
 				return errors.New("must be a whole number of seconds between 1 and 600")
 			}
 			c.MaxLineMs = n * 1000
+			return nil
+		}},
+	{name: "RENDER_FIRST_LINES", def: "3", help: "a render request of at most this many lines (a retake, an edited line) goes ahead of the bulk renders waiting; 0: every request waits its turn",
+		setFunc: func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 1000 {
+				return errors.New("must be a whole number of lines between 0 and 1000")
+			}
+			c.RenderFirstLines = n
 			return nil
 		}},
 	{name: "MAX_EXPORT_SECONDS", def: "14400", help: "longest programme an export accepts (the last line's end or the source's, whichever is later)",

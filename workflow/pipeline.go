@@ -39,7 +39,23 @@ type Pipeline struct {
 	// jobs and inserts none.
 	inserter *river.Client[*sql.Tx]
 	logger   *slog.Logger
+	// FirstLines is the most lines a render request may have and still go ahead of
+	// the bulk renders waiting (RENDER_FIRST_LINES; DefaultFirstLines; 0: every
+	// request waits its turn). Set it before the pipeline is used.
+	FirstLines int
 }
+
+// Render jobs' River priorities (1 is worked first): a request of a few lines (an
+// editor's retake, an edited line re-rendered) goes ahead of a project's bulk render,
+// so that it does not wait behind a script's worth of queued lines. A job's fit job
+// has its priority.
+const (
+	PriorityFirst = 1
+	PriorityBulk  = 2
+)
+
+// DefaultFirstLines is Pipeline.FirstLines' default.
+const DefaultFirstLines = 3
 
 // NewPipeline makes a pipeline that inserts jobs through the store's own
 // transactions, and installs itself as the store's line-change hook so that editing a
@@ -53,26 +69,38 @@ func NewPipeline(store *studio.Store, logger *slog.Logger) (*Pipeline, error) {
 	if err != nil {
 		return nil, fmt.Errorf("error creating River insert client: %w", err)
 	}
-	p := &Pipeline{store: store, inserter: client, logger: logger}
+	p := &Pipeline{store: store, inserter: client, logger: logger, FirstLines: DefaultFirstLines}
 	store.LineChanged = p.lineChanged
 	return p, nil
 }
 
-// insertJobs is the store's InsertJobsFunc: a synthesize job per line, in tx.
-func (p *Pipeline) insertJobs(ctx context.Context, tx *sql.Tx, lines []studio.QueuedLine) ([]int64, error) {
-	params := make([]river.InsertManyParams, len(lines))
-	for i, l := range lines {
-		params[i] = river.InsertManyParams{Args: SynthesizeArgs{LineID: l.ID, RenderSeq: l.RenderSeq, ProjectID: l.ProjectID}}
+// insertJobs returns the store's InsertJobsFunc for jobs of priority: a synthesize
+// job per line, in tx.
+func (p *Pipeline) insertJobs(priority int) studio.InsertJobsFunc {
+	return func(ctx context.Context, tx *sql.Tx, lines []studio.QueuedLine) ([]int64, error) {
+		params := make([]river.InsertManyParams, len(lines))
+		for i, l := range lines {
+			params[i] = river.InsertManyParams{Args: SynthesizeArgs{LineID: l.ID, RenderSeq: l.RenderSeq, ProjectID: l.ProjectID},
+				InsertOpts: &river.InsertOpts{Priority: priority}}
+		}
+		res, err := p.inserter.InsertManyTx(ctx, tx, params)
+		if err != nil {
+			return nil, fmt.Errorf("error inserting render jobs: %w", err)
+		}
+		ids := make([]int64, len(res))
+		for i, r := range res {
+			ids[i] = r.Job.ID
+		}
+		return ids, nil
 	}
-	res, err := p.inserter.InsertManyTx(ctx, tx, params)
-	if err != nil {
-		return nil, fmt.Errorf("error inserting render jobs: %w", err)
+}
+
+// priorityOf is the priority of a request to render n chosen lines.
+func (p *Pipeline) priorityOf(n int) int {
+	if n <= p.FirstLines {
+		return PriorityFirst
 	}
-	ids := make([]int64, len(res))
-	for i, r := range res {
-		ids[i] = r.Job.ID
-	}
-	return ids, nil
+	return PriorityBulk
 }
 
 // RenderPending queues every line of a project that has no finished render. Here and
@@ -80,17 +108,18 @@ func (p *Pipeline) insertJobs(ctx context.Context, tx *sql.Tx, lines []studio.Qu
 // as they are and named by a *studio.RenderRefusedError, returned with the count of
 // the others, which are queued.
 func (p *Pipeline) RenderPending(ctx context.Context, projectID int64) (int, error) {
-	return p.store.QueueRenders(ctx, projectID, studio.RenderPending, nil, p.insertJobs)
+	return p.store.QueueRenders(ctx, projectID, studio.RenderPending, nil, p.insertJobs(PriorityBulk))
 }
 
-// RenderLines queues the given lines (regenerating done ones).
+// RenderLines queues the given lines (regenerating done ones), ahead of bulk renders
+// where they are at most FirstLines.
 func (p *Pipeline) RenderLines(ctx context.Context, projectID int64, lineIDs []int64) (int, error) {
-	return p.store.QueueRenders(ctx, projectID, studio.RenderChosen, lineIDs, p.insertJobs)
+	return p.store.QueueRenders(ctx, projectID, studio.RenderChosen, lineIDs, p.insertJobs(p.priorityOf(len(lineIDs))))
 }
 
 // RetryFailed re-queues a project's failed lines.
 func (p *Pipeline) RetryFailed(ctx context.Context, projectID int64) (int, error) {
-	return p.store.QueueRenders(ctx, projectID, studio.RenderFailed, nil, p.insertJobs)
+	return p.store.QueueRenders(ctx, projectID, studio.RenderFailed, nil, p.insertJobs(PriorityBulk))
 }
 
 // Cancel stops a project's renders: lines become cancelled at once; jobs still
@@ -147,7 +176,7 @@ func (p *Pipeline) lineChanged(ctx context.Context, tx *sql.Tx, before, after *s
 	}
 	after.RenderSeq = before.RenderSeq + 1
 	after.State = studio.StateQueued
-	ids, err := p.insertJobs(ctx, tx, []studio.QueuedLine{{Line: *after}})
+	ids, err := p.insertJobs(p.priorityOf(1))(ctx, tx, []studio.QueuedLine{{Line: *after}})
 	if err != nil {
 		return err
 	}

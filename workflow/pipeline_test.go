@@ -196,3 +196,77 @@ func TestRenderRealSubtitleFile(t *testing.T) {
 		}
 	}
 }
+
+// An editor's retake goes ahead of a project's bulk render: with eleven lines queued
+// by a bulk request and the queue paused, a render of the twelfth alone is inserted
+// at River priority 1 and started among the first jobs the worker fetches (it holds
+// its permits plus two), not after the eleven. Its fit keeps the priority.
+func TestARetakeGoesAheadOfTheBulkRender(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 12)
+	ctx := context.Background()
+	require.NoError(t, b.Pipeline.PauseSynthesis(ctx))
+	lines := b.Lines(t)
+	var bulk []int64
+	for _, l := range lines[:11] {
+		bulk = append(bulk, l.ID)
+	}
+	n, err := b.Pipeline.RenderLines(ctx, b.Project.ID, bulk)
+	require.NoError(t, err)
+	require.Equal(t, 11, n)
+	retake := lines[11].ID
+	_, err = b.Pipeline.RenderLines(ctx, b.Project.ID, []int64{retake})
+	require.NoError(t, err)
+
+	type job struct {
+		line      int64
+		kind      string
+		priority  int
+		attempted *time.Time
+	}
+	jobs := func() []job {
+		rows, err := b.Store.Pool().Query(ctx, `SELECT (args->>'line_id')::bigint, kind, priority, attempted_at
+			FROM river_job WHERE (args->>'project_id')::bigint = $1 ORDER BY attempted_at NULLS LAST, id`, b.Project.ID)
+		require.NoError(t, err)
+		defer rows.Close()
+		var out []job
+		for rows.Next() {
+			var j job
+			require.NoError(t, rows.Scan(&j.line, &j.kind, &j.priority, &j.attempted))
+			out = append(out, j)
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	for _, j := range jobs() {
+		want := workflow.PriorityBulk
+		if j.line == retake {
+			want = workflow.PriorityFirst
+		}
+		require.Equal(t, want, j.priority, "line %d", j.line)
+	}
+
+	// One permit and no concurrent fit: the worker's River client holds 1 + 1 + 1 jobs.
+	b.startWorkerWith(t, workflow.NewLocalPermits(simulator(t), 1), func(c *workflow.WorkerConfig) { c.ConcurrentFits = 1 })
+	require.NoError(t, b.Pipeline.ResumeSynthesis(ctx))
+	counts := b.WaitSettled(t, 2*time.Minute)
+	require.Equal(t, 12, counts[studio.StateDone]+counts[studio.StateNeedsReview], "%v", counts)
+	rank := -1
+	var synth []job
+	for _, j := range jobs() {
+		if j.kind == (workflow.SynthesizeArgs{}).Kind() {
+			synth = append(synth, j)
+		}
+		if j.line == retake && j.kind == (workflow.FitArgs{}).Kind() {
+			require.Equal(t, workflow.PriorityFirst, j.priority, "the fit keeps the synthesis's priority")
+		}
+	}
+	for i, j := range synth {
+		if j.line == retake {
+			rank = i
+		}
+	}
+	require.Len(t, synth, 12)
+	require.GreaterOrEqual(t, rank, 0)
+	require.Less(t, rank, 3, "the retake started among the first fetch, not after the bulk (order %v)", synth)
+}

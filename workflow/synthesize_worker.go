@@ -276,7 +276,7 @@ func (w *Worker) handToFit(ctx context.Context, job *river.Job[SynthesizeArgs], 
 		defer w.fitClaims.Add(-1)
 	} else {
 		handOff = func(ctx context.Context, tx *sql.Tx) error {
-			_, err := w.pipeline.inserter.InsertTx(ctx, tx, fit, nil)
+			_, err := w.pipeline.inserter.InsertTx(ctx, tx, fit, &river.InsertOpts{Priority: job.Priority})
 			return err
 		}
 	}

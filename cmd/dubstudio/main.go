@@ -220,6 +220,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	pipeline.FirstLines = cfg.RenderFirstLines
 	if cfg.Worker {
 		_, stopWorker, err := startWorker(ctx, cfg, store, pipeline, logger)
 		if err != nil {

@@ -103,6 +103,7 @@ func workerCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	p.FirstLines = cfg.RenderFirstLines
 	_, stop, err := startWorker(ctx, cfg, store, p, logger)
 	if err != nil {
 		return err
