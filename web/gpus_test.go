@@ -526,8 +526,13 @@ func TestBatchingCalibrationFromThePage(t *testing.T) {
 	require.Contains(t, d.Find(`[data-testid=calibration-batch]`).Text(), "lines at once at most: 16")
 	require.Equal(t, len(res.Analysis), d.Find(`[data-testid=bucket-kv]`).Length())
 	require.Equal(t, len(res.Verdict.Steps), d.Find(`[data-testid=step-row]`).Length())
-	require.Contains(t, d.Find(`[data-testid=calibration-latency-point]`).Text(),
-		fmt.Sprintf("at most %d lines at once on the one host", res.Recommended))
+	// The simulator runs in real time: on a loaded machine its steps may come out flat,
+	// and one line at once is recommended (the message's singular).
+	lines := fmt.Sprintf("at most %d lines at once on the one host", res.Recommended)
+	if res.Recommended == 1 {
+		lines = "at most 1 line at once on the one host"
+	}
+	require.Contains(t, d.Find(`[data-testid=calibration-latency-point]`).Text(), lines)
 	require.Equal(t, fmt.Sprintf("Apply: concurrency %d", res.Recommended), d.Find(`[data-testid=apply-calibration]`).Text())
 
 	resp = c.post(page+"/apply", nil, true)
