@@ -48,8 +48,10 @@ def check(device, block_tokens, heads, head_dim, dtype, k):
         kc = torch.randn(5, bt, heads, head_dim, generator=g, device=device).to(dtype)
         vc = torch.randn(5, bt, heads, head_dim, generator=g, device=device).to(dtype)
         q = torch.randn(2, heads, k, head_dim, generator=g, device=device).to(dtype)
+        # Row 0 ends in its second block (its table padded with block 0), row 1 in its
+        # third; both start in block 1, as beams share their prompt's.
         table = torch.tensor([[1, 2, 0], [1, 3, 4]], device=device)
-        lengths = torch.tensor([40 - k, 90 - k], device=device)
+        lengths = torch.tensor([bt + bt // 4 - k, 3 * bt - bt // 4 - k], device=device)
         got = decode(q, kc, vc, table, lengths).float()
         for r in range(2):
             n = int(lengths[r]) + k
