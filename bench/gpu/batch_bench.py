@@ -97,6 +97,7 @@ def run_batch(host, lengths, refs, tmp, concurrency):
             sem.release()
 
     torch.cuda.reset_peak_memory_stats()
+    before = host.batcher.snapshot()
     w = threading.Thread(target=watch, daemon=True)
     w.start()
     start = time.perf_counter()
@@ -118,6 +119,12 @@ def run_batch(host, lengths, refs, tmp, concurrency):
         for k, v in r[1]["stages"].items():
             stages[k] = stages.get(k, 0.0) + v
     _, h = host.handle("GET", "/health", None)
+    steps = max(1, h["batch"]["steps"] - before["steps"])
+    took = {k: h["batch"]["timing"][k] - before["timing"][k] for k in before["timing"]}
+    # A decode step's wall time: its wait for the device, the GPT thread's CPU outside
+    # it, and the rest, when the thread was ready but another held the GIL.
+    step = {"ms": took["step"], "sync_ms": took["step_sync"], "cpu_ms": took["step_cpu"],
+            "gil_ms": took["step"] - took["step_sync"] - took["step_cpu"]}
     return {
         "concurrency": concurrency, "lines": len(lengths), "ok": len(ok),
         "failed": [r[1]["error"] for r in results if r and r[0] != 200][:5],
@@ -136,6 +143,9 @@ def run_batch(host, lengths, refs, tmp, concurrency):
         "ooms": h["counters"]["ooms"],
         "decode_tokens_per_second_max": max(rates, default=0),
         "decode_tokens_per_second_median": round(statistics.median(rates), 1) if rates else 0,
+        "steps": steps, "step": {k: round(v * 1e3 / steps, 2) for k, v in step.items()},
+        "prefill_seconds": round(took["prefill"], 2),
+        "s2mel_sms": h["batch"]["s2mel_sms"],
     }
 
 
@@ -264,6 +274,40 @@ def profile(host, lengths, refs, tmp, concurrency, out):
     return res
 
 
+def cprofile(host, lengths, refs, tmp, concurrency, out):
+    """The GPT thread's CPU time in its decode steps and admissions, by function
+    (cProfile around each call on that thread alone), at this concurrency: the table
+    by own time goes to out/cprofile-C.txt."""
+    import cProfile  # noqa: PLC0415
+    import pstats  # noqa: PLC0415
+
+    b = host.batcher
+    prof = cProfile.Profile()
+    wrapped = {}
+    for name in ("_step", "_admit"):
+        inner = getattr(b, name)
+
+        def call(inner=inner):
+            prof.enable()
+            try:
+                return inner()
+            finally:
+                prof.disable()
+        wrapped[name] = inner
+        setattr(b, name, call)
+    try:
+        res = run_batch(host, lengths, refs, tmp, concurrency)
+    finally:
+        for name, inner in wrapped.items():
+            setattr(b, name, inner)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"cprofile-{concurrency}.txt"), "w") as f:
+        st = pstats.Stats(prof, stream=f)
+        st.sort_stats("tottime").print_stats(35)
+        st.sort_stats("cumulative").print_stats(35)
+    return {k: res[k] for k in ("audio_per_wall", "wall_seconds", "p95_upto_5s", "step")}
+
+
 def pcm(path):
     import array
 
@@ -321,6 +365,9 @@ def main():
     p.add_argument("--profile", type=int, default=0,
                    help="at this concurrency, time every decode step and profile the run with torch.profiler "
                         "(tables in DIR/profile-*.txt)")
+    p.add_argument("--cprofile", default="",
+                   help="at these concurrencies (comma-separated), profile the GPT thread's steps with cProfile "
+                        "(tables in DIR/cprofile-C.txt)")
     a = p.parse_args()
     conc = [int(c) for c in a.concurrency.split(",")]
     lengths = workload(os.path.join(ROOT, "bench", "gpucompare", "testdata", "film_cues.tsv"))[:a.lines]
@@ -361,7 +408,8 @@ def main():
                           "decode_graphs": h["batch"]["decode_graphs"],
                           "paged_attention": h["batch"]["paged_attention"],
                           "graph_capture_seconds": h["batch"]["graph_capture_seconds"],
-                          "graph_pool_mib": round(h["batch"]["graph_pool_bytes"] / 2**20, 1)}
+                          "graph_pool_mib": round(h["batch"]["graph_pool_bytes"] / 2**20, 1),
+                          "s2mel_sms": h["batch"]["s2mel_sms"], "s2mel_sms_off": h["batch"]["s2mel_sms_off"]}
         print(json.dumps({"load": report["load"]}), flush=True)
         run_batch(host, lengths[:8], refs, tmp, 8)  # warm-up: allocator, kernels
         if a.stage_costs:
@@ -372,6 +420,9 @@ def main():
             r = run_batch(host, lengths, refs, tmp, c)
             report["runs"].append(r)
             print(json.dumps(r), flush=True)
+        for c in (int(x) for x in a.cprofile.split(",") if x):
+            report.setdefault("cprofile", {})[c] = cprofile(host, lengths, refs, tmp, c, a.out)
+            print(json.dumps({"cprofile": {c: report["cprofile"][c]}}), flush=True)
         if a.profile:
             report["profile"] = profile(host, lengths, refs, tmp, a.profile, a.out)
             print(json.dumps({"profile": report["profile"]}), flush=True)
@@ -382,11 +433,14 @@ def main():
     with open(os.path.join(a.out, f"batch-stride{a.stride}{a.name}.json"), "w") as f:
         json.dump(report, f, indent=1)
     print(f"stride {a.stride} tf32 {a.tf32} s2mel {a.s2mel_dtype} host args '{a.host_args}' {a.name}")
-    print("| C | audio s/s | p50 s | p95 s | p95 ≤5 s | peak alloc GiB | NVML GiB | rows max | tok/s med | failed |")
+    print("| C | audio s/s | p50 s | p95 s | p95 ≤5 s | peak alloc GiB | NVML GiB | rows max | tok/s med | "
+          "step ms: wall / sync / cpu / gil | failed |")
     for r in report["runs"]:
+        st = r["step"]
         print(f"| {r['concurrency']} | {r['audio_per_wall']} | {r['p50']} | {r['p95']} | {r['p95_upto_5s']} | "
               f"{r['peak_allocated_gib']} | {r['peak_nvml_gib']} | {r['batch_rows_max']} | "
-              f"{r['decode_tokens_per_second_median']} | {r['lines'] - r['ok']} |")
+              f"{r['decode_tokens_per_second_median']} | {st['ms']} / {st['sync_ms']} / {st['cpu_ms']} / "
+              f"{st['gil_ms']} | {r['lines'] - r['ok']} |")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import wave
 
 import paged_attention
 import protocol
+import sm_partition
 from protocol import OUT_OF_MEMORY, UNAVAILABLE, HostError, invalid
 
 try:
@@ -200,13 +201,14 @@ class GraphCache:
         self.pool = torch.cuda.graph_pool_handle()
         empty_cache()
 
-    def capture(self, key, inputs):
-        """Records fn(*inputs) as the graph of key (inputs: device tensors). Before the
-        first capture fn runs once for real, as a warm-up: where it writes into its
-        inputs, write them again before the first replay."""
+    def capture(self, key, inputs, stream=None):
+        """Records fn(*inputs) as the graph of key (inputs: device tensors), on stream
+        where given (every capture of a cache on the same one), else on the cache's
+        side stream. Before the first capture fn runs once for real, as a warm-up:
+        where it writes into its inputs, write them again before the first replay."""
         t = time.perf_counter()
         cur = torch.cuda.current_stream(self.device)
-        side = self.side
+        side = stream or self.side
         side.wait_stream(cur)
         graph = torch.cuda.CUDAGraph()
         with CAPTURE_LOCK, torch.cuda.stream(side):
@@ -313,6 +315,9 @@ def add_decode_args(p, prefix):
                    default=not env_bool(prefix + "_NO_PAGED_ATTENTION", False),
                    help="with --batch on CUDA: gather each row's KV blocks into a copy for the decode step's "
                         "attention instead of reading them in place (paged_attention.py, needs Triton)")
+    p.add_argument("--s2mel-sms", type=int, default=int(env(prefix + "_S2MEL_SMS", "0")),
+                   help="with --batch on CUDA: run s2mel and the vocoder on a green context of this many SMs, "
+                        "the rest left to the GPT's decode step at every moment (0: they share every SM)")
     p.add_argument("--greedy", action="store_true", default=env_bool(prefix + "_GREEDY", False),
                    help="with --batch --beams 1: take the likeliest token instead of sampling (deterministic)")
     p.add_argument("--top-k", type=int, default=int(env(prefix + "_TOP_K", str(TOP_K))),
@@ -329,8 +334,10 @@ def decode_settings(opts, name):
     if opts.top_k < 0 or not 0 < opts.top_p <= 1 or not 0 < opts.temperature < math.inf:
         raise SystemExit(f"{name}: --top-k must not be negative, --top-p must be in (0, 1] and --temperature "
                          f"above 0 (got {opts.top_k}, {opts.top_p}, {opts.temperature})")
+    if opts.s2mel_sms < 0:
+        raise SystemExit(f"{name}: --s2mel-sms must not be negative (got {opts.s2mel_sms})")
     return {"greedy": opts.greedy, "top_k": opts.top_k, "top_p": opts.top_p, "temperature": opts.temperature,
-            "decode_graphs": opts.decode_graphs, "paged": opts.paged}
+            "decode_graphs": opts.decode_graphs, "paged": opts.paged, "s2mel_sms": opts.s2mel_sms}
 
 
 def penalise(logits, seen, penalty):
@@ -482,7 +489,7 @@ class Batcher:
 
     def __init__(self, adapter, meter, max_sequences, beams, kv_cache_bytes, decode_stride=1, s2mel_batch=16,
                  s2mel_max_wait=S2MEL_MAX_WAIT, repetition_penalty=REPETITION_PENALTY, temperature=TEMPERATURE,
-                 greedy=False, top_k=TOP_K, top_p=TOP_P, decode_graphs=True, paged=True):
+                 greedy=False, top_k=TOP_K, top_p=TOP_P, decode_graphs=True, paged=True, s2mel_sms=0):
         self.a = adapter
         self.meter = meter
         self.max_sequences = max_sequences
@@ -505,6 +512,17 @@ class Batcher:
         self.s2mel_max_wait = s2mel_max_wait
         self.lock = threading.Lock()
         self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0, "graphs_refused": 0}
+        # Where the GPT thread's time goes (seconds, summed): whole decode steps, their
+        # wait for the device (the one sync of a step), the thread's CPU time in a step
+        # outside that wait, and prefills. The rest of a step's time the thread was
+        # ready but not running: the GIL held by another thread.
+        self.timing = {"step": 0.0, "step_sync": 0.0, "step_cpu": 0.0, "prefill": 0.0}
+        # s2mel and the vocoder on a green context of this many SMs (0: all of them,
+        # shared with the GPT); s2mel_sms_held is what the driver gave, s2mel_sms_off
+        # why none was made when one was asked for.
+        self.s2mel_sms = s2mel_sms
+        self.s2mel_sms_held = 0
+        self.s2mel_sms_off = ""
         self.decode_graphs = decode_graphs
         # The decode step's attention reads the pool in place (paged_attention.py) where
         # its kernel can run (start() checks); otherwise it gathers each row's blocks.
@@ -515,6 +533,7 @@ class Batcher:
         # allocations, in memory_allocated).
         self.graph_pool_bytes = 0
         self.rate = []  # (time, tokens) of recent steps
+        self._sync_cpu = 0.0  # the GPT thread's CPU time in this step's wait
 
     # -- setup ------------------------------------------------------------------------
 
@@ -535,6 +554,8 @@ class Batcher:
         # The vocoder of one group runs on a stream of its own while s2mel goes on with
         # the next group; the writer thread waits for it and writes the WAVs.
         self.vocoder_stream = torch.cuda.Stream(a.device, priority=0) if cuda else None
+        if cuda and self.s2mel_sms:
+            self._partition()
         if self.paged:
             self.paged_off = paged_attention.check(a.device, BLOCK_TOKENS, a.heads, a.head_dim, a.kv_dtype, self.stride) or ""
             self.paged = not self.paged_off
@@ -545,6 +566,19 @@ class Batcher:
             self._capture_decode_graphs()
         for name, fn in (("gpt", self._gpt_loop), ("s2mel", self._s2mel_loop), ("writer", self._write_loop)):
             threading.Thread(target=fn, name=name, daemon=True).start()
+
+    def _partition(self):
+        """Moves s2mel and the vocoder onto streams of a green context of s2mel_sms SMs
+        (sm_partition.py): the GPT's decode step then never waits for SMs that s2mel's
+        kernels hold. Where none can be made the host says why and shares the SMs."""
+        try:
+            streams, self.s2mel_sms_held = sm_partition.streams(self.a.device, self.s2mel_sms, 2)
+        except RuntimeError as e:
+            self.s2mel_sms_off = str(e)
+            print(f"batching: s2mel shares every SM with the GPT (--s2mel-sms {self.s2mel_sms}: {e})",
+                  file=sys.stderr, flush=True)
+            return
+        self.s2mel_stream, self.vocoder_stream = streams[0], streams[-1]
 
     def _capture_decode_graphs(self):
         """Records the decode step for every bucket of rows (up to the most a full batch
@@ -621,6 +655,8 @@ class Batcher:
                 "graph_capture_seconds": round(self.graphs.capture_seconds, 2) if self.graphs else 0.0,
                 "graph_pool_bytes": self.graph_pool_bytes, "graphs_refused": self.stats["graphs_refused"],
                 "paged_attention": self.paged, "paged_attention_off": self.paged_off,
+                "s2mel_sms": self.s2mel_sms_held, "s2mel_sms_off": self.s2mel_sms_off,
+                "timing": {k: round(v, 4) for k, v in self.timing.items()},
             }
 
     # -- the GPT loop -------------------------------------------------------------------
@@ -634,11 +670,15 @@ class Batcher:
                     if self.waiting:
                         time.sleep(0.002)  # blocks are held by lines in s2mel: wait for them
                     continue
+                w, c = time.perf_counter(), time.thread_time()
+                self._sync_cpu = 0.0
                 try:
                     with self.a.gpt_context():
                         self._step()
                 except Exception as e:  # noqa: BLE001 (every failure goes back to its lines)
                     self._fail_batch(e)
+                self.timing["step"] += time.perf_counter() - w
+                self.timing["step_cpu"] += time.thread_time() - c - self._sync_cpu
 
     def _drain_inbox(self, block):
         while True:
@@ -690,6 +730,7 @@ class Batcher:
             self.pool.promise(line, need)
             line.started = time.perf_counter()
             line.stages["queue"] = line.started - line.submitted
+            t = time.perf_counter()
             try:
                 with self.a.gpt_context():
                     for seq in line.sequences:
@@ -698,6 +739,7 @@ class Batcher:
             except Exception as e:  # noqa: BLE001
                 self._release_line(line)
                 line.fail(self._error(e))
+            self.timing["prefill"] += time.perf_counter() - t
 
     def _plan(self, line):
         t = time.perf_counter()
@@ -765,7 +807,7 @@ class Batcher:
         rows = (parent + torch.arange(len(seqs), device=parent.device)[:, None] * b).reshape(-1)
         seen = seen.index_select(0, rows)
         seen[torch.arange(rows.shape[0], device=rows.device), tok.reshape(-1)] = True
-        both = torch.stack([parent, tok]).cpu()
+        both = self._to_host(torch.stack([parent, tok]))
         for i, s in enumerate(seqs):
             s.scores = top[i, :b]
             s.seen = seen[i * b:(i + 1) * b]
@@ -782,7 +824,15 @@ class Batcher:
         seen[torch.arange(len(seqs), device=tok.device), tok] = True
         for i, s in enumerate(seqs):
             s.seen = seen[i:i + 1]
-        return [[0]] * len(seqs), [[t] for t in tok.cpu().tolist()]
+        return [[0]] * len(seqs), [[t] for t in self._to_host(tok).tolist()]
+
+    def _to_host(self, t):
+        """t on the CPU: a decode step's one wait for the device, timed."""
+        w, c = time.perf_counter(), time.thread_time()
+        out = t.cpu()
+        self.timing["step_sync"] += time.perf_counter() - w
+        self._sync_cpu += time.thread_time() - c
+        return out
 
     def _step(self):
         """One decode step of the whole batch: choose every sequence's next tokens from

@@ -924,7 +924,12 @@ class S2MelGraphs:
                 self.buffers = [torch.empty(math.ceil(x.numel() * grow), dtype=x.dtype, device=self.device)
                                 for x in inputs]
                 views = self._views(inputs)
-            g = self.cache.capture((b, t), views)
+            # On the caller's stream where it has one of its own (the s2mel thread's): where
+            # that is on a green context (--s2mel-sms) the graph's kernels are too. A
+            # graph cannot be captured on the default stream: there, the side stream.
+            cur = torch.cuda.current_stream(self.device)
+            own = cur if cur != torch.cuda.default_stream(self.device) else None
+            g = self.cache.capture((b, t), views, stream=own)
         x, t_in, dt_in = g.inputs[0], g.inputs[-2], g.inputs[-1]
         for v, src in zip(g.inputs[:-2], inputs[:-2]):  # after a capture too: its warm-up wrote x
             v.copy_(src)

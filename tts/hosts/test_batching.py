@@ -322,7 +322,8 @@ class BatchingTest(unittest.TestCase):
     def test_bad_settings_are_refused(self):
         import bench_host
 
-        for flag, value in (("--max-sequences", "0"), ("--top-k", "-1"), ("--top-p", "0"), ("--temperature", "nan")):
+        for flag, value in (("--max-sequences", "0"), ("--top-k", "-1"), ("--top-p", "0"), ("--temperature", "nan"),
+                            ("--s2mel-sms", "-1")):
             opts = bench_host.parse_args(["--port", "0", "--batch", flag, value])
             with self.assertRaises(SystemExit, msg=flag) as cm:
                 bench_host.batching_host(opts, bench_host.Dims.tiny())
@@ -585,6 +586,51 @@ class PagedAttentionTest(unittest.TestCase):
     tearDown = BatchingTest.tearDown
     body = BatchingTest.body
     run_staggered = BatchingTest.run_staggered
+
+
+@unittest.skipUnless(HAS_TORCH, "needs torch")
+class SMPartitionTest(unittest.TestCase):
+    """--s2mel-sms: s2mel and the vocoder on a green context of part of the SMs."""
+
+    make_host = BatchingTest.make_host
+    setUp = BatchingTest.setUp
+    tearDown = BatchingTest.tearDown
+    body = BatchingTest.body
+    run_staggered = BatchingTest.run_staggered
+
+    def test_a_partition_needs_a_cuda_device_and_a_share_of_it(self):
+        import sm_partition
+        import torch
+
+        with self.assertRaisesRegex(RuntimeError, "CUDA device"):
+            sm_partition.streams(torch.device("cpu"), 16, 2)
+        if DEVICE == "cuda":
+            total = torch.cuda.get_device_properties(0).multi_processor_count
+            for sms in (0, total):
+                with self.assertRaisesRegex(RuntimeError, f"device's {total}"):
+                    sm_partition.streams(torch.device("cuda"), sms, 2)
+
+    @unittest.skipUnless(DEVICE == "cuda", "green contexts need CUDA (BATCHING_TEST_DEVICE=cuda)")
+    def test_a_partitioned_host_makes_what_a_shared_one_makes(self):
+        """fp32 greedy, lines joining a running batch, s2mel as graphs and eager: the
+        same tokens and the same audio with s2mel on 16 SMs as on all of them, and the
+        host says how many SMs it holds."""
+        for graphs in ("--s2mel-graphs", "--no-s2mel-graphs"):
+            part = self.make_host("--greedy", graphs, "--s2mel-sms", "16", beams=1)
+            whole = self.make_host("--greedy", graphs, beams=1)
+            snap = part.batcher.snapshot()
+            self.assertEqual(snap["s2mel_sms_off"], "", "a green context on this GPU")
+            self.assertGreaterEqual(snap["s2mel_sms"], 16)
+            self.assertEqual(whole.batcher.snapshot()["s2mel_sms"], 0)
+            got, got_paths = CudaGraphTest.render(self, part, "sm-")
+            want, want_paths = CudaGraphTest.render(self, whole, "all-")
+            for g, w in zip(got, want):
+                self.assertEqual(g["codes"], w["codes"], graphs)
+            for gp, wp in zip(got_paths, want_paths):
+                a, b = read_samples(gp), read_samples(wp)
+                self.assertEqual(len(a), len(b))
+                diff = max(abs(x - y) for x, y in zip(a, b))
+                self.assertLessEqual(diff, 2, f"{graphs}: audio of {gp} differs by {diff} LSB")
 
 
 class DecodeBucketsTest(unittest.TestCase):
