@@ -365,6 +365,9 @@ def main():
     p.add_argument("--profile", type=int, default=0,
                    help="at this concurrency, time every decode step and profile the run with torch.profiler "
                         "(tables in DIR/profile-*.txt)")
+    p.add_argument("--warm", action="store_true",
+                   help="run the workload once at each concurrency before the measured runs: a host that has served "
+                        "a while has captured s2mel's graphs for the buckets it meets (captured lazily, on first use)")
     p.add_argument("--cprofile", default="",
                    help="at these concurrencies (comma-separated), profile the GPT thread's steps with cProfile "
                         "(tables in DIR/cprofile-C.txt)")
@@ -412,6 +415,9 @@ def main():
                           "s2mel_sms": h["batch"]["s2mel_sms"], "s2mel_sms_off": h["batch"]["s2mel_sms_off"]}
         print(json.dumps({"load": report["load"]}), flush=True)
         run_batch(host, lengths[:8], refs, tmp, 8)  # warm-up: allocator, kernels
+        if a.warm:  # every concurrency once first: s2mel's graphs of its buckets, cuDNN's choices
+            for c in conc:
+                run_batch(host, lengths, refs, tmp, c)
         if a.stage_costs:
             report["stage_costs"] = stage_costs(host)
             print(json.dumps({"stage_costs": report["stage_costs"]}), flush=True)

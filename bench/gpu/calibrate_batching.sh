@@ -20,8 +20,9 @@
 # second), run.log (progress and the host's log) and nvidia-smi.csv. GPU (index,
 # default 0), MAXSEQ (the host's maximum sequences, default 64), BEAMS (3), STRIDE
 # (the host's --decode-stride, default 4), MAXGEN (longest line, default 30 s),
-# BUCKETS (default 2,6,12 and MAXGEN), PERSTEP (lines per step at least, default 8)
-# and LIMIT (seconds, default 290) can be set.
+# BUCKETS (default 2,6,12 and MAXGEN), PERSTEP (lines per step at least, default 8),
+# S2MEL (the profile's s2mel precision, fp32 or bf16, default fp32) and LIMIT
+# (seconds, default 290) can be set.
 set -u
 OUT=${OUT:-./gpu-results}
 GPU=${GPU:-0}
@@ -32,6 +33,7 @@ MAXGEN=${MAXGEN:-30}
 BUCKETS=${BUCKETS:-2,6,12,$MAXGEN}
 PERSTEP=${PERSTEP:-8}
 LIMIT=${LIMIT:-290}
+S2MEL=${S2MEL:-fp32}
 D=.devbin/gpu/dubstudio
 mkdir -p "$OUT"
 if [ ! -x "$D" ]; then
@@ -41,7 +43,7 @@ fi
 nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total,memory.used --format=csv >"$OUT/nvidia-smi.csv" 2>&1
 export BENCH_DECODE_STRIDE="$STRIDE" DUBSTUDIO_HOSTS_DIR="${DUBSTUDIO_HOSTS_DIR:-tts/hosts}" HOST_PYTHON="${HOST_PYTHON:-python3}"
 timeout $((LIMIT + 30)) "$D" calibrate -engine bench -db=false -gpu "$GPU" -batching -concurrency "$MAXSEQ" \
-  -beams "$BEAMS" -max-gen "$MAXGEN" -long-threshold "$MAXGEN" -buckets "$BUCKETS" -lines-per-step "$PERSTEP" \
+  -beams "$BEAMS" -s2mel-precision "$S2MEL" -max-gen "$MAXGEN" -long-threshold "$MAXGEN" -buckets "$BUCKETS" -lines-per-step "$PERSTEP" \
   -timeout "${LIMIT}s" -out "$OUT/calibration-batching.json" -samples-out "$OUT/samples.json" \
   >"$OUT/summary.txt" 2>"$OUT/run.log"
 rc=$?
