@@ -518,10 +518,9 @@ class Batcher:
         # ready but not running: the GIL held by another thread.
         self.timing = {"step": 0.0, "step_sync": 0.0, "step_cpu": 0.0, "prefill": 0.0}
         # s2mel and the vocoder on a green context of this many SMs (0: all of them,
-        # shared with the GPT); s2mel_sms_held is what the driver gave, s2mel_sms_off
-        # why none was made when one was asked for.
+        # shared with the GPT; start() sets it to 0 where none is made); s2mel_sms_off
+        # says why none was made on CUDA when one was asked for.
         self.s2mel_sms = s2mel_sms
-        self.s2mel_sms_held = 0
         self.s2mel_sms_off = ""
         self.decode_graphs = decode_graphs
         # The decode step's attention reads the pool in place (paged_attention.py) where
@@ -556,6 +555,8 @@ class Batcher:
         self.vocoder_stream = torch.cuda.Stream(a.device, priority=0) if cuda else None
         if cuda and self.s2mel_sms:
             self._partition()
+        elif not cuda:
+            self.s2mel_sms = 0  # on the CPU there are no SMs to share: no news
         if self.paged:
             self.paged_off = paged_attention.check(a.device, BLOCK_TOKENS, a.heads, a.head_dim, a.kv_dtype, self.stride) or ""
             self.paged = not self.paged_off
@@ -572,11 +573,12 @@ class Batcher:
         (sm_partition.py): the GPT's decode step then never waits for SMs that s2mel's
         kernels hold. Where none can be made the host says why and shares the SMs."""
         try:
-            streams, self.s2mel_sms_held = sm_partition.streams(self.a.device, self.s2mel_sms, 2)
+            streams = sm_partition.streams(self.a.device, self.s2mel_sms, 2)
         except RuntimeError as e:
             self.s2mel_sms_off = str(e)
             print(f"batching: s2mel shares every SM with the GPT (--s2mel-sms {self.s2mel_sms}: {e})",
                   file=sys.stderr, flush=True)
+            self.s2mel_sms = 0
             return
         self.s2mel_stream, self.vocoder_stream = streams[0], streams[-1]
 
@@ -655,7 +657,7 @@ class Batcher:
                 "graph_capture_seconds": round(self.graphs.capture_seconds, 2) if self.graphs else 0.0,
                 "graph_pool_bytes": self.graph_pool_bytes, "graphs_refused": self.stats["graphs_refused"],
                 "paged_attention": self.paged, "paged_attention_off": self.paged_off,
-                "s2mel_sms": self.s2mel_sms_held, "s2mel_sms_off": self.s2mel_sms_off,
+                "s2mel_sms": self.s2mel_sms, "s2mel_sms_off": self.s2mel_sms_off,
                 "timing": {k: round(v, 4) for k, v in self.timing.items()},
             }
 
