@@ -58,11 +58,16 @@ TEMPERATURE = 0.8
 REPETITION_PENALTY = 10.0
 # Seconds a line may wait for s2mel before it goes first, whatever its length.
 S2MEL_MAX_WAIT = 5.0
-# The decode step's CUDA graphs: rows of the batch rounded up to one of these, block
+# The decode step's CUDA graphs: sequences of the batch (each its beams' rows) rounded up
+# to one of these, block
 # tables to a multiple of GRAPH_WIDTH_STEP blocks (the padding costs attention over at
 # most 3 masked blocks a row).
-GRAPH_ROWS = (4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512)
+GRAPH_SEQUENCES = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256)
 GRAPH_WIDTH_STEP = 4
+# A prefill's CUDA graphs, one per prompt of whole blocks, are recorded at load for
+# prompts of the conditioning and up to this many text tokens (IndexTTS' cap on a
+# segment, 200, and its start and stop tokens); a longer prompt is run eagerly.
+PREFILL_GRAPH_TEXT_TOKENS = 208
 
 
 def attention(q, k, v, mask=None, causal=False):
@@ -128,14 +133,16 @@ def _no_autocast_cache():
     return torch.autocast("cuda", dtype=dtype, cache_enabled=False) if on else contextlib.nullcontext()
 
 
-def decode_buckets(most_rows, max_positions, pool_blocks):
-    """The decode graphs' buckets: rows (GRAPH_ROWS below most_rows, then the first at
-    least it), block-table widths (multiples of GRAPH_WIDTH_STEP, then the model's
+def decode_buckets(most_sequences, beams, max_positions, pool_blocks):
+    """The decode graphs' buckets: rows (beams times GRAPH_SEQUENCES below
+    most_sequences, then the first at least it: a step's beam search needs whole
+    sequences), block-table widths (multiples of GRAPH_WIDTH_STEP, then the model's
     positions in blocks) and the (rows, width) pairs to capture. A pair whose gathered
     keys and values (rows x blocks) pass the pool's blocks is left out and runs
     eagerly: its temporaries would be held for good, for a batch a cache that small
     rarely holds (on 24 GiB, 192 rows of 75 blocks would hold 3.4 GB)."""
-    rows = [r for r in GRAPH_ROWS if r < most_rows] + [bucket_up(most_rows, GRAPH_ROWS) or most_rows]
+    seqs = [n for n in GRAPH_SEQUENCES if n < most_sequences]
+    rows = [beams * n for n in seqs + [bucket_up(most_sequences, GRAPH_SEQUENCES) or most_sequences]]
     blocks = math.ceil(max_positions / BLOCK_TOKENS)
     widths = list(range(GRAPH_WIDTH_STEP, blocks, GRAPH_WIDTH_STEP)) + [blocks]
     return rows, widths, [(r, w) for r in rows for w in widths if r * w <= pool_blocks]
@@ -309,8 +316,9 @@ def add_decode_args(p, prefix):
     env, env_bool = protocol.env, protocol.env_bool
     p.add_argument("--no-decode-graphs", dest="decode_graphs", action="store_false",
                    default=not env_bool(prefix + "_NO_DECODE_GRAPHS", False),
-                   help="with --batch on CUDA: launch the decode step's kernels one by one instead of replaying "
-                        "its CUDA graphs (recorded at load, one per bucket of rows and blocks)")
+                   help="with --batch on CUDA: launch the decode step's and the prefill's kernels one by one instead "
+                        "of replaying their CUDA graphs (recorded at load, one per bucket of rows and blocks, one "
+                        "per prompt of whole blocks)")
     p.add_argument("--no-paged-attention", dest="paged", action="store_false",
                    default=not env_bool(prefix + "_NO_PAGED_ATTENTION", False),
                    help="with --batch on CUDA: gather each row's KV blocks into a copy for the decode step's "
@@ -440,11 +448,9 @@ class Sequence:
     text_tokens: object  # [1, T] on the device
     limit: int  # mel tokens to make at most
     rows: list = None
-    scores: object = None  # [beams] on the device
-    seen: object = None  # [beams, vocab] bool: tokens already made (repetition penalty)
+    slot: int = 0  # its first row in the Batcher's per-row buffers (its beams follow)
     history: list = None  # per beam, python list of tokens
     made: int = 0
-    pending: object = None  # [beams, vocab] logits of the last feed, to choose from next
     last: list = None  # the tokens chosen last, one per beam
     need_blocks: int = 0  # the most blocks it can hold at once
     key: int = 0  # its sampling noise's key (sequence_key of its line's seed and its index)
@@ -511,7 +517,8 @@ class Batcher:
         self.vocoded = queue.SimpleQueue()  # (lines, wavs, event, launched) for the writer
         self.s2mel_max_wait = s2mel_max_wait
         self.lock = threading.Lock()
-        self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0, "graphs_refused": 0}
+        self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0, "graphs_refused": 0,
+                      "prefills": 0, "graph_prefills": 0}
         # Where the GPT thread's time goes (seconds, summed): whole decode steps, their
         # wait for the device (the one sync of a step), the thread's CPU time in a step
         # outside that wait, and prefills. The rest of a step's time the thread was
@@ -527,7 +534,8 @@ class Batcher:
         # its kernel can run (start() checks); otherwise it gathers each row's blocks.
         self.paged = paged
         self.paged_off = ""  # why the kernel could not serve, when it was wanted
-        self.graphs = None  # GraphCache of _forward per (rows, blocks) bucket, on CUDA
+        self.graphs = None  # GraphCache of _decode per (rows, blocks) bucket, on CUDA
+        self.prefill_graphs = None  # GraphCache of _prompt per prompt blocks, on CUDA
         # The decode graphs' shared pool (their inputs and logits buffer are ordinary
         # allocations, in memory_allocated).
         self.graph_pool_bytes = 0
@@ -544,6 +552,7 @@ class Batcher:
         n_blocks = max(2, self.kv_cache_bytes // (per_token * BLOCK_TOKENS))
         self.pool = KVPool(a.layers, a.heads, a.head_dim, n_blocks, a.kv_dtype, a.device)
         self.kv_bytes_per_token = per_token
+        self._row_buffers()
         cuda = a.device.type == "cuda"
         # The GPT's many small kernels go first: on a stream of its own at high priority,
         # a decode step's kernels are not queued behind the s2mel group's large ones (on
@@ -564,9 +573,25 @@ class Batcher:
                 print(f"batching: the decode step gathers its KV blocks (paged attention: {self.paged_off})",
                       file=sys.stderr, flush=True)
         if cuda and self.decode_graphs:
-            self._capture_decode_graphs()
+            self._capture_graphs()
         for name, fn in (("gpt", self._gpt_loop), ("s2mel", self._s2mel_loop), ("writer", self._write_loop)):
             threading.Thread(target=fn, name=name, daemon=True).start()
+
+    def _row_buffers(self):
+        """The decode step's per-row state, one buffer each for every row the pool can
+        hold (a sequence holds at least a prompt block and two blocks a beam), so that
+        rows keep their place from one step to the next and every graph reads the same
+        memory: scores [R] (a beam's log-probability), seen [R, vocab] (the tokens it
+        made: the repetition penalty) and choice [R, 2] (per row its parent beam and
+        its token, the step's one copy to the CPU). Row i*beams + j is beam j of the
+        i-th sequence decoding."""
+        b, dev = self.beams, self.a.device
+        seqs = max((self.pool.n_blocks - 1) // (1 + 2 * b), bucket_up(self.max_sequences, GRAPH_SEQUENCES) or
+                   self.max_sequences)
+        self.row_capacity = b * seqs
+        self.scores = torch.zeros(self.row_capacity, device=dev)
+        self.seen = torch.zeros(self.row_capacity, self.a.vocab, dtype=torch.bool, device=dev)
+        self.choice = torch.zeros(self.row_capacity, 2, dtype=torch.long, device=dev)
 
     def _partition(self):
         """Moves s2mel and the vocoder onto streams of a green context of s2mel_sms SMs
@@ -582,28 +607,28 @@ class Batcher:
             return
         self.s2mel_stream, self.vocoder_stream = streams[0], streams[-1]
 
-    def _capture_decode_graphs(self):
+    def _capture_graphs(self):
         """Records the decode step for every bucket of rows (up to the most a full batch
-        holds) and of blocks (up to the model's positions) before the host serves: no
-        step waits for a capture, and the graphs' shared pool, sized by the largest
-        first, is part of the memory the host reports at load."""
+        holds) and of blocks (up to the model's positions), and the prefill of prompts
+        of 1 to PREFILL_GRAPH_TEXT_TOKENS text tokens, before the host serves: no step
+        waits for a capture, and the graphs' pools, each sized by its largest graph
+        first, are part of the memory the host reports at load."""
         a = self.a
-        self.graph_rows, self.graph_widths, keys = decode_buckets(self.max_sequences * self.beams, a.max_positions,
+        self.graph_rows, self.graph_widths, keys = decode_buckets(self.max_sequences, self.beams, a.max_positions,
                                                                   self.pool.n_blocks)
         k = self.stride
         torch.cuda.synchronize(a.device)
         empty_cache()
         reserved, allocated = torch.cuda.memory_reserved(a.device), torch.cuda.memory_allocated(a.device)
         with self._stream(self.gpt_stream), torch.inference_mode(), a.gpt_context(), _no_autocast_cache():
-            # Every graph writes its logits into one buffer, not into an output of its own
-            # in the pool (209 graphs of the benchmark model would hold 240 MB of them).
-            probe = self._forward(torch.zeros(1, 2 * k + 2, dtype=torch.long, device=a.device))
-            out = torch.empty(self.graph_rows[-1], probe.shape[-1], dtype=probe.dtype, device=a.device)
-            self.graphs = GraphCache(lambda ids: out[:ids.shape[0]].copy_(self._forward(ids)), a.device)
+            # Every graph writes its choices into the per-row buffers (_row_buffers), not
+            # into outputs of its own in the pool. The warm-ups and captures write rows
+            # no sequence holds yet: a prefill sets its rows before they are read.
+            self.graphs = GraphCache(self._decode, a.device)
             keys.sort(key=lambda rw: -rw[0] * rw[1])  # the largest first: it sizes the pool
             for i, (r, w) in enumerate(keys):
                 try:
-                    self.graphs.capture((r, w), (torch.zeros(r, 2 * k + 1 + w, dtype=torch.long, device=a.device),))
+                    self.graphs.capture((r, w), (torch.zeros(r, 2 * k + 2 + w, dtype=torch.long, device=a.device),))
                 except Exception as e:  # noqa: BLE001
                     if not self.meter.is_oom(e):
                         raise
@@ -611,12 +636,33 @@ class Batcher:
                     # fuller than the KV pool's share assumed); the host still loads.
                     self.stats["graphs_refused"] = len(keys) - i
                     break
+            self._capture_prefill_graphs()
             torch.cuda.current_stream(a.device).synchronize()
         # What the graphs hold beyond their allocated inputs: the pool's free-but-kept
         # memory (the warm-up's temporaries on the side stream go back first).
         empty_cache()
         self.graph_pool_bytes = max(0, (torch.cuda.memory_reserved(a.device) - reserved) -
                                     (torch.cuda.memory_allocated(a.device) - allocated))
+
+    def _capture_prefill_graphs(self):
+        """One graph of _prompt per prompt of whole blocks, the largest first, into a
+        pool of their own (they run between decode steps, on the same stream). A
+        prompt's embeddings are what embed_codes makes: their width and type."""
+        a = self.a
+        most = min(a.max_positions, a.prefix_tokens + PREFILL_GRAPH_TEXT_TOKENS)
+        probe = a.embed_codes(torch.zeros(1, 1, dtype=torch.long, device=a.device),
+                              torch.zeros(1, 1, dtype=torch.long, device=a.device))
+        self.prefill_graphs = GraphCache(self._prompt, a.device)
+        for n in range(math.ceil(most / BLOCK_TOKENS), 0, -1):
+            x = torch.zeros(1, n * BLOCK_TOKENS, probe.shape[-1], dtype=probe.dtype, device=a.device)
+            table = torch.zeros(n, dtype=torch.long, device=a.device)  # block 0: the warm-up writes no line's
+            try:
+                self.prefill_graphs.capture(n, (x, table, torch.zeros(1, dtype=torch.long, device=a.device)))
+            except Exception as e:  # noqa: BLE001
+                if not self.meter.is_oom(e):
+                    raise
+                self.stats["graphs_refused"] += n  # these prompts are run eagerly
+                break
 
     def _stream(self, s):
         return torch.cuda.stream(s) if s is not None else contextlib.nullcontext()
@@ -654,7 +700,9 @@ class Batcher:
                 "decode_tokens_per_second": round(rate, 1), "batch_rows_max": self.stats["batch_rows_max"],
                 "steps": self.stats["steps"], "graph_steps": self.stats["graph_steps"],
                 "decode_graphs": len(self.graphs) if self.graphs else 0,
-                "graph_capture_seconds": round(self.graphs.capture_seconds, 2) if self.graphs else 0.0,
+                "prefill_graphs": len(self.prefill_graphs) if self.prefill_graphs else 0,
+                "graph_capture_seconds": round(sum(c.capture_seconds for c in (self.graphs, self.prefill_graphs)
+                                                   if c is not None), 2),
                 "graph_pool_bytes": self.graph_pool_bytes, "graphs_refused": self.stats["graphs_refused"],
                 "paged_attention": self.paged, "paged_attention_off": self.paged_off,
                 "s2mel_sms": self.s2mel_sms, "s2mel_sms_off": self.s2mel_sms_off,
@@ -739,6 +787,8 @@ class Batcher:
                         self._prefill(seq)
                         self.active.append(seq)
             except Exception as e:  # noqa: BLE001
+                # Its sequences were the last appended: the others keep their rows.
+                self.active = [s for s in self.active if s.line is not line]
                 self._release_line(line)
                 line.fail(self._error(e))
             self.timing["prefill"] += time.perf_counter() - t
@@ -764,69 +814,84 @@ class Batcher:
 
     def _prefill(self, seq):
         """Runs the prompt (conditioning latents and text) through the GPT for one row,
-        writes its KV into fresh blocks that every beam shares, and keeps the logits
-        of the last position for the first choice."""
+        writes its KV into fresh blocks that every beam shares, and makes the first
+        choice of every beam from the logits of its last position."""
         a, pool = self.a, self.pool
         x = a.embed_prefix(seq.line.cond, seq.text_tokens)  # [1, P, D]
         p = x.shape[1]
-        blocks = [pool.take(seq.line) for _ in range(math.ceil(p / BLOCK_TOKENS))]
-        pos = torch.arange(p, device=a.device)
-        blk = torch.tensor(blocks, device=a.device)[pos // BLOCK_TOKENS]
-        off = pos % BLOCK_TOKENS
+        n = math.ceil(p / BLOCK_TOKENS)
+        blocks = [pool.take(seq.line) for _ in range(n)]
+        g = self.prefill_graphs.get(n) if self.prefill_graphs is not None else None
+        if g is not None and g.inputs[0].dtype == x.dtype:
+            xin, table, last = g.inputs
+            xin[:, :p].copy_(x)
+            xin[:, p:].zero_()
+            table.copy_(torch.tensor(blocks), non_blocking=True)
+            last.fill_(p - 1)
+            logits = g.replay()
+            self.stats["graph_prefills"] += 1
+        else:  # the same padding: a prompt gives the same logits either way
+            logits = self._prompt(F.pad(x, (0, 0, 0, n * BLOCK_TOKENS - p)), torch.tensor(blocks, device=a.device),
+                                  torch.tensor([p - 1], device=a.device))
+        self.stats["prefills"] += 1
+        for b in blocks:
+            for _ in range(self.beams - 1):
+                pool.share(b)
+        seq.rows = [Row(list(blocks), p) for _ in range(self.beams)]
+        seq.history = [[] for _ in range(self.beams)]
+        # Its rows follow the batch's (the step after reads every sequence's choice).
+        b = self.beams
+        seq.slot = i = b * len(self.active)
+        if i + b > self.row_capacity:
+            raise HostError(OUT_OF_MEMORY, f"the batch has no row left for another sequence ({self.row_capacity})")
+        self.seen[i:i + b] = False
+        self.scores[i] = 0
+        self.scores[i + 1:i + b] = -1e9  # every beam starts identical: the first choice fans out from one
+        keys = torch.tensor([hash32(seq.key)], device=a.device) if self.decode == "sample" else None
+        self._select(logits.expand(b, -1), i, keys)
+
+    def _prompt(self, x, table, last):
+        """A prefill's GPT pass: x [1, P, D] a prompt's embeddings padded to its blocks
+        (table [P / BLOCK_TOKENS]), the real ones ending at position last [1]. Writes
+        every position's keys and values (a padded position's into its last block, past
+        the row's length: masked until a decode step writes there) and returns the
+        logits of position last [1, V]. Causal: the padding changes no real position.
+        What a prefill graph records."""
+        a, pool = self.a, self.pool
+        pos = torch.arange(x.shape[1], device=x.device)
+        blk, off = table[pos // BLOCK_TOKENS], pos % BLOCK_TOKENS
         for li, layer in enumerate(a.layers_list):
             q, k, v = layer.qkv(x)  # [1, H, P, hd]
             pool.k[li][blk, off] = k[0].transpose(0, 1)
             pool.v[li][blk, off] = v[0].transpose(0, 1)
             x = layer.finish(x, attention(q, k, v, causal=True))
-        logits = a.head(x[:, -1])  # [1, V]
-        for b in blocks:
-            for _ in range(self.beams - 1):
-                pool.share(b)
-        seq.rows = [Row(list(blocks), p) for _ in range(self.beams)]
-        seq.scores = torch.full((self.beams,), -1e9, device=a.device)
-        seq.scores[0] = 0  # every beam starts identical: let the first choice fan out from one
-        seq.seen = torch.zeros(self.beams, a.vocab, dtype=torch.bool, device=a.device)
-        seq.history = [[] for _ in range(self.beams)]
-        seq.pending = logits.expand(self.beams, -1)  # logits to choose from before the next feed
+        return a.head(x[0].index_select(0, last))
 
-    def _choose(self, seqs, logits):
-        """Beam search for every sequence at once: logits [R, V] for all their rows in
-        order. Returns per sequence (parent beam per new beam, token per new beam), on
-        the CPU (the one host sync of a step, as in HF generate). A handful of kernels
-        for the whole batch: each sequence's scores and repetition memory become views
-        of this step's tensors. One beam greedy is the same search of one row; one beam
-        sampling is _sample."""
-        if self.decode == "sample":
-            return self._sample(seqs, logits)
-        b, v = self.beams, self.a.vocab
-        seen = torch.cat([s.seen for s in seqs])
+    def _select(self, logits, start, keys=None):
+        """Chooses the next token of every sequence whose rows start..start+R hold
+        logits [R, V] (whole sequences, beams rows each), in place on the per-row
+        buffers: beam search (its scores, its repetition memory moved to each new
+        beam's parent) or, with one beam sampling, a draw keyed by keys [R]. A handful
+        of kernels for the whole batch and no sync: the decode graph records it with
+        the GPT pass, and the next step reads choice. One beam greedy is the same
+        search of one row."""
+        b, v, n = self.beams, self.a.vocab, logits.shape[0]
+        seen, scores = self.seen[start:start + n], self.scores[start:start + n]
         logits = penalise(logits.float(), seen, self.penalty)
-        scores = torch.cat([s.scores for s in seqs])
-        logp = (F.log_softmax(logits / self.temperature, dim=-1) + scores[:, None]).view(len(seqs), b * v)
+        if self.decode == "sample":
+            tok = sample_tokens(logits, keys, self.top_k, self.top_p, self.temperature)
+            seen.scatter_(1, tok[:, None], True)
+            self.choice[start:start + n].copy_(torch.stack([torch.zeros_like(tok), tok], 1))
+            return
+        logp = (F.log_softmax(logits / self.temperature, dim=-1) + scores[:, None]).view(n // b, b * v)
         top, idx = logp.topk(2 * b, dim=-1)
         parent = torch.div(idx[:, :b], v, rounding_mode="floor")
-        tok = idx[:, :b] % v
-        rows = (parent + torch.arange(len(seqs), device=parent.device)[:, None] * b).reshape(-1)
-        seen = seen.index_select(0, rows)
-        seen[torch.arange(rows.shape[0], device=rows.device), tok.reshape(-1)] = True
-        both = self._to_host(torch.stack([parent, tok]))
-        for i, s in enumerate(seqs):
-            s.scores = top[i, :b]
-            s.seen = seen[i * b:(i + 1) * b]
-        return both[0].tolist(), both[1].tolist()
-
-    def _sample(self, seqs, logits):
-        """One sampled token per sequence (one row each), its noise keyed by the
-        sequence and the tokens it has made: the same draw whatever else is in the
-        batch."""
-        seen = torch.cat([s.seen for s in seqs])
-        logits = penalise(logits.float(), seen, self.penalty)
-        keys = torch.tensor([hash32(s.key ^ (s.made & MASK32)) for s in seqs], device=logits.device)
-        tok = sample_tokens(logits, keys, self.top_k, self.top_p, self.temperature)
-        seen[torch.arange(len(seqs), device=tok.device), tok] = True
-        for i, s in enumerate(seqs):
-            s.seen = seen[i:i + 1]
-        return [[0]] * len(seqs), [[t] for t in self._to_host(tok).tolist()]
+        tok = (idx[:, :b] % v).reshape(-1)
+        rows = (parent + torch.arange(0, n, b, device=logits.device)[:, None]).reshape(-1)
+        new = seen.index_select(0, rows)
+        seen.copy_(new.scatter_(1, tok[:, None], True))
+        scores.copy_(top[:, :b].reshape(-1))
+        self.choice[start:start + n].copy_(torch.stack([parent.reshape(-1), tok], 1))
 
     def _to_host(self, t):
         """t on the CPU: a decode step's one wait for the device, timed."""
@@ -837,13 +902,15 @@ class Batcher:
         return out
 
     def _step(self):
-        """One decode step of the whole batch: choose every sequence's next tokens from
-        its pending logits, retire the sequences that are done, feed the rest."""
-        a, pool = self.a, self.pool
-        seqs = list(self.active)
-        parents, toks = self._choose(seqs, torch.cat([s.pending for s in seqs]))
+        """One decode step of the whole batch: read every sequence's choice (made by the
+        step before, or its prefill), retire the sequences that are done, feed the rest
+        and choose their next tokens."""
+        a, pool, b = self.a, self.pool, self.beams
+        seqs = self.active
+        chosen = self._to_host(self.choice[:b * len(seqs)]).view(len(seqs), b, 2).tolist()
         feed = []
-        for s, par, tk in zip(seqs, parents, toks):
+        for s, rows in zip(seqs, chosen):
+            par, tk = [r[0] for r in rows], [r[1] for r in rows]
             k = min(self.stride, s.limit - s.made)
             s.history = [s.history[p] + [t] * k for p, t in zip(par, tk)]
             self._reorder(s, par)
@@ -857,12 +924,13 @@ class Batcher:
         self.active = feed
         if not feed:
             return
+        self._compact(feed)
         k = self.stride
         rows = [r for s in feed for r in s.rows]
         n = len(rows)
         # Room for this step's k tokens in every row: a new block at a block boundary,
         # a private copy of a last block that other rows share (copy on write).
-        copies_src, copies_dst = [], []
+        copies = [], []
         for s in feed:
             for r in s.rows:
                 for p in range(r.length, r.length + k):
@@ -871,39 +939,37 @@ class Batcher:
                         r.blocks.append(pool.take(s.line))
                     elif pool.refs[r.blocks[bi]] > 1:
                         nb = pool.take(s.line)
-                        copies_src.append(r.blocks[bi])
-                        copies_dst.append(nb)
+                        copies[0].append(r.blocks[bi])
+                        copies[1].append(nb)
                         pool.drop(r.blocks[bi])
                         r.blocks[bi] = nb
-        if copies_src:
-            src = torch.tensor(copies_src, device=a.device)
-            dst = torch.tensor(copies_dst, device=a.device)
+        if copies[0]:
+            src, dst = torch.tensor(copies, device=a.device)
             pool.k[:, dst] = pool.k[:, src]
             pool.v[:, dst] = pool.v[:, src]
         width = max(len(r.blocks) for r in rows)
         key, g = self._decode_graph(n, width)
         n_pad, width = key if g is not None else (n, width)
         # One int64 tensor per step, one copy to the device: per row its k tokens,
-        # their k mel positions, its cache length and its block table (_forward's layout).
+        # their k mel positions, its cache length, its noise key and its block table
+        # (_forward's layout).
         ids = []
         for s in feed:
             pos = list(range(s.made - k, s.made))
+            nk = hash32(s.key ^ (s.made & MASK32)) if self.decode == "sample" else 0
             for r, t in zip(s.rows, s.last):
-                ids.append([t] * k + pos + [r.length] + r.blocks + [0] * (width - len(r.blocks)))
-        ids.extend([[0] * (2 * k + 1 + width)] * (n_pad - n))  # padded rows: block 0, masked
+                ids.append([t] * k + pos + [r.length, nk] + r.blocks + [0] * (width - len(r.blocks)))
+        ids.extend([[0] * (2 * k + 2 + width)] * (n_pad - n))  # padded rows: block 0, masked
         ids = torch.tensor(ids, dtype=torch.long)
         if g is not None:
             g.inputs[0].copy_(ids, non_blocking=True)
-            logits = g.replay()
+            g.replay()
             self.stats["graph_steps"] += 1
         else:
-            logits = self._forward(ids.to(a.device, non_blocking=True))
-        i = 0
+            self._decode(ids.to(a.device, non_blocking=True))
         for s in feed:
             for r in s.rows:
                 r.length += k
-            s.pending = logits[i:i + self.beams]
-            i += self.beams
             s.rows_sum += n
             s.steps += 1
         with self.lock:
@@ -913,16 +979,35 @@ class Batcher:
             if len(self.rate) > 512:
                 del self.rate[:256]
 
+    def _compact(self, feed):
+        """Moves the rows of the sequences fed this step to the front, in order, where
+        one before them retired: rows i*beams... are the i-th sequence's."""
+        b = self.beams
+        if all(s.slot == i * b for i, s in enumerate(feed)):
+            return
+        keep = torch.tensor([s.slot + j for s in feed for j in range(b)], device=self.a.device)
+        m = keep.shape[0]
+        self.seen[:m] = self.seen.index_select(0, keep)
+        self.scores[:m] = self.scores.index_select(0, keep)
+        for i, s in enumerate(feed):
+            s.slot = i * b
+
+    def _decode(self, ids):
+        """A decode step on the device: the GPT pass of ids (_forward) and the next
+        choice of every row (_select, keyed by ids' key column when sampling). What a
+        decode graph records."""
+        self._select(self._forward(ids), 0, ids[:, 2 * self.stride + 1])
+
     def _forward(self, ids):
-        """One decode step's GPT pass: ids [R, 2k + 1 + W] holds per row its k tokens,
-        their k mel positions, its cache length and its block table of W blocks (block
-        0 pads it, masked). Writes the k tokens' keys and values into the pool and
+        """One decode step's GPT pass: ids [R, 2k + 2 + W] holds per row its k tokens,
+        their k mel positions, its cache length, its noise key (for _select) and its
+        block table of W blocks (block 0 pads it, masked). Writes the k tokens' keys and values into the pool and
         returns the logits of each row's last token [R, V]. Only tensor work on the
         device: a CUDA graph records it as it is."""
         a, pool, k = self.a, self.pool, self.stride
         n = ids.shape[0]
         tokens, mel_pos = ids[:, :k], ids[:, k:2 * k]
-        lengths, table = ids[:, 2 * k], ids[:, 2 * k + 1:]
+        lengths, table = ids[:, 2 * k], ids[:, 2 * k + 2:]
         width = table.shape[1]
         pos = lengths[:, None] + torch.arange(k, device=ids.device)  # cache positions
         wblk = table.gather(1, pos // BLOCK_TOKENS).reshape(-1)
@@ -978,8 +1063,6 @@ class Batcher:
             for b in r.blocks:
                 self.pool.drop(b)
         s.rows = []
-        s.pending = None
-        s.seen = None
         line = s.line
         if all(q.finished for q in line.sequences):
             self._release_line(line)

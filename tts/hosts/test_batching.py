@@ -184,7 +184,8 @@ class BatchingTest(unittest.TestCase):
 
         batching.sample_tokens = record
         self.addCleanup(setattr, batching, "sample_tokens", real)
-        host = self.make_host("--top-k", "5", "--top-p", "0.9", beams=1)
+        # Eager steps: a decode graph calls sample_tokens once, as it is captured.
+        host = self.make_host("--top-k", "5", "--top-p", "0.9", "--no-decode-graphs", beams=1)
         self.run_staggered(host, [self.body(f"l{i}", s, seed=i) for i, s in enumerate((0.6, 1.0, 0.4))], gap_steps=2)
         self.assertGreater(max(len(t) for _, t, *_ in seen), 1, "rows sampled together")
         kept = 0
@@ -424,6 +425,8 @@ class CudaGraphTest(unittest.TestCase):
         return self.run_staggered(host, bodies, gap_steps=2), [b["output_path"] for b in bodies]
 
     def test_graphs_give_the_tokens_and_audio_of_eager_launches(self):
+        import batching
+
         for beams in (3, 1):
             extra = ("--greedy",) if beams == 1 else ()
             graphed = self.make_host(*extra, "--s2mel-graphs", beams=beams)
@@ -433,14 +436,20 @@ class CudaGraphTest(unittest.TestCase):
             self.assertEqual(snap["decode_graphs"], sum(1 for r in b.graph_rows for w in b.graph_widths
                                                         if r * w <= b.pool.n_blocks))
             self.assertGreater(snap["graph_pool_bytes"], 0)
+            a = graphed.adapter
+            most = min(a.max_positions, a.prefix_tokens + batching.PREFILL_GRAPH_TEXT_TOKENS)
+            self.assertEqual(snap["prefill_graphs"], -(-most // batching.BLOCK_TOKENS))
             self.assertEqual(eager.batcher.snapshot()["decode_graphs"], 0)
+            self.assertEqual(eager.batcher.snapshot()["prefill_graphs"], 0)
             got, got_paths = self.render(graphed, f"g{beams}-")
             want, want_paths = self.render(eager, f"e{beams}-")
             for g, w in zip(got, want):
                 self.assertEqual(g["codes"], w["codes"], f"beams {beams}: graphed tokens == eager tokens")
             steps = graphed.batcher.stats
             self.assertEqual(steps["graph_steps"], steps["steps"], "every step of this batch replayed a graph")
+            self.assertEqual(steps["graph_prefills"], steps["prefills"], "and every prefill")
             self.assertEqual(eager.batcher.stats["graph_steps"], 0)
+            self.assertEqual(eager.batcher.stats["graph_prefills"], 0)
             self.assertGreater(len(graphed.adapter.s2mel_graphs.cache), 0, "s2mel replayed graphs")
             # The tiny model's vocoder barely follows its mel (two seeds' audio is at most 32
             # LSB apart), so this checks the path end to end, not s2mel's arithmetic:
@@ -639,21 +648,23 @@ class DecodeBucketsTest(unittest.TestCase):
     def test_buckets_cover_every_step_the_host_can_make(self):
         import batching
 
-        rows, widths, keys = batching.decode_buckets(64 * 3, 2400, 100_000)
-        self.assertEqual(rows, [4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 192])
+        rows, widths, keys = batching.decode_buckets(64, 3, 2400, 100_000)
+        self.assertEqual(rows, [3, 6, 12, 18, 24, 36, 48, 72, 96, 144, 192])  # whole sequences of 3 beams
         self.assertEqual(widths[:3], [4, 8, 12])
         self.assertEqual(widths[-2:], [72, 75])  # 2400 positions: 75 blocks
         self.assertEqual(len(keys), len(rows) * len(widths))
-        self.assertEqual(batching.decode_buckets(10, 2400, 100_000)[0], [4, 8, 16])  # the first bucket past 10 rows
-        self.assertEqual(batching.decode_buckets(600, 2400, 100_000)[0][-2:], [512, 600])  # past the largest: itself
-        for n in range(1, 193):
-            self.assertGreaterEqual(batching.bucket_up(n, rows), n)
+        self.assertEqual(batching.decode_buckets(10, 3, 2400, 100_000)[0][-2:], [24, 36])  # the first past 10 lines
+        self.assertEqual(batching.decode_buckets(300, 3, 2400, 100_000)[0][-2:], [768, 900])  # past the largest: itself
+        self.assertEqual(batching.decode_buckets(16, 1, 2400, 100_000)[0], [1, 2, 4, 6, 8, 12, 16])  # one beam
+        for n in range(1, 65):
+            self.assertGreaterEqual(batching.bucket_up(3 * n, rows), 3 * n)
+            self.assertEqual(batching.bucket_up(3 * n, rows) % 3, 0)
         self.assertIsNone(batching.bucket_up(193, rows))
 
     def test_a_small_pool_leaves_the_largest_buckets_eager(self):
         import batching
 
-        rows, widths, keys = batching.decode_buckets(192, 2400, 2000)
+        rows, widths, keys = batching.decode_buckets(64, 3, 2400, 2000)
         self.assertTrue(all(r * w <= 2000 for r, w in keys))
         self.assertIn((192, 8), keys)
         self.assertNotIn((192, 12), keys)  # 2,304 blocks

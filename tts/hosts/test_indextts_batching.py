@@ -161,6 +161,8 @@ class IndexTTSAdapterTest(unittest.TestCase):
         IndexTTS2.infer): the same draw alone and in a batch others join and leave; another
         seed, another draw; the greedy choice is not what it draws; every token is in the
         top 30 of its row's penalised logits."""
+        import torch
+
         import batching
 
         draws = []
@@ -168,13 +170,17 @@ class IndexTTSAdapterTest(unittest.TestCase):
 
         def record(logits, keys, top_k, top_p, temperature):
             tok = real(logits, keys, top_k, top_p, temperature)
-            draws.append((logits.topk(top_k, dim=-1).indices, tok, top_k))
+            if not (logits.is_cuda and torch.cuda.is_current_stream_capturing()):  # a graph's capture: no draw yet
+                draws.append((logits.topk(top_k, dim=-1).indices, tok, top_k))
             return tok
 
         batching.sample_tokens = record
         self.addCleanup(setattr, batching, "sample_tokens", real)
         host, alone = self.check_same_tokens(1)
         self.assertEqual(host.batcher.snapshot()["decode"], "sample")
+        # Every step eager (on CUDA the steps above replay graphs): the same draw, each one seen.
+        eager = self.synth(self.make_host("--no-decode-graphs", beams=1), self.body("target", TEXTS[0], 30))
+        self.assertEqual(eager["codes"], alone, "graphs draw what eager steps draw")
         other = self.synth(host, self.body("seed8", TEXTS[0], 30, seed=8))["codes"]
         self.assertNotEqual(other, alone, "another seed, another draw")
         greedy = self.synth(self.make_host("--greedy", beams=1), self.body("greedy", TEXTS[0], 30))["codes"]
