@@ -869,7 +869,8 @@ class BenchBackend:
 
 
 class S2MelGraphs:
-    """s2mel's flow-matching step as CUDA graphs, one per bucket of lines (a power of
+    """s2mel's flow-matching step as CUDA graphs, one per bucket of lines (LINES: a
+    padded line costs what a real one does, so the buckets are closer than powers of
     two) and frames (a multiple of FRAME_STEP), each replayed once per step: a step's 13
     DiT layers and 8 WaveNet layers launch kernels by the dozen, 25 times a group, and
     the s2mel thread's launches took time from the GPT's. A step, not the
@@ -880,17 +881,21 @@ class S2MelGraphs:
     the old ones dropped."""
 
     FRAME_STEP = 128
+    LINES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
     MOST_FRAMES = 4096  # an 8 s prompt and a 30 s line: 3,270
 
     def __init__(self, s2mel, steps, device, most_lines):
         self.s2 = s2mel
         self.steps = steps
         self.device = device
-        self.lines = 1 << (most_lines - 1).bit_length()  # the first buffers' room, in sequences
+        self.lines = self._bucket(most_lines)  # the first buffers' room, in sequences
         self.cache = batching.GraphCache(self._step, device)
         self.buffers = []  # per input of _step: a flat tensor
         ts = torch.linspace(0, 1, steps + 1, device=device)
         self.ts, self.dts = ts[:-1].clone(), (ts[1:] - ts[:-1]).clone()
+
+    def _bucket(self, n):
+        return batching.bucket_up(n, self.LINES) or n
 
     def _step(self, x, prompt2, cond2, style2, mask2, is_prompt, t, dt):
         return x.copy_(self.s2.flow_step(x, prompt2, cond2, style2, mask2, is_prompt, t[0], dt[0]))
@@ -910,7 +915,7 @@ class S2MelGraphs:
         """Each line's target mel for batch (padded's items; frames its longest), copied
         out of the graphs' x (which their next replay overwrites), and the graph's
         memory."""
-        b = 1 << (len(batch) - 1).bit_length()  # sequences, not lines: a line may have several
+        b = self._bucket(len(batch))  # sequences, not lines: a line may have several
         t = -(-frames // self.FRAME_STEP) * self.FRAME_STEP
         inputs = self.s2.padded(batch, b, t) + (self.ts[:1], self.dts[:1])
         g = self.cache.get((b, t))

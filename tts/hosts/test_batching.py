@@ -488,6 +488,7 @@ class CudaGraphTest(unittest.TestCase):
         with torch.inference_mode():
             for batch in ([item(300, 120, 1), item(410, 120, 2), item(250, 90, 3)], [item(900, 200, 4)],
                           [item(5000, 200, 5), item(4000, 100, 6)],
+                          [item(600, 120, 10 + i) for i in range(5)],  # 5 lines in a bucket of 6
                           [item(9000, 200, 7 + i) for i in range(8)]):  # past the first buffers: new ones
                 want = s2.inference_batch(batch, a.opts.diffusion_steps)
                 lens = [c.shape[1] for c, _, _, _ in batch]
