@@ -301,6 +301,41 @@ class BatchingTest(unittest.TestCase):
         _, h = host.handle("GET", "/health", None)
         self.assertGreaterEqual(h["counters"]["ooms"], 1)
 
+    def test_a_line_whose_later_segment_fails_its_prefill_leaves_the_batch(self):
+        """A line of three segments whose second prefill fails fails as a whole: its
+        first segment, already in the batch, leaves it too, and the line decoding beside
+        it makes the tokens it makes alone."""
+        host = self.make_host()
+        running = self.body("running", 2.0)
+        alone = self.synth(host, running)["codes"]
+        real = host.adapter.embed_prefix
+        calls = {"n": 0}
+
+        def failing(cond, text_tokens):
+            calls["n"] += 1
+            if calls["n"] == 3:  # the running line's prefill is the first, the long line's the next three
+                raise RuntimeError("injected: the second segment's prefill fails")
+            return real(cond, text_tokens)
+
+        host.adapter.embed_prefix = failing
+        long = dict(self.body("long", 1.5, text="one two three four five six"), max_text_tokens_per_segment=2)
+        results = {}
+        t = threading.Thread(target=lambda: results.update(running=host.handle("POST", "/synthesize", running)))
+        start = host.batcher.stats["steps"]
+        t.start()
+        deadline = time.monotonic() + 30
+        while host.batcher.stats["steps"] < start + 3 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        status, res = host.handle("POST", "/synthesize", long)
+        t.join(60)
+        self.assertEqual(calls["n"], 3, "the long line had three segments and the second failed")
+        self.assertEqual(status, 500, res)
+        self.assertIn("injected", res["error"]["message"])
+        self.assertEqual(results["running"][0], 200, results["running"])
+        self.assertEqual(results["running"][1]["codes"], alone, "the running line decoded as alone")
+        self.assert_pool_empty(host)
+        self.assertEqual(host.batcher.active, [])
+
     def test_s2mel_in_bf16(self):
         """--s2mel-dtype bf16: the same line's audio as in fp32 up to bf16 rounding (the
         DiT really ran in bf16: the samples are not identical)."""
