@@ -59,9 +59,8 @@ REPETITION_PENALTY = 10.0
 # Seconds a line may wait for s2mel before it goes first, whatever its length.
 S2MEL_MAX_WAIT = 5.0
 # The decode step's CUDA graphs: sequences of the batch (each its beams' rows) rounded up
-# to one of these, block
-# tables to a multiple of GRAPH_WIDTH_STEP blocks (the padding costs attention over at
-# most 3 masked blocks a row).
+# to one of these, block tables to a multiple of GRAPH_WIDTH_STEP blocks (the padding
+# costs attention over at most 3 masked blocks a row).
 GRAPH_SEQUENCES = (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256)
 GRAPH_WIDTH_STEP = 4
 # A prefill's CUDA graphs, one per prompt of whole blocks, are recorded at load for
@@ -536,7 +535,7 @@ class Batcher:
         self.paged_off = ""  # why the kernel could not serve, when it was wanted
         self.graphs = None  # GraphCache of _decode per (rows, blocks) bucket, on CUDA
         self.prefill_graphs = None  # GraphCache of _prompt per prompt blocks, on CUDA
-        # The decode graphs' shared pool (their inputs and logits buffer are ordinary
+        # The graphs' pools (their inputs and the per-row buffers are ordinary
         # allocations, in memory_allocated).
         self.graph_pool_bytes = 0
         self.rate = []  # (time, tokens) of recent steps
