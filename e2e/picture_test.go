@@ -72,7 +72,14 @@ func TestPictureWithTheDubInSync(t *testing.T) {
 	))
 	// The proxy is made by the worker; the card shows its progress, then the player.
 	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(css(`[data-testid=picture-video]`))))
-	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](moveAddress))
+	// Its box has the source's shape before the proxy loads: the script below it does
+	// not move under the pointer when the picture arrives.
+	reserved, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const v = document.querySelector('[data-testid=picture-video]');
+		const w = +v.getAttribute('width'), h = +v.getAttribute('height'), r = v.getBoundingClientRect();
+		return w > 0 && h > 0 && Math.abs(r.height - r.width * h / w) < 2 })()`))
+	require.NoError(t, err)
+	require.True(t, reserved, "the player's box is the source's shape from the start")
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](moveAddress))
 	require.NoError(t, err)
 	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('[data-testid=picture-video]').readyState >= 2`,
 		chromedp.WithPollingTimeout(30*time.Second)))
