@@ -578,16 +578,15 @@ class Batcher:
 
     def _row_buffers(self):
         """The decode step's per-row state, one buffer each for every row the pool can
-        hold (a sequence holds at least a prompt block and two blocks a beam), so that
-        rows keep their place from one step to the next and every graph reads the same
-        memory: scores [R] (a beam's log-probability), seen [R, vocab] (the tokens it
-        made: the repetition penalty) and choice [R, 2] (per row its parent beam and
-        its token, the step's one copy to the CPU). Row i*beams + j is beam j of the
-        i-th sequence decoding."""
+        hold, so that rows keep their place from one step to the next and every graph
+        reads the same memory: scores [R] (a beam's log-probability), seen [R, vocab]
+        (the tokens it made: the repetition penalty) and choice [R, 2] (per row its
+        parent beam and its token, the step's one copy to the CPU). Row i*beams + j is
+        beam j of the i-th sequence decoding. A sequence is promised at least a prompt
+        block and two blocks a beam, and admission keeps the promises within the pool,
+        so the sequences decoding never pass row_capacity / beams."""
         b, dev = self.beams, self.a.device
-        seqs = max((self.pool.n_blocks - 1) // (1 + 2 * b), bucket_up(self.max_sequences, GRAPH_SEQUENCES) or
-                   self.max_sequences)
-        self.row_capacity = b * seqs
+        self.row_capacity = b * ((self.pool.n_blocks - 1) // (1 + 2 * b))
         self.scores = torch.zeros(self.row_capacity, device=dev)
         self.seen = torch.zeros(self.row_capacity, self.a.vocab, dtype=torch.bool, device=dev)
         self.choice = torch.zeros(self.row_capacity, 2, dtype=torch.long, device=dev)
@@ -615,6 +614,7 @@ class Batcher:
         a = self.a
         self.graph_rows, self.graph_widths, keys = decode_buckets(self.max_sequences, self.beams, a.max_positions,
                                                                   self.pool.n_blocks)
+        keys = [(r, w) for r, w in keys if r <= self.row_capacity]  # a graph writes all its rows' buffers
         k = self.stride
         torch.cuda.synchronize(a.device)
         empty_cache()
@@ -841,12 +841,10 @@ class Batcher:
         # Its rows follow the batch's (the step after reads every sequence's choice).
         b = self.beams
         seq.slot = i = b * len(self.active)
-        if i + b > self.row_capacity:
-            raise HostError(OUT_OF_MEMORY, f"the batch has no row left for another sequence ({self.row_capacity})")
         self.seen[i:i + b] = False
         self.scores[i] = 0
         self.scores[i + 1:i + b] = -1e9  # every beam starts identical: the first choice fans out from one
-        keys = torch.tensor([hash32(seq.key)], device=a.device) if self.decode == "sample" else None
+        keys = torch.tensor([self._draw_key(seq)], device=a.device) if self.decode == "sample" else None
         self._select(logits.expand(b, -1), i, keys)
 
     def _prompt(self, x, table, last):
@@ -891,6 +889,11 @@ class Batcher:
         seen.copy_(new.scatter_(1, tok[:, None], True))
         scores.copy_(top[:, :b].reshape(-1))
         self.choice[start:start + n].copy_(torch.stack([parent.reshape(-1), tok], 1))
+
+    @staticmethod
+    def _draw_key(s):
+        """The noise key of sequence s's next draw: its key and the tokens it has made."""
+        return hash32(s.key ^ (s.made & MASK32))
 
     def _to_host(self, t):
         """t on the CPU: a decode step's one wait for the device, timed."""
@@ -955,7 +958,7 @@ class Batcher:
         ids = []
         for s in feed:
             pos = list(range(s.made - k, s.made))
-            nk = hash32(s.key ^ (s.made & MASK32)) if self.decode == "sample" else 0
+            nk = self._draw_key(s) if self.decode == "sample" else 0
             for r, t in zip(s.rows, s.last):
                 ids.append([t] * k + pos + [r.length, nk] + r.blocks + [0] * (width - len(r.blocks)))
         ids.extend([[0] * (2 * k + 2 + width)] * (n_pad - n))  # padded rows: block 0, masked
