@@ -350,7 +350,7 @@ func TestReviewWithTheKeyboard(t *testing.T) {
 	// In the script, space plays the focused line's take and b switches to its
 	// original at the same position, from the URLs the row gives, whatever the page's
 	// address. Each lasts as long as the line (1.5 s), which a loaded machine's browser
-	// can let pass between two looks: a recorder keeps every state the row shows.
+	// can let pass between two looks: a recorder keeps every state each row shows.
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(base),
 		chromedp.WaitVisible(css(`[data-testid=lines]`)),
@@ -359,26 +359,33 @@ func TestReviewWithTheKeyboard(t *testing.T) {
 	require.NoError(t, err)
 	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](recordPlayers))
 	require.NoError(t, err)
-	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`(() => { window.kbSeen = []; window.rowSeen = [];
-		new MutationObserver((changes) => { const row = document.getElementById('line-%d');
-			const s = row && row.getAttribute('data-playing');
-			if (s) window.kbSeen.push(s);
-			for (const c of changes) { const v = c.target.getAttribute('data-playing');
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { window.rowSeen = [];
+		new MutationObserver((changes) => { for (const c of changes) { const v = c.target.getAttribute('data-playing');
 				if (v && c.target.id) window.rowSeen.push(c.target.id + ':' + v); } })
 		.observe(document.body, {subtree: true, attributes: true, attributeFilter: ['data-playing']});
-		return true })()`, first.ID)))
+		return true })()`))
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(ctx, chromedp.KeyEvent("j"), chromedp.KeyEvent(" ")))
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.kbSeen.includes('take')`, chromedp.WithPollingTimeout(20*time.Second)))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`window.rowSeen.includes('line-%d:take')`, first.ID),
+		chromedp.WithPollingTimeout(20*time.Second)))
 	require.NoError(t, err, "space plays the take")
 	require.NoError(t, chromedp.Do(ctx, chromedp.KeyEvent("b")))
-	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`window.kbSeen.some(s => s.startsWith('original'))`, chromedp.WithPollingTimeout(20*time.Second)))
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`window.rowSeen.includes('line-%d:original')`, first.ID),
+		chromedp.WithPollingTimeout(20*time.Second)))
 	require.NoError(t, err, "b plays the original")
 	_, err = chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`window.played.some(u => u.endsWith('/projects/%d/lines/%d/source.wav'))`, b.project.ID, first.ID),
 		chromedp.WithPollingTimeout(20*time.Second)))
 	require.NoError(t, err, "the original is played from the row's URL")
 	// The mouse's ▶ on another line stops the keyboard's: the same player. Its take, too,
-	// can end between two looks: the recorder saw it play.
+	// can end between two looks: the recorder saw it play. chromedp types a key as a
+	// keydown and a separate char event: the page cancels the keydown of space, but the
+	// char's keypress still scrolls the page down (a real keyboard's does not come once
+	// its keydown is cancelled), and a click aimed while the page scrolls lands beside
+	// the button: wait for the page to stand still.
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`(() => { const y = window.scrollY, still = window.lastScrollY === y;
+		window.lastScrollY = y; return still })()`, chromedp.WithPollingInterval(100*time.Millisecond),
+		chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(ctx, chromedp.Click(css(fmt.Sprintf(`#line-%d button[data-play-url]`, second.ID)))))
 	_, err = chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`window.rowSeen.includes('line-%d:take')`, second.ID),
 		chromedp.WithPollingTimeout(20*time.Second)))
