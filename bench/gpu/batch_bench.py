@@ -270,8 +270,55 @@ def profile(host, lengths, refs, tmp, concurrency, out):
     for key in ("cuda_time_total", "cpu_time_total", "self_cpu_time_total"):
         with open(os.path.join(out, f"profile-{key}.txt"), "w") as f:
             f.write(ka.table(sort_by=key, row_limit=40, max_name_column_width=60))
+    trace = os.path.join(out, f"profile-{concurrency}.trace.json")
+    prof.export_chrome_trace(trace)
+    # The trace's tid of a CPU event is the thread's pthread_t (threading's ident), cut to
+    # 32 bits; the OS thread id where a build records that instead.
+    names = {}
+    for t in threading.enumerate():
+        names.update({t.ident: t.name, t.ident & 0xFFFFFFFF: t.name, t.native_id: t.name})
+    with open(trace) as f:
+        res["gpu_time"] = gpu_time(json.load(f), names)
+    os.remove(trace)  # hundreds of MB; the split below is what is kept
     res["profiled_run"] = {k: prof_run[k] for k in ("audio_per_wall", "wall_seconds")}
     return res
+
+
+def gpu_time(trace, thread_names):
+    """The GPU's time in a chrome trace of torch.profiler: the span from the first
+    kernel to the last, the time any kernel ran (their union), and each launching
+    thread's kernels (the Batcher's gpt, s2mel threads; the vocoder's kernels are the
+    s2mel thread's, on its own stream): time summed, by stream, and the costliest
+    kernel names."""
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    launcher = {}
+    for e in events:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+            launcher[e["args"]["correlation"]] = thread_names.get(e.get("tid"), str(e.get("tid")))
+    kernels = [e for e in events if e.get("cat") == "kernel" and "dur" in e]
+    if not kernels:
+        return {}
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in kernels)
+    busy, end = 0.0, spans[0][0]
+    for a, b in spans:
+        if b > end:
+            busy += b - max(a, end)
+            end = b
+    by = {}
+    for e in kernels:
+        who = launcher.get(e.get("args", {}).get("correlation"), "?")
+        d = by.setdefault(who, {"us": 0.0, "streams": {}, "kernels": {}})
+        d["us"] += e["dur"]
+        st = str(e.get("args", {}).get("stream", "?"))
+        d["streams"][st] = d["streams"].get(st, 0.0) + e["dur"]
+        d["kernels"][e["name"][:80]] = d["kernels"].get(e["name"][:80], 0.0) + e["dur"]
+    span = spans[-1][1] - spans[0][0]
+    return {"span_s": round(span / 1e6, 2), "busy_s": round(busy / 1e6, 2), "busy_share": round(busy / span, 3),
+            "by_thread": {who: {"kernel_s": round(d["us"] / 1e6, 2),
+                                "streams": {k: round(v / 1e6, 2) for k, v in d["streams"].items()},
+                                "top": {k: round(v / 1e6, 3) for k, v in
+                                        sorted(d["kernels"].items(), key=lambda kv: -kv[1])[:12]}}
+                          for who, d in by.items()}}
 
 
 def cprofile(host, lengths, refs, tmp, concurrency, out):

@@ -207,18 +207,20 @@ class GraphCache:
         self.pool = torch.cuda.graph_pool_handle()
         empty_cache()
 
-    def capture(self, key, inputs, stream=None):
+    def capture(self, key, inputs, stream=None, warm=False):
         """Records fn(*inputs) as the graph of key (inputs: device tensors), on stream
         where given (every capture of a cache on the same one), else on the cache's
-        side stream. Before the first capture fn runs once for real, as a warm-up:
-        where it writes into its inputs, write them again before the first replay."""
+        side stream. Before the first capture (before every one with warm: a compiled
+        fn may compile again for new shapes, which must not happen inside a capture)
+        fn runs once for real, as a warm-up: where it writes into its inputs, write
+        them again before the first replay."""
         t = time.perf_counter()
         cur = torch.cuda.current_stream(self.device)
         side = stream or self.side
         side.wait_stream(cur)
         graph = torch.cuda.CUDAGraph()
         with CAPTURE_LOCK, torch.cuda.stream(side):
-            if not self.graphs:
+            if warm or not self.graphs:
                 self.fn(*inputs)  # warm-up, outside the graph: lazy initialisations
             side.synchronize()
             before = torch.cuda.memory_allocated(self.device)

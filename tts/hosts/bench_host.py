@@ -722,9 +722,26 @@ class BenchBackend:
                 m.to(self.s2mel_dtype)
             if share:
                 share.lend(modules)
+        self._compile()
         self.store = protocol.ConditioningStore(self.version, torch)
         self.params = sum(p.numel() for m in (self.semantic, self.style, self.gpt, self.s2mel, self.vocoder)
                           for p in m.parameters())
+
+    def _compile(self):
+        """--s2mel-compile and --vocoder-compile: torch.compile over s2mel's estimator
+        (IndexTTS2's use_torch_compile) and the vocoder, with dynamic shapes, so that
+        their elementwise work runs in fused kernels. The first call of each compiles
+        (the load's activation probe, on a batching host); a CUDA graph records the
+        compiled kernels as it would the eager ones."""
+        want = [name for name, on in (("s2mel", self.opts.s2mel_compile), ("vocoder", self.opts.vocoder_compile)) if on]
+        if not want:
+            return
+        if not hasattr(torch, "compile"):
+            raise RuntimeError(f"--{want[0]}-compile needs PyTorch 2 or later (torch.compile); this is {torch.__version__}")
+        if "s2mel" in want:
+            self.s2mel.estimator = torch.compile(self.s2mel.estimator, dynamic=True)
+        if "vocoder" in want:
+            self.vocoder.forward = torch.compile(self.vocoder.forward, dynamic=True)
 
     def gpt_context(self):
         """fp16/bf16 autocast for the GPT, as IndexTTS-2 runs it; nothing in fp32 (where
@@ -884,8 +901,9 @@ class S2MelGraphs:
     LINES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
     MOST_FRAMES = 4096  # an 8 s prompt and a 30 s line: 3,270
 
-    def __init__(self, s2mel, steps, device, most_lines):
+    def __init__(self, s2mel, steps, device, most_lines, warm_each=False):
         self.s2 = s2mel
+        self.warm_each = warm_each  # a compiled estimator: a step for real before each capture
         self.steps = steps
         self.device = device
         self.lines = self._bucket(most_lines)  # the first buffers' room, in sequences
@@ -934,7 +952,7 @@ class S2MelGraphs:
             # graph cannot be captured on the default stream: there, the side stream.
             cur = torch.cuda.current_stream(self.device)
             own = cur if cur != torch.cuda.default_stream(self.device) else None
-            g = self.cache.capture((b, t), views, stream=own)
+            g = self.cache.capture((b, t), views, stream=own, warm=self.warm_each)
         x, t_in, dt_in = g.inputs[0], g.inputs[-2], g.inputs[-1]
         for v, src in zip(g.inputs[:-2], inputs[:-2]):  # after a capture too: its warm-up wrote x
             v.copy_(src)
@@ -999,7 +1017,8 @@ class BenchAdapter:
         if graphs is None:  # measured on one H200: bf16 +8%, fp32 -14% (docs/benchmarks.md)
             graphs = self.opts.s2mel_dtype == "bf16"
         if self.device.type == "cuda" and graphs:
-            self.s2mel_graphs = S2MelGraphs(b.s2mel, self.opts.diffusion_steps, self.device, self.opts.s2mel_batch)
+            self.s2mel_graphs = S2MelGraphs(b.s2mel, self.opts.diffusion_steps, self.device, self.opts.s2mel_batch,
+                                            warm_each=self.opts.s2mel_compile)
 
     def info(self):
         return {**self.backend.info(), "batching": True, "s2mel_graphs": self.s2mel_graphs is not None}
@@ -1181,6 +1200,12 @@ def parse_args(argv=None):
                         "off with fp32, where the buckets' padding costs more than the launches it saves")
     p.add_argument("--no-s2mel-graphs", dest="s2mel_graphs", action="store_const", const=False,
                    help="s2mel kernel by kernel, whatever its precision")
+    p.add_argument("--s2mel-compile", action="store_true", default=env_bool("BENCH_S2MEL_COMPILE", False),
+                   help="compile s2mel's flow-matching estimator with torch.compile (IndexTTS2's use_torch_compile): "
+                        "fused kernels, after a compile on first use")
+    p.add_argument("--vocoder-compile", action="store_true", default=env_bool("BENCH_VOCODER_COMPILE", False),
+                   help="compile the vocoder with torch.compile: its anti-aliased activations in fused kernels, as "
+                        "BigVGAN's own CUDA kernel (IndexTTS2's use_cuda_kernel) fuses them")
     p.add_argument("--s2mel-dtype", default=env("BENCH_S2MEL_DTYPE", "fp32"), choices=("fp32", "bf16"),
                    help="s2mel's DiT in bf16, its Euler updates in fp32 (fp32: as IndexTTS-2)")
     p.add_argument("--tf32", action="store_true", default=env_bool("BENCH_TF32", False),

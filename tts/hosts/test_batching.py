@@ -540,6 +540,44 @@ class CudaGraphTest(unittest.TestCase):
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 
 
+@unittest.skipUnless(HAS_TORCH and DEVICE == "cuda", "the flow's graphs need CUDA (BATCHING_TEST_DEVICE=cuda)")
+class CompiledStagesTest(unittest.TestCase):
+    """s2mel's estimator and the vocoder under torch.compile (a class of its own: the
+    compiles take a minute or two)."""
+
+    make_host = BatchingTest.make_host
+    setUp = BatchingTest.setUp
+    tearDown = BatchingTest.tearDown
+    body = BatchingTest.body
+    run_staggered = BatchingTest.run_staggered
+    render = CudaGraphTest.render
+
+    def test_compiled_s2mel_and_vocoder_give_the_eager_audio(self):
+        """--s2mel-compile and --vocoder-compile change how the kernels are fused, not
+        what they compute: the same lines, joining a running batch, give the tokens of
+        a host without them and audio within 2 LSB, the flow's graphs replaying the
+        compiled estimator (captured after a warm-up step each)."""
+        import torch
+
+        if not hasattr(torch, "compile"):
+            self.skipTest("torch.compile needs PyTorch 2")
+        compiled = self.make_host("--s2mel-graphs", "--s2mel-compile", "--vocoder-compile")
+        plain = self.make_host("--s2mel-graphs")
+        self.assertIn("estimator", vars(compiled.adapter.backend.s2mel), "the compiled estimator replaces the method")
+        self.assertNotIn("estimator", vars(plain.adapter.backend.s2mel))
+        self.assertTrue(compiled.adapter.s2mel_graphs.warm_each)
+        got, got_paths = self.render(compiled, "c-")
+        want, want_paths = self.render(plain, "p-")
+        for g, w in zip(got, want):
+            self.assertEqual(g["codes"], w["codes"])
+        self.assertGreater(len(compiled.adapter.s2mel_graphs.cache), 1, "several buckets captured")
+        for gp, wp in zip(got_paths, want_paths):
+            a, b = read_samples(gp), read_samples(wp)
+            self.assertEqual(len(a), len(b))
+            diff = max(abs(x - y) for x, y in zip(a, b))
+            self.assertLessEqual(diff, 2, f"audio of {gp} differs by {diff} LSB")
+
+
 @unittest.skipUnless(HAS_TORCH and HAS_TRITON and DEVICE == "cuda",
                      "the paged kernel needs CUDA and Triton (BATCHING_TEST_DEVICE=cuda)")
 class PagedAttentionTest(unittest.TestCase):

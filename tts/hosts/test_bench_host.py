@@ -49,6 +49,23 @@ class BenchHostTest(unittest.TestCase):
         self.assertIsNotNone(m, "gpu/profile.go declares AutoKVCacheShare")
         self.assertEqual(float(m.group(1)), bench_host.AUTO_KV_CACHE_SHARE)
 
+    @unittest.skipUnless(HAS_TORCH, "needs PyTorch")
+    def test_compile_flags(self):
+        """--s2mel-compile and --vocoder-compile wrap the estimator and the vocoder in
+        torch.compile; on a PyTorch without it the host refuses to load, saying why."""
+        import bench_host
+        import torch
+
+        opts = bench_host.parse_args(["--port", "0", "--device", "cpu", "--s2mel-compile", "--vocoder-compile"])
+        b = bench_host.BenchBackend(opts, bench_host.Dims.tiny())
+        if not hasattr(torch, "compile"):
+            with self.assertRaisesRegex(RuntimeError, "--s2mel-compile needs PyTorch 2 or later"):
+                b.load()
+            return
+        b.load()
+        self.assertIn("estimator", b.s2mel.__dict__, "the instance's estimator is the compiled one")
+        self.assertIn("forward", b.vocoder.__dict__, "and the vocoder's forward")
+
     def test_a_borrower_without_a_lender_fails(self):
         import bench_host
 
