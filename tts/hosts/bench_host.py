@@ -1011,6 +1011,8 @@ class BenchAdapter:
         self.tokens_per_second = self.opts.tokens_per_second
         self.layers_list = [_GPTLayer(blk) for blk in b.gpt.blocks]
         self.activation_bytes_per_second = self._probe_activations()
+        if self.device.type == "cuda" and self.opts.vocoder_compile:
+            self._warm_vocoder()
         self.s2mel_graphs = None
         self.s2mel_graph_bytes = 0
         graphs = self.opts.s2mel_graphs
@@ -1135,6 +1137,16 @@ class BenchAdapter:
         wav = self.backend.vocoder(x)
         return [wav[i:i + 1, :, :frames[i] * HOP] for i in range(len(mels))]
 
+    def _warm_vocoder(self):
+        """A compiled vocoder specialises a group of one line (the load's probe) apart
+        from larger groups, and would compile again on the first of those it serves
+        (about 35 s on an H200, docs/benchmarks.md): a group of two, here, compiles the
+        shape-generic version at load instead."""
+        with torch.inference_mode():
+            mel = torch.zeros(1, self.backend.dims.n_mels, 64, device=self.device)
+            self.vocoder_batch([mel, mel])
+        torch.cuda.synchronize()
+
     def _probe_activations(self):
         """Activation bytes per audio second of one line through s2mel and the vocoder,
         measured once at load on a 4 s line (0 without CUDA: the worker's default)."""
@@ -1153,7 +1165,7 @@ class BenchAdapter:
             base = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
             mel = s2.inference_batch([cond], self.opts.diffusion_steps)
-            self.backend.vocoder(mel[0])
+            self.vocoder_batch(mel)  # as groups are served: a compiled vocoder sees their layout
             torch.cuda.synchronize()
             peak = torch.cuda.max_memory_allocated() - base
             del mel, cond

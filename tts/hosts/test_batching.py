@@ -566,7 +566,16 @@ class CompiledStagesTest(unittest.TestCase):
         self.assertIn("estimator", vars(compiled.adapter.backend.s2mel), "the compiled estimator replaces the method")
         self.assertNotIn("estimator", vars(plain.adapter.backend.s2mel))
         self.assertTrue(compiled.adapter.s2mel_graphs.warm_each)
+        from torch._dynamo.utils import counters
+
+        compiled_frames = counters["frames"]["ok"]
         got, got_paths = self.render(compiled, "c-")
+        a, d = compiled.adapter, compiled.adapter.backend.dims
+        with torch.inference_mode():
+            for n, frames in ((1, 40), (3, 90), (5, 200)):  # groups of any size and length
+                a.vocoder_batch([torch.zeros(1, d.n_mels, frames, device=a.device)] * n)
+        self.assertEqual(counters["frames"]["ok"], compiled_frames,
+                         "what load compiled serves every group: nothing compiles again in service")
         want, want_paths = self.render(plain, "p-")
         for g, w in zip(got, want):
             self.assertEqual(g["codes"], w["codes"])
