@@ -1124,6 +1124,9 @@ class Batcher:
         the vocoder runs."""
         a = self.a
         handed = False
+        taken = time.perf_counter()
+        for line in lines:  # from its GPT's end to its group's start
+            line.stages["s2mel_wait"] = max(0.0, taken - line.ready_at)
         try:
             for line in lines:
                 if getattr(line, "event", None) is not None:

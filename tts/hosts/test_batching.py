@@ -246,8 +246,11 @@ class BatchingTest(unittest.TestCase):
         self.assertGreater(seq["kv_bytes"], 0)
         self.assertLessEqual(seq["kv_bytes"], (tokens_in_cache + 3 * 2 * 32) * b["kv_bytes_per_token"])
         self.assertEqual(res["peak_allocated_bytes"], seq["kv_bytes"] + seq["activation_bytes"])
-        for stage in ("queue", "conditioning", "gpt", "s2mel", "vocoder", "total"):
+        for stage in ("queue", "conditioning", "gpt", "s2mel_wait", "s2mel", "vocoder", "total"):
             self.assertIn(stage, res["stages"])
+        self.assertGreaterEqual(res["stages"]["s2mel_wait"], 0)
+        self.assertLess(sum(res["stages"][k] for k in ("queue", "gpt", "s2mel_wait", "s2mel", "vocoder")),
+                        res["stages"]["total"], "the stages follow one another within the request")
         self.assertAlmostEqual(res["audio_seconds"], 1.0, delta=0.05)
 
     def test_lines_wait_for_kv_blocks(self):
