@@ -26,8 +26,10 @@ def write_ref(path, seconds=3):
         w.writeframes(b"\1\0" * int(16000 * seconds))
 
 
-@unittest.skipUnless(HAS_TORCH, "needs torch")
-class BatchingTest(unittest.TestCase):
+class HostCase:
+    """A tiny benchmark host per test, its reference audio and requests: the fixture of
+    the test classes below."""
+
     def make_host(self, *extra, kv=0, beams=3, stride=1, max_sequences=8):
         import bench_host
 
@@ -82,6 +84,15 @@ class BatchingTest(unittest.TestCase):
             self.assertEqual(status, 200, res)
         return [res for _, res in results]
 
+    def render(self, host, tag):
+        """Six lines of different lengths, staggered into a running batch."""
+        lengths = (1.2, 0.4, 2.0, 0.8, 1.6, 3.0)
+        bodies = [self.body(f"{tag}{i}", s, seed=i) for i, s in enumerate(lengths)]
+        return self.run_staggered(host, bodies, gap_steps=2), [b["output_path"] for b in bodies]
+
+
+@unittest.skipUnless(HAS_TORCH, "needs torch")
+class BatchingTest(HostCase, unittest.TestCase):
     def assert_pool_empty(self, host):
         pool = host.batcher.pool
         deadline = time.monotonic() + 5
@@ -445,22 +456,11 @@ def read_samples(path):
 
 
 @unittest.skipUnless(HAS_TORCH and DEVICE == "cuda", "CUDA graphs need CUDA (BATCHING_TEST_DEVICE=cuda)")
-class CudaGraphTest(unittest.TestCase):
+class CudaGraphTest(HostCase, unittest.TestCase):
     """The decode step's and s2mel's CUDA graphs give what the same host gives
     launching kernel by kernel: the same lines, joining a running batch at different
     steps, on a host with graphs and on one without."""
 
-    make_host = BatchingTest.make_host
-    setUp = BatchingTest.setUp
-    tearDown = BatchingTest.tearDown
-    body = BatchingTest.body
-    synth = BatchingTest.synth
-    run_staggered = BatchingTest.run_staggered
-
-    def render(self, host, tag):
-        lengths = (1.2, 0.4, 2.0, 0.8, 1.6, 3.0)
-        bodies = [self.body(f"{tag}{i}", s, seed=i) for i, s in enumerate(lengths)]
-        return self.run_staggered(host, bodies, gap_steps=2), [b["output_path"] for b in bodies]
 
     def test_graphs_give_the_tokens_and_audio_of_eager_launches(self):
         import batching
@@ -544,16 +544,10 @@ HAS_TRITON = importlib.util.find_spec("triton") is not None
 
 
 @unittest.skipUnless(HAS_TORCH and DEVICE == "cuda", "the flow's graphs need CUDA (BATCHING_TEST_DEVICE=cuda)")
-class CompiledStagesTest(unittest.TestCase):
+class CompiledStagesTest(HostCase, unittest.TestCase):
     """s2mel's estimator and the vocoder under torch.compile (a class of its own: the
     compiles take a minute or two)."""
 
-    make_host = BatchingTest.make_host
-    setUp = BatchingTest.setUp
-    tearDown = BatchingTest.tearDown
-    body = BatchingTest.body
-    run_staggered = BatchingTest.run_staggered
-    render = CudaGraphTest.render
 
     def test_compiled_s2mel_and_vocoder_give_the_eager_audio(self):
         """--s2mel-compile and --vocoder-compile change how the kernels are fused, not
@@ -663,35 +657,26 @@ class PagedAttentionTest(unittest.TestCase):
             self.assertIsNone(paged_attention.check(cuda, 32, 4, 64, dtype, 4), dtype)
         self.assertIn("head size 80", paged_attention.check(cuda, 32, 4, 80, torch.float16, 4))
         self.assertEqual(paged_attention.check(torch.device("cpu"), 32, 4, 64, torch.float32, 4), "not on CUDA")
-        self.assertEqual(BatchingTest.make_host(self).batcher.snapshot()["paged_attention_off"], "")
+        self.assertEqual(HostCase.make_host(self).batcher.snapshot()["paged_attention_off"], "")
 
     def test_hosts_with_and_without_the_kernel_make_the_same_tokens(self):
         """fp32 greedy, lines joining a running batch: the kernel (IEEE products) and
         the gather give the same codes."""
-        paged = BatchingTest.make_host(self, "--greedy", beams=1)
-        gather = BatchingTest.make_host(self, "--greedy", "--no-paged-attention", beams=1)
+        paged = HostCase.make_host(self, "--greedy", beams=1)
+        gather = HostCase.make_host(self, "--greedy", "--no-paged-attention", beams=1)
         self.assertTrue(paged.batcher.snapshot()["paged_attention"])
         self.assertFalse(gather.batcher.snapshot()["paged_attention"])
-        got, _ = CudaGraphTest.render(self, paged, "p-")
-        want, _ = CudaGraphTest.render(self, gather, "q-")
+        got, _ = HostCase.render(self, paged, "p-")
+        want, _ = HostCase.render(self, gather, "q-")
         for g, w in zip(got, want):
             self.assertEqual(g["codes"], w["codes"])
 
-    setUp = BatchingTest.setUp
-    tearDown = BatchingTest.tearDown
-    body = BatchingTest.body
-    run_staggered = BatchingTest.run_staggered
 
 
 @unittest.skipUnless(HAS_TORCH, "needs torch")
-class SMPartitionTest(unittest.TestCase):
+class SMPartitionTest(HostCase, unittest.TestCase):
     """--s2mel-sms: s2mel and the vocoder on a green context of part of the SMs."""
 
-    make_host = BatchingTest.make_host
-    setUp = BatchingTest.setUp
-    tearDown = BatchingTest.tearDown
-    body = BatchingTest.body
-    run_staggered = BatchingTest.run_staggered
 
     def test_a_partition_needs_a_cuda_device_and_a_share_of_it(self):
         import sm_partition
@@ -717,8 +702,8 @@ class SMPartitionTest(unittest.TestCase):
             self.assertEqual(snap["s2mel_sms_off"], "", "a green context on this GPU")
             self.assertEqual(snap["s2mel_sms"], 16)
             self.assertEqual(whole.batcher.snapshot()["s2mel_sms"], 0)
-            got, got_paths = CudaGraphTest.render(self, part, "sm-")
-            want, want_paths = CudaGraphTest.render(self, whole, "all-")
+            got, got_paths = self.render(part, "sm-")
+            want, want_paths = self.render(whole, "all-")
             for g, w in zip(got, want):
                 self.assertEqual(g["codes"], w["codes"], graphs)
             for gp, wp in zip(got_paths, want_paths):
@@ -798,7 +783,7 @@ class SwitchIntervalTest(unittest.TestCase):
 
         import batching
 
-        host = BatchingTest.make_host(None)
+        host = HostCase.make_host(None)
         self.assertAlmostEqual(sys.getswitchinterval(), batching.SWITCH_INTERVAL)
         sys.setswitchinterval(0.005)
         try:
