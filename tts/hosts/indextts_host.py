@@ -161,11 +161,15 @@ class IndexTTSBackend:
             "use_cuda_kernel": self.opts.cuda_kernel,
             "use_deepspeed": self.opts.deepspeed,
             "use_qwen_emo": self.opts.qwen_emo,
+            "use_torch_compile": True if self.opts.torch_compile else None,
         }
         for name, value in optional.items():
             if value is not None and name in params:
                 kwargs[name] = value
         self.tts = cls(**kwargs)
+        # IndexTTS2 compiles s2mel's CFM estimator (torch.compile, dynamic shapes); an
+        # IndexTTS without the parameter runs it as it is.
+        self.torch_compile = kwargs.get("use_torch_compile", False)
         self.infer_params = inspect.signature(self.tts.infer).parameters
         self._watch_gpt()
         print(f"host: BigVGAN runs on {self.kernel()}", file=sys.stderr)
@@ -218,6 +222,7 @@ class IndexTTSBackend:
             "duration_control": self.variant == "2.5",
             "emotion_text": getattr(self.tts, "qwen_emo", None) is not None,
             "bigvgan_kernel": self.kernel(),
+            "torch_compile": bool(getattr(self, "torch_compile", False)),
             "max_mel_tokens": self.max_mel_cap,
             "max_text_tokens_per_segment": self.max_segment_cap,
             "languages": list(LANGUAGES[self.variant]),
@@ -410,6 +415,9 @@ def parse_args(argv=None):
     p.add_argument("--cuda-kernel", dest="cuda_kernel", action="store_true", default=env_bool("INDEXTTS_CUDA_KERNEL"))
     p.add_argument("--no-cuda-kernel", dest="cuda_kernel", action="store_false")
     p.add_argument("--deepspeed", action="store_true", default=env_bool("INDEXTTS_DEEPSPEED", False))
+    p.add_argument("--torch-compile", action="store_true", default=env_bool("INDEXTTS_TORCH_COMPILE", False),
+                   help="IndexTTS2's use_torch_compile: s2mel's flow-matching estimator under torch.compile "
+                        "(PyTorch 2; a compile at the first line)")
     p.add_argument("--qwen-emo", dest="qwen_emo", action="store_true", default=env_bool("INDEXTTS_QWEN_EMO", False))
     p.add_argument("--no-qwen-emo", dest="qwen_emo", action="store_false")
     p.add_argument("--device", default=env("INDEXTTS_DEVICE"))

@@ -387,6 +387,16 @@ class IndexTTSHostTest(unittest.TestCase):
         self.assertEqual(h["bigvgan_kernel"], "torch")
 
 
+    def test_torch_compile_reaches_the_model(self):
+        host = self.start()
+        _, h = host.call("GET", "/health")
+        self.assertFalse(h["torch_compile"])
+        self.assertEqual(self.events("compile"), ["False"])
+        _, h = self.start("--torch-compile").call("GET", "/health")
+        self.assertTrue(h["torch_compile"])
+        self.assertEqual(self.events("compile"), ["False", "True"], "IndexTTS2 was built with use_torch_compile")
+
+
 class IndexTTS25HostTest(IndexTTSHostTest):
     variant = "2.5"
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from indextts._standin import StandIn
+from indextts._standin import StandIn, _log
 
 
 class IndexTTS2(StandIn):
@@ -12,6 +12,8 @@ class IndexTTS2(StandIn):
             use_qwen_emo=True, aux_paths=None
     ):
         super().__init__(cfg_path, model_dir, use_cuda_kernel, use_deepspeed, use_qwen_emo, device)
+        self.use_torch_compile = use_torch_compile
+        _log(f"compile {bool(use_torch_compile)}")
         self.use_fp16 = use_fp16
         if hasattr(torch, "nn"):
             self.dtype = torch.float16 if use_fp16 else None

@@ -2,7 +2,7 @@
 
 import torch
 
-from indextts._standin import REAL_TORCH, StandIn
+from indextts._standin import REAL_TORCH, StandIn, _log
 
 if REAL_TORCH:  # what infer_v2_5 imports at its top, for the batching adapter
     from indextts._modules import apply_pronunciation_annotations, lang_to_token, nemo_text_normalize  # noqa: F401
@@ -17,6 +17,8 @@ class IndexTTS2(StandIn):
             use_cuda_kernel=None, use_deepspeed=False, use_accel=False, use_torch_compile=False, use_qwen_emo=False
     ):
         super().__init__(cfg_path, model_dir, use_cuda_kernel, use_deepspeed, use_qwen_emo, device)
+        self.use_torch_compile = use_torch_compile
+        _log(f"compile {bool(use_torch_compile)}")
         self.use_bf16 = use_bf16
         if hasattr(torch, "nn"):
             self.dtype = torch.bfloat16 if use_bf16 else None
