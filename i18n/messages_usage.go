@@ -12,7 +12,7 @@ func init() {
 		"take.usage.share":       {EN: "Line's share", ZH: "本句占用"},
 		"take.usage.share_value": {EN: "%s (KV cache %s, activations %s)", ZH: "%s（KV 缓存 %s，激活 %s）"},
 		"take.usage.queue":       {EN: "Queue", ZH: "排队"},
-		"take.usage.queue_value": {EN: "%s (waiting for a permit %s, in the host %s)", ZH: "%s（等待许可 %s，主机内 %s）"},
+		"take.usage.queue_value": {EN: "%s (waiting for a permit %s, in the host %s, for s2mel %s)", ZH: "%s（等待许可 %s，主机内 %s，等待 s2mel %s）"},
 		"take.usage.stages":      {EN: "GPT / s2mel / vocoder", ZH: "GPT / s2mel / 声码器"},
 		"take.usage.batch":       {EN: "Batch", ZH: "批次"},
 		"take.usage.batch_value": {EN: "%s rows per decode step on average · s2mel group of %d", ZH: "平均每步解码 %s 行 · s2mel 组内 %d 句"},

@@ -75,6 +75,9 @@ type TakeUsage struct {
 	// memory); HostQueueMs the time the request then waited inside the host.
 	PermitWaitMs int `gorm:"column:permit_wait_ms" json:"permit_wait_ms,omitempty"`
 	HostQueueMs  int `gorm:"column:host_queue_ms" json:"host_queue_ms,omitempty"`
+	// S2MelWaitMs is the time it then waited in a batching host between its last GPT
+	// token and its s2mel group.
+	S2MelWaitMs int `gorm:"column:s2mel_wait_ms" json:"s2mel_wait_ms,omitempty"`
 	// GPTMs, S2MelMs and VocoderMs are the host's stage times for the line.
 	GPTMs     int `gorm:"column:gpt_ms" json:"gpt_ms,omitempty"`
 	S2MelMs   int `gorm:"column:s2mel_ms" json:"s2mel_ms,omitempty"`
@@ -88,8 +91,9 @@ type TakeUsage struct {
 	GPUIndex *int `gorm:"column:gpu_index" json:"gpu_index,omitempty"`
 }
 
-// QueueMs is the line's whole wait: for a permit in the worker, then in the host.
-func (u TakeUsage) QueueMs() int { return u.PermitWaitMs + u.HostQueueMs }
+// QueueMs is the line's whole wait: for a permit in the worker, then in the host for
+// admission and, after its GPT, for an s2mel group.
+func (u TakeUsage) QueueMs() int { return u.PermitWaitMs + u.HostQueueMs + u.S2MelWaitMs }
 
 // OverMs is how much of the take's speech runs past its slot and borrowed time, cut
 // off there by the duration lock (with a short fade): CutMs, or for a take recorded
@@ -487,10 +491,10 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 			spoken_text, peak_vram_bytes, synth_ms, fit_ms, audio_ms, duration_ms, rtf, stretch_ratio, needed_ratio,
 			borrowed_ms, loudness_lufs, needs_review, hint, audio_sha256, raw_sha256, approved_at, approved_by,
 			predicted_vram_bytes, measured_vram_bytes, kv_bytes, activation_bytes, permit_wait_ms, host_queue_ms,
-			gpt_ms, s2mel_ms, vocoder_ms, batch_rows_mean, s2mel_group, gpu_index,
+			gpt_ms, s2mel_wait_ms, s2mel_ms, vocoder_ms, batch_rows_mean, s2mel_group, gpu_index,
 			cut_ms, deterministic)
 			SELECT l.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?,
-				?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM l
+				?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM l
 			ON CONFLICT (line_id, render_seq) DO NOTHING RETURNING id)
 		UPDATE lines SET state = ?, last_error = '', last_traceback = '', state_changed_at = now(),
 			current_take_id = coalesce((SELECT id FROM t),
@@ -502,7 +506,7 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 		t.PeakVRAMBytes, t.SynthMs, t.FitMs, t.AudioMs, t.DurationMs, t.RTF, t.StretchRatio, t.NeededRatio,
 		t.BorrowedMs, t.LoudnessLUFS, t.NeedsReview, hint, t.AudioSHA256, t.RawSHA256, t.ApprovedAt, t.ApprovedBy,
 		u.PredictedVRAMBytes, u.MeasuredVRAMBytes, u.KVBytes, u.ActivationBytes, u.PermitWaitMs, u.HostQueueMs,
-		u.GPTMs, u.S2MelMs, u.VocoderMs, u.BatchRowsMean, u.S2MelGroup, u.GPUIndex,
+		u.GPTMs, u.S2MelWaitMs, u.S2MelMs, u.VocoderMs, u.BatchRowsMean, u.S2MelGroup, u.GPUIndex,
 		t.CutMs, t.Deterministic, state, t.LineID, t.RenderSeq)
 	var id *int64
 	err := queryRow(s.db.WithContext(ctx), q.String(), args, &id)

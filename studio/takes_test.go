@@ -373,8 +373,8 @@ func TestFinishRenderKeepsTheTakesUsage(t *testing.T) {
 	raw, fitted := blobFile(t, bs, "raw"), blobFile(t, bs, "fitted")
 	idx := 3
 	usage := studio.TakeUsage{PredictedVRAMBytes: 72_000_001, MeasuredVRAMBytes: 71_000_002, KVBytes: 5_000_003,
-		ActivationBytes: 71_000_002, PermitWaitMs: 1234, HostQueueMs: 56, GPTMs: 789, S2MelMs: 321, VocoderMs: 45,
-		BatchRowsMean: 17.5, S2MelGroup: 4, GPUIndex: &idx}
+		ActivationBytes: 71_000_002, PermitWaitMs: 1234, HostQueueMs: 56, S2MelWaitMs: 99, GPTMs: 789, S2MelMs: 321,
+		VocoderMs: 45, BatchRowsMean: 17.5, S2MelGroup: 4, GPUIndex: &idx}
 	tk := &studio.Take{LineID: l.ID, ProjectID: l.ProjectID, Revision: l.Revision, RenderSeq: l.RenderSeq,
 		Engine: "test", GPU: "GPU-x", SpokenText: l.Text, DurationMs: 1000, StretchRatio: 1, AudioSHA256: fitted.SHA256,
 		RawSHA256: &raw.SHA256, Usage: usage}
@@ -384,7 +384,7 @@ func TestFinishRenderKeepsTheTakesUsage(t *testing.T) {
 	got, err := b.store.Take(ctx, b.project.ID, tk.ID)
 	require.NoError(t, err)
 	require.Equal(t, usage, got.Usage)
-	require.Equal(t, 1290, got.Usage.QueueMs())
+	require.Equal(t, 1389, got.Usage.QueueMs(), "the permit, the host's queue and the wait for s2mel")
 	takes, err := b.store.Takes(ctx, b.project.ID, l.ID)
 	require.NoError(t, err)
 	require.Equal(t, usage, takes[0].Usage)

@@ -217,10 +217,12 @@ type SequenceInfo struct {
 	KVBytes         int64 `json:"kv_bytes"`
 	ActivationBytes int64 `json:"activation_bytes"`
 	// Seconds the line waited in the host and spent in each stage.
-	QueueSeconds   float64 `json:"queue_seconds"`
-	GPTSeconds     float64 `json:"gpt_seconds"`
-	S2MelSeconds   float64 `json:"s2mel_seconds"`
-	VocoderSeconds float64 `json:"vocoder_seconds"`
+	QueueSeconds float64 `json:"queue_seconds"`
+	GPTSeconds   float64 `json:"gpt_seconds"`
+	// S2MelWaitSeconds is the wait from the line's last token to its s2mel group.
+	S2MelWaitSeconds float64 `json:"s2mel_wait_seconds"`
+	S2MelSeconds     float64 `json:"s2mel_seconds"`
+	VocoderSeconds   float64 `json:"vocoder_seconds"`
 	// BatchRowsMean is the mean rows per decode step while the line decoded.
 	BatchRowsMean float64 `json:"batch_rows_mean"`
 	// S2MelGroup is the number of lines in its s2mel batch.

@@ -234,8 +234,10 @@ func v2Host(protocol int, batch bool) http.Handler {
 				"sample_rate": 22050, "audio_seconds": 4.2, "tokens": 210,
 				"peak_allocated_bytes": 300000000, "peak_reserved_bytes": 32000000000,
 				"sequence": {"kv_bytes": 120000000, "activation_bytes": 180000000, "queue_seconds": 0.25,
-					"gpt_seconds": 1.5, "s2mel_seconds": 0.4, "vocoder_seconds": 0.1, "batch_rows_mean": 96.5, "s2mel_group": 7},
-				"stages": {"queue": 0.25, "conditioning": 0.01, "gpt": 1.5, "s2mel": 0.4, "vocoder": 0.1, "total": 2.3}}`)
+					"gpt_seconds": 1.5, "s2mel_wait_seconds": 0.2, "s2mel_seconds": 0.4, "vocoder_seconds": 0.1,
+					"batch_rows_mean": 96.5, "s2mel_group": 7},
+				"stages": {"queue": 0.25, "conditioning": 0.01, "gpt": 1.5, "s2mel_wait": 0.2, "s2mel": 0.4, "vocoder": 0.1,
+					"total": 2.5}}`)
 		default:
 			http.NotFound(w, r)
 		}
@@ -280,6 +282,7 @@ func TestHostClientProtocol2(t *testing.T) {
 	require.InDelta(t, 0.25, res.Stages["queue"], 0)
 	require.InDelta(t, 0.01, res.Stages["conditioning"], 0)
 	require.InDelta(t, 0.4, res.Sequence.S2MelSeconds, 0)
+	require.InDelta(t, 0.2, res.Sequence.S2MelWaitSeconds, 0)
 
 	// A version-1 document (no batch) is still accepted; protocols outside 1..2, and
 	// a batch claimed under protocol 1, are refused.

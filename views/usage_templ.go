@@ -217,9 +217,9 @@ func takeUsage(p Page, t studio.Take) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var12 string
-			templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("take.usage.queue_value", Seconds(t.Usage.QueueMs()), Seconds(t.Usage.PermitWaitMs), Seconds(t.Usage.HostQueueMs)))
+			templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(p.T("take.usage.queue_value", Seconds(t.Usage.QueueMs()), Seconds(t.Usage.PermitWaitMs), Seconds(t.Usage.HostQueueMs), Seconds(t.Usage.S2MelWaitMs)))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/usage.templ`, Line: 64, Col: 154}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/usage.templ`, Line: 64, Col: 184}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
 			if templ_7745c5c3_Err != nil {

@@ -440,7 +440,7 @@ func TestTakeResourcesAreShown(t *testing.T) {
 	takeWith(t, b, lines[1], 48000, 0, 440)
 	studiotest.Exec(t, b.store, `UPDATE takes SET gpu = 'GPU-abc', peak_vram_bytes = 40500000,
 		predicted_vram_bytes = 18000000, measured_vram_bytes = 17500000, kv_bytes = 23000000, activation_bytes = 17500000,
-		permit_wait_ms = 1200, host_queue_ms = 300, gpt_ms = 2400, s2mel_ms = 450, vocoder_ms = 120,
+		permit_wait_ms = 1200, host_queue_ms = 300, s2mel_wait_ms = 500, gpt_ms = 2400, s2mel_ms = 450, vocoder_ms = 120,
 		batch_rows_mean = 37.5, s2mel_group = 4, gpu_index = 1 WHERE id = $1`, tk.ID)
 	c := b.as(t, studio.RoleEditor)
 	check := func(d *goquery.Document, en bool) {
@@ -453,11 +453,11 @@ func TestTakeResourcesAreShown(t *testing.T) {
 		require.Equal(t, "2.40 s / 0.45 s / 0.12 s", text("usage-stages"))
 		if en {
 			require.Equal(t, "40.5 MB (KV cache 23.0 MB, activations 17.5 MB)", text("usage-share"))
-			require.Equal(t, "1.50 s (waiting for a permit 1.20 s, in the host 0.30 s)", text("usage-queue"))
+			require.Equal(t, "2.00 s (waiting for a permit 1.20 s, in the host 0.30 s, for s2mel 0.50 s)", text("usage-queue"))
 			require.Equal(t, "37.5 rows per decode step on average · s2mel group of 4", text("usage-batch"))
 		} else {
 			require.Equal(t, "40.5 MB（KV 缓存 23.0 MB，激活 17.5 MB）", text("usage-share"))
-			require.Equal(t, "1.50 s（等待许可 1.20 s，主机内 0.30 s）", text("usage-queue"))
+			require.Equal(t, "2.00 s（等待许可 1.20 s，主机内 0.30 s，等待 s2mel 0.50 s）", text("usage-queue"))
 		}
 	}
 	check(doc(t, c.get(fmt.Sprintf("/projects/%d/lines/%d/takes", b.project.ID, l.ID))), true)

@@ -210,11 +210,11 @@ func (w *Worker) synthesize(ctx context.Context, job *river.Job[SynthesizeArgs],
 func takeUsage(res tts.Result, permit Permit) studio.TakeUsage {
 	ms := func(secs float64) int { return int(math.Round(secs * 1000)) }
 	u := studio.TakeUsage{HostQueueMs: ms(res.Stages["queue"]), GPTMs: ms(res.Stages["gpt"]),
-		S2MelMs: ms(res.Stages["s2mel"]), VocoderMs: ms(res.Stages["vocoder"])}
+		S2MelWaitMs: ms(res.Stages["s2mel_wait"]), S2MelMs: ms(res.Stages["s2mel"]), VocoderMs: ms(res.Stages["vocoder"])}
 	if sq := res.Sequence; sq != nil {
 		u.KVBytes, u.ActivationBytes = sq.KVBytes, sq.ActivationBytes
-		u.HostQueueMs, u.GPTMs, u.S2MelMs, u.VocoderMs = ms(sq.QueueSeconds), ms(sq.GPTSeconds), ms(sq.S2MelSeconds),
-			ms(sq.VocoderSeconds)
+		u.HostQueueMs, u.GPTMs, u.S2MelWaitMs = ms(sq.QueueSeconds), ms(sq.GPTSeconds), ms(sq.S2MelWaitSeconds)
+		u.S2MelMs, u.VocoderMs = ms(sq.S2MelSeconds), ms(sq.VocoderSeconds)
 		u.BatchRowsMean, u.S2MelGroup = sq.BatchRowsMean, sq.S2MelGroup
 	}
 	if m, ok := permit.(MeteredPermit); ok {

@@ -1243,6 +1243,7 @@ class Batcher:
             "sequence": {
                 "kv_bytes": line.kv_bytes, "activation_bytes": line.activation_bytes,
                 "queue_seconds": line.stages.get("queue", 0.0), "gpt_seconds": line.stages.get("gpt", 0.0),
+                "s2mel_wait_seconds": line.stages.get("s2mel_wait", 0.0),
                 "s2mel_seconds": line.stages.get("s2mel", 0.0), "vocoder_seconds": line.stages.get("vocoder", 0.0),
                 "batch_rows_mean": round(rows / steps, 1) if steps else 0.0, "s2mel_group": line.s2mel_group,
             },

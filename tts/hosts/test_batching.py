@@ -260,6 +260,7 @@ class BatchingTest(HostCase, unittest.TestCase):
         for stage in ("queue", "conditioning", "gpt", "s2mel_wait", "s2mel", "vocoder", "total"):
             self.assertIn(stage, res["stages"])
         self.assertGreaterEqual(res["stages"]["s2mel_wait"], 0)
+        self.assertEqual(seq["s2mel_wait_seconds"], res["stages"]["s2mel_wait"], "the take records the wait too")
         self.assertLess(sum(res["stages"][k] for k in ("queue", "gpt", "s2mel_wait", "s2mel", "vocoder")),
                         res["stages"]["total"], "the stages follow one another within the request")
         self.assertAlmostEqual(res["audio_seconds"], 1.0, delta=0.05)
