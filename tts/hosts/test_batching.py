@@ -84,6 +84,14 @@ class HostCase:
             self.assertEqual(status, 200, res)
         return [res for _, res in results]
 
+    def assert_audio_close(self, got_paths, want_paths, what=""):
+        """Each pair of WAVs has the same length and samples at most 2 LSB apart."""
+        for gp, wp in zip(got_paths, want_paths, strict=True):
+            a, b = read_samples(gp), read_samples(wp)
+            self.assertEqual(len(a), len(b), f"{what}: {gp}")
+            diff = max(abs(x - y) for x, y in zip(a, b))
+            self.assertLessEqual(diff, 2, f"{what}: audio of {gp} differs by {diff} LSB")
+
     def render(self, host, tag):
         """Six lines of different lengths, staggered into a running batch."""
         lengths = (1.2, 0.4, 2.0, 0.8, 1.6, 3.0)
@@ -462,7 +470,6 @@ class CudaGraphTest(HostCase, unittest.TestCase):
     launching kernel by kernel: the same lines, joining a running batch at different
     steps, on a host with graphs and on one without."""
 
-
     def test_graphs_give_the_tokens_and_audio_of_eager_launches(self):
         import batching
 
@@ -493,11 +500,7 @@ class CudaGraphTest(HostCase, unittest.TestCase):
             # The tiny model's vocoder barely follows its mel (two seeds' audio is at most 32
             # LSB apart), so this checks the path end to end, not s2mel's arithmetic:
             # test_s2mel_graph_equals_the_eager_flow compares the mels themselves.
-            for gp, wp in zip(got_paths, want_paths):
-                a, b = read_samples(gp), read_samples(wp)
-                self.assertEqual(len(a), len(b))
-                diff = max(abs(x - y) for x, y in zip(a, b))
-                self.assertLessEqual(diff, 2, f"beams {beams}: audio of {gp} differs by {diff} LSB")
+            self.assert_audio_close(got_paths, want_paths, f"beams {beams}")
 
     def test_s2mel_graphs_follow_the_precision_unless_told(self):
         """On by default with s2mel in bf16 (launch-bound), off in fp32 (compute-bound,
@@ -549,7 +552,6 @@ class CompiledStagesTest(HostCase, unittest.TestCase):
     """s2mel's estimator and the vocoder under torch.compile (a class of its own: the
     compiles take a minute or two)."""
 
-
     def test_compiled_s2mel_and_vocoder_give_the_eager_audio(self):
         """--s2mel-compile and --vocoder-compile change how the kernels are fused, not
         what they compute: the same lines, joining a running batch, give the tokens of
@@ -578,16 +580,12 @@ class CompiledStagesTest(HostCase, unittest.TestCase):
         for g, w in zip(got, want):
             self.assertEqual(g["codes"], w["codes"])
         self.assertGreater(len(compiled.adapter.s2mel_graphs.cache), 1, "several buckets captured")
-        for gp, wp in zip(got_paths, want_paths):
-            a, b = read_samples(gp), read_samples(wp)
-            self.assertEqual(len(a), len(b))
-            diff = max(abs(x - y) for x, y in zip(a, b))
-            self.assertLessEqual(diff, 2, f"audio of {gp} differs by {diff} LSB")
+        self.assert_audio_close(got_paths, want_paths, "compiled")
 
 
 @unittest.skipUnless(HAS_TORCH and HAS_TRITON and DEVICE == "cuda",
                      "the paged kernel needs CUDA and Triton (BATCHING_TEST_DEVICE=cuda)")
-class PagedAttentionTest(unittest.TestCase):
+class PagedAttentionTest(HostCase, unittest.TestCase):
     """paged_attention.decode gives what gathering each row's blocks and running
     scaled dot-product attention gives, and a row's result does not depend on the
     other rows or the table's width."""
@@ -658,26 +656,24 @@ class PagedAttentionTest(unittest.TestCase):
             self.assertIsNone(paged_attention.check(cuda, 32, 4, 64, dtype, 4), dtype)
         self.assertIn("head size 80", paged_attention.check(cuda, 32, 4, 80, torch.float16, 4))
         self.assertEqual(paged_attention.check(torch.device("cpu"), 32, 4, 64, torch.float32, 4), "not on CUDA")
-        self.assertEqual(HostCase.make_host(self).batcher.snapshot()["paged_attention_off"], "")
+        self.assertEqual(self.make_host().batcher.snapshot()["paged_attention_off"], "")
 
     def test_hosts_with_and_without_the_kernel_make_the_same_tokens(self):
         """fp32 greedy, lines joining a running batch: the kernel (IEEE products) and
         the gather give the same codes."""
-        paged = HostCase.make_host(self, "--greedy", beams=1)
-        gather = HostCase.make_host(self, "--greedy", "--no-paged-attention", beams=1)
+        paged = self.make_host("--greedy", beams=1)
+        gather = self.make_host("--greedy", "--no-paged-attention", beams=1)
         self.assertTrue(paged.batcher.snapshot()["paged_attention"])
         self.assertFalse(gather.batcher.snapshot()["paged_attention"])
-        got, _ = HostCase.render(self, paged, "p-")
-        want, _ = HostCase.render(self, gather, "q-")
+        got, _ = self.render(paged, "p-")
+        want, _ = self.render(gather, "q-")
         for g, w in zip(got, want):
             self.assertEqual(g["codes"], w["codes"])
-
 
 
 @unittest.skipUnless(HAS_TORCH, "needs torch")
 class SMPartitionTest(HostCase, unittest.TestCase):
     """--s2mel-sms: s2mel and the vocoder on a green context of part of the SMs."""
-
 
     def test_a_partition_needs_a_cuda_device_and_a_share_of_it(self):
         import sm_partition
@@ -707,11 +703,7 @@ class SMPartitionTest(HostCase, unittest.TestCase):
             want, want_paths = self.render(whole, "all-")
             for g, w in zip(got, want):
                 self.assertEqual(g["codes"], w["codes"], graphs)
-            for gp, wp in zip(got_paths, want_paths):
-                a, b = read_samples(gp), read_samples(wp)
-                self.assertEqual(len(a), len(b))
-                diff = max(abs(x - y) for x, y in zip(a, b))
-                self.assertLessEqual(diff, 2, f"{graphs}: audio of {gp} differs by {diff} LSB")
+            self.assert_audio_close(got_paths, want_paths, str(graphs))
 
 
 class DecodeBucketsTest(unittest.TestCase):
