@@ -901,9 +901,8 @@ class S2MelGraphs:
     LINES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
     MOST_FRAMES = 4096  # an 8 s prompt and a 30 s line: 3,270
 
-    def __init__(self, s2mel, steps, device, most_lines, warm_each=False):
+    def __init__(self, s2mel, steps, device, most_lines):
         self.s2 = s2mel
-        self.warm_each = warm_each  # a compiled estimator: a step for real before each capture
         self.steps = steps
         self.device = device
         self.lines = self._bucket(most_lines)  # the first buffers' room, in sequences
@@ -952,7 +951,9 @@ class S2MelGraphs:
             # graph cannot be captured on the default stream: there, the side stream.
             cur = torch.cuda.current_stream(self.device)
             own = cur if cur != torch.cuda.default_stream(self.device) else None
-            g = self.cache.capture((b, t), views, stream=own, warm=self.warm_each)
+            # A step for real first, every time: a bucket is captured while serving, on shapes
+            # not seen before, where a compiled estimator (--s2mel-compile) compiles again.
+            g = self.cache.capture((b, t), views, stream=own, warm=True)
         x, t_in, dt_in = g.inputs[0], g.inputs[-2], g.inputs[-1]
         for v, src in zip(g.inputs[:-2], inputs[:-2]):  # after a capture too: its warm-up wrote x
             v.copy_(src)
@@ -1019,8 +1020,7 @@ class BenchAdapter:
         if graphs is None:  # measured on one H200: bf16 +8%, fp32 -14% (docs/benchmarks.md)
             graphs = self.opts.s2mel_dtype == "bf16"
         if self.device.type == "cuda" and graphs:
-            self.s2mel_graphs = S2MelGraphs(b.s2mel, self.opts.diffusion_steps, self.device, self.opts.s2mel_batch,
-                                            warm_each=self.opts.s2mel_compile)
+            self.s2mel_graphs = S2MelGraphs(b.s2mel, self.opts.diffusion_steps, self.device, self.opts.s2mel_batch)
 
     def info(self):
         return {**self.backend.info(), "batching": True, "s2mel_graphs": self.s2mel_graphs is not None}
@@ -1140,7 +1140,7 @@ class BenchAdapter:
     def _warm_vocoder(self):
         """A compiled vocoder specialises a group of one line (the load's probe) apart
         from larger groups, and would compile again on the first of those it serves
-        (about 35 s on an H200, docs/benchmarks.md): a group of two, here, compiles the
+        (tens of seconds on an H200, docs/benchmarks.md): a group of two, here, compiles the
         shape-generic version at load instead."""
         with torch.inference_mode():
             mel = torch.zeros(1, self.backend.dims.n_mels, 64, device=self.device)
