@@ -210,7 +210,7 @@ func (w *Worker) synthesize(ctx context.Context, job *river.Job[SynthesizeArgs],
 func takeUsage(res tts.Result, permit Permit) studio.TakeUsage {
 	ms := func(secs float64) int { return int(math.Round(secs * 1000)) }
 	u := studio.TakeUsage{HostQueueMs: ms(res.Stages["queue"]), GPTMs: ms(res.Stages["gpt"]),
-		S2MelWaitMs: ms(res.Stages["s2mel_wait"]), S2MelMs: ms(res.Stages["s2mel"]), VocoderMs: ms(res.Stages["vocoder"])}
+		S2MelMs: ms(res.Stages["s2mel"]), VocoderMs: ms(res.Stages["vocoder"])}
 	if sq := res.Sequence; sq != nil {
 		u.KVBytes, u.ActivationBytes = sq.KVBytes, sq.ActivationBytes
 		u.HostQueueMs, u.GPTMs, u.S2MelWaitMs = ms(sq.QueueSeconds), ms(sq.GPTSeconds), ms(sq.S2MelWaitSeconds)

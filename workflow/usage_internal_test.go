@@ -22,11 +22,9 @@ func (m meteredTestPermit) Usage() PermitUsage { return m.usage }
 // local permit (the CPU) leaves the memory and the GPU empty.
 func TestTakeUsageFromTheResultAndThePermit(t *testing.T) {
 	t.Parallel()
-	v1 := tts.Result{Stages: map[string]float64{"queue": 0.25, "gpt": 1.5004, "s2mel_wait": 0.012, "s2mel": 0.3,
-		"vocoder": 0.0456, "total": 2.2}}
+	v1 := tts.Result{Stages: map[string]float64{"queue": 0.25, "gpt": 1.5004, "s2mel": 0.3, "vocoder": 0.0456, "total": 2.2}}
 	local := localPermit{}
-	require.Equal(t, studio.TakeUsage{HostQueueMs: 250, GPTMs: 1500, S2MelWaitMs: 12, S2MelMs: 300, VocoderMs: 46},
-		takeUsage(v1, local))
+	require.Equal(t, studio.TakeUsage{HostQueueMs: 250, GPTMs: 1500, S2MelMs: 300, VocoderMs: 46}, takeUsage(v1, local))
 
 	gpu := meteredTestPermit{usage: PermitUsage{PredictedBytes: 18_000_000, MeasuredBytes: 17_000_000, GPUIndex: 2}}
 	got := takeUsage(v1, gpu)

@@ -161,7 +161,7 @@ class IndexTTSBackend:
             "use_cuda_kernel": self.opts.cuda_kernel,
             "use_deepspeed": self.opts.deepspeed,
             "use_qwen_emo": self.opts.qwen_emo,
-            "use_torch_compile": True if self.opts.torch_compile else None,
+            "use_torch_compile": self.opts.torch_compile or None,
         }
         for name, value in optional.items():
             if value is not None and name in params:
@@ -169,7 +169,7 @@ class IndexTTSBackend:
         self.tts = cls(**kwargs)
         # IndexTTS2 compiles s2mel's CFM estimator (torch.compile, dynamic shapes); an
         # IndexTTS without the parameter runs it as it is.
-        self.torch_compile = kwargs.get("use_torch_compile", False)
+        self.torch_compile = "use_torch_compile" in kwargs
         self.infer_params = inspect.signature(self.tts.infer).parameters
         self._watch_gpt()
         print(f"host: BigVGAN runs on {self.kernel()}", file=sys.stderr)
@@ -222,7 +222,7 @@ class IndexTTSBackend:
             "duration_control": self.variant == "2.5",
             "emotion_text": getattr(self.tts, "qwen_emo", None) is not None,
             "bigvgan_kernel": self.kernel(),
-            "torch_compile": bool(getattr(self, "torch_compile", False)),
+            "torch_compile": self.torch_compile,
             "max_mel_tokens": self.max_mel_cap,
             "max_text_tokens_per_segment": self.max_segment_cap,
             "languages": list(LANGUAGES[self.variant]),

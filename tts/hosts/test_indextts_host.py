@@ -386,7 +386,6 @@ class IndexTTSHostTest(unittest.TestCase):
         _, h = self.start("--no-cuda-kernel").call("GET", "/health")
         self.assertEqual(h["bigvgan_kernel"], "torch")
 
-
     def test_torch_compile_reaches_the_model(self):
         host = self.start()
         _, h = host.call("GET", "/health")
