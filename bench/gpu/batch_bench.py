@@ -150,6 +150,9 @@ def run_batch(host, lengths, refs, tmp, concurrency):
         "steps": steps, "step": {k: round(v * 1e3 / steps, 2) for k, v in step.items()},
         "prefill_seconds": round(took["prefill"], 2),
         "s2mel_sms": h["batch"]["s2mel_sms"],
+        # Every line: its slot (s), its latency (s) and its stages, in the workload's order.
+        "per_line": [{"seconds": r[3], "latency": round(r[2], 3), "stages": {k: round(v, 3) for k, v in r[1]["stages"].items()}}
+                     for r in ok],
     }
 
 
@@ -476,7 +479,7 @@ def main():
         for c in conc:
             r = run_batch(host, lengths, refs, tmp, c)
             report["runs"].append(r)
-            print(json.dumps(r), flush=True)
+            print(json.dumps({k: v for k, v in r.items() if k != "per_line"}), flush=True)
         for c in (int(x) for x in a.cprofile.split(",") if x):
             report.setdefault("cprofile", {})[c] = cprofile(host, lengths, refs, tmp, c, a.out)
             print(json.dumps({"cprofile": {c: report["cprofile"][c]}}), flush=True)
