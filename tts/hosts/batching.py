@@ -58,6 +58,14 @@ TEMPERATURE = 0.8
 REPETITION_PENALTY = 10.0
 # Seconds a line may wait for s2mel before it goes first, whatever its length.
 S2MEL_MAX_WAIT = 5.0
+# The padding an s2mel group may carry: its longest line's frames (the reference's
+# prompt and the line's own, which the DiT attends over together) at most 1 + this
+# times its shortest's. A padded frame costs what a real one does.
+S2MEL_WASTE = 0.5
+# The same for the lines the vocoder runs at once (their own frames, no prompt): it
+# gains little from a batch (on an H200, a 5 s line took 0.033 s alone and 0.028 s in
+# a batch of 16), so it runs lines of about one length together, the shortest first.
+VOCODER_WASTE = 0.25
 # The decode step's CUDA graphs: sequences of the batch (each its beams' rows) rounded up
 # to one of these, block tables to a multiple of GRAPH_WIDTH_STEP blocks (the padding
 # costs attention over at most 3 masked blocks a row).
@@ -311,8 +319,8 @@ def sample_tokens(logits, keys, top_k=TOP_K, top_p=TOP_P, temperature=TEMPERATUR
 
 
 def add_decode_args(p, prefix):
-    """The decoding options of a batching host's command line (one-beam sampling, the
-    decode step's CUDA graphs and attention), each with an environment variable
+    """The options both batching hosts share (one-beam sampling, the decode step's CUDA
+    graphs and attention, s2mel's groups and SMs), each with an environment variable
     prefix_NAME."""
     env, env_bool = protocol.env, protocol.env_bool
     p.add_argument("--no-decode-graphs", dest="decode_graphs", action="store_false",
@@ -327,6 +335,9 @@ def add_decode_args(p, prefix):
     p.add_argument("--s2mel-sms", type=int, default=int(env(prefix + "_S2MEL_SMS", "0")),
                    help="with --batch on CUDA: run s2mel and the vocoder on a green context of this many SMs, "
                         "the rest left to the GPT's decode step at every moment (0: they share every SM)")
+    p.add_argument("--s2mel-waste", type=float, default=float(env(prefix + "_S2MEL_WASTE", str(S2MEL_WASTE))),
+                   help="with --batch: the padding an s2mel group may carry, its longest line's frames (prompt "
+                        f"and target) at most 1 + this times its shortest's ({S2MEL_WASTE})")
     p.add_argument("--greedy", action="store_true", default=env_bool(prefix + "_GREEDY", False),
                    help="with --batch --beams 1: take the likeliest token instead of sampling (deterministic)")
     p.add_argument("--top-k", type=int, default=int(env(prefix + "_TOP_K", str(TOP_K))),
@@ -345,8 +356,11 @@ def decode_settings(opts, name):
                          f"above 0 (got {opts.top_k}, {opts.top_p}, {opts.temperature})")
     if opts.s2mel_sms < 0:
         raise SystemExit(f"{name}: --s2mel-sms must not be negative (got {opts.s2mel_sms})")
+    if not 0 <= opts.s2mel_waste < math.inf:
+        raise SystemExit(f"{name}: --s2mel-waste must be a number, 0 or more (got {opts.s2mel_waste})")
     return {"greedy": opts.greedy, "top_k": opts.top_k, "top_p": opts.top_p, "temperature": opts.temperature,
-            "decode_graphs": opts.decode_graphs, "paged": opts.paged, "s2mel_sms": opts.s2mel_sms}
+            "decode_graphs": opts.decode_graphs, "paged": opts.paged, "s2mel_sms": opts.s2mel_sms,
+            "s2mel_waste": opts.s2mel_waste}
 
 
 def penalise(logits, seen, penalty):
@@ -477,6 +491,7 @@ class Line:
     activation_bytes: int = 0
     s2mel_group: int = 0
     seconds: float = 0.0
+    frames: int = 0  # s2mel's frames for its longest sequence, prompt and target (its GPT done)
     kv_bytes: int = 0
     event: object = None
     ready_at: float = 0.0  # its GPT finished
@@ -495,7 +510,8 @@ class Batcher:
     """The GPT loop (one thread) and the s2mel stage (another), over one adapter."""
 
     def __init__(self, adapter, meter, max_sequences, beams, kv_cache_bytes, decode_stride=1, s2mel_batch=16,
-                 s2mel_max_wait=S2MEL_MAX_WAIT, repetition_penalty=REPETITION_PENALTY, temperature=TEMPERATURE,
+                 s2mel_max_wait=S2MEL_MAX_WAIT, s2mel_waste=S2MEL_WASTE, repetition_penalty=REPETITION_PENALTY,
+                 temperature=TEMPERATURE,
                  greedy=False, top_k=TOP_K, top_p=TOP_P, decode_graphs=True, paged=True, s2mel_sms=0):
         self.a = adapter
         self.meter = meter
@@ -517,6 +533,7 @@ class Batcher:
         self.ready_cv = threading.Condition()
         self.vocoded = queue.SimpleQueue()  # (lines, wavs, event, launched) for the writer
         self.s2mel_max_wait = s2mel_max_wait
+        self.s2mel_waste = s2mel_waste
         self.lock = threading.Lock()
         self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0, "graphs_refused": 0,
                       "prefills": 0, "graph_prefills": 0}
@@ -1071,6 +1088,7 @@ class Batcher:
         if all(q.finished for q in line.sequences):
             self._release_line(line)
             line.stages["gpt"] = time.perf_counter() - line.started
+            line.frames = max(a.s2mel_frames(line.cond, q.history[0]) for q in line.sequences)
             if self.gpt_stream is not None:
                 line.event = torch.cuda.Event()
                 line.event.record(self.gpt_stream)
@@ -1115,13 +1133,15 @@ class Batcher:
                 with self.ready_cv:
                     while not self.ready:
                         self.ready_cv.wait()
-                    group = next_group(self.ready, time.perf_counter(), self.s2mel_batch, self.s2mel_max_wait)
+                    group = next_group(self.ready, time.perf_counter(), self.s2mel_batch, self.s2mel_max_wait,
+                                       self.s2mel_waste)
                 self._render(group)
 
     def _render(self, lines):
-        """s2mel for one group, then its vocoder launched on the vocoder stream: the
-        group's lines go to the writer thread, and this thread to the next group while
-        the vocoder runs."""
+        """s2mel for one group, then its vocoder launched on the vocoder stream, in
+        batches of lines of about one length, the shortest first (vocoder_batches): each
+        batch goes to the writer thread, and this thread to the next group while the
+        vocoder runs."""
         a = self.a
         handed = False
         taken = time.perf_counter()
@@ -1143,24 +1163,29 @@ class Batcher:
                                   for s, lat in zip(seqs, latents)])
             self._sync()
             t_s2mel = time.perf_counter() - t + t_lat
-            launched = time.perf_counter()
-            wavs, done = self._vocode(mels)
+            per_line, i = [], 0  # each line's mels (one per sequence)
+            for line in lines:
+                n = len(line.sequences)
+                per_line.append(mels[i:i + n])
+                line.s2mel_group = len(lines)
+                line.stages["s2mel"] = t_s2mel
+                i += n
+            launches = []
+            for batch in vocoder_batches([max(m.shape[-1] for m in ms) for ms in per_line], self.s2mel_batch):
+                launched = time.perf_counter()
+                wavs, done = self._vocode([m for j in batch for m in per_line[j]])
+                launches.append(([lines[j] for j in batch], wavs, done, launched))
             # The allocator counts a tensor when its kernel is launched, not when it runs:
             # the vocoder's memory is in this peak although it may still be running.
             peak = (torch.cuda.max_memory_allocated(a.device) - base) if a.device.type == "cuda" else 0
             # A group that replayed a CUDA graph allocated nothing for its temporaries: the
             # graph's memory (the adapter's s2mel_graph_bytes, 0 without graphs) is theirs.
             peak += a.s2mel_graph_bytes
-            frames = [m.shape[-1] for m in mels]
-            total = max(1, sum(frames))
-            i = 0
-            for line in lines:
-                n = len(line.sequences)
-                line.activation_bytes = int(max(0, peak) * sum(frames[i:i + n]) / total)
-                line.s2mel_group = len(lines)
-                line.stages["s2mel"] = t_s2mel
-                i += n
-            self.vocoded.put((lines, wavs, done, launched))
+            total = max(1, sum(m.shape[-1] for m in mels))
+            for line, ms in zip(lines, per_line):
+                line.activation_bytes = int(max(0, peak) * sum(m.shape[-1] for m in ms) / total)
+            for item in launches:
+                self.vocoded.put(item)
             handed = True
         except Exception as e:  # noqa: BLE001
             err = self._error(e)
@@ -1255,31 +1280,48 @@ class Batcher:
         line.done.set()
 
 
-def next_group(ready, now, size, max_wait, waste=1.0):
+def next_group(ready, now, size, max_wait, waste=S2MEL_WASTE):
     """Takes the next s2mel group out of ready (lines whose GPT is done) and returns it.
 
     The group is led by the line that has waited longest once any has waited max_wait
-    seconds, otherwise by the shortest line: short lines are not held behind a queue
-    of long ones (the latency of a short line is what an editor waits for), and no line
-    waits much longer than max_wait behind a stream of short ones. The leader takes up
-    to size - 1 companions of similar length, nearest first: the longest of a group at
-    most (1 + waste) times its shortest. Padding is cheap next to the launches a group
-    saves (every group runs the same 25 x 13 DiT layers, whatever its size)."""
+    seconds, otherwise by the line of fewest frames (its s2mel's, the reference's
+    prompt with its own: what its flow-matching steps cost): short lines are not held
+    behind a queue of long ones (the latency of a short line is what an editor waits
+    for), and no line waits much longer than max_wait behind a stream of short ones.
+    The leader takes up to size - 1 companions nearest it in frames: the longest of a
+    group at most 1 + waste times its shortest, since a padded frame costs what a real
+    one does. A line's frames include its prompt, so lines of different lengths with
+    one reference group together: on an H200 a line's share of a group of 16 cost a
+    quarter of a group of one."""
     overdue = [ln for ln in ready if now - ln.ready_at >= max_wait]
-    lead = min(overdue, key=lambda ln: ln.ready_at) if overdue else min(ready, key=lambda ln: ln.seconds)
-    group, lo, hi = [lead], lead.seconds, lead.seconds
+    lead = min(overdue, key=lambda ln: ln.ready_at) if overdue else min(ready, key=lambda ln: ln.frames)
+    group, lo, hi = [lead], lead.frames, lead.frames
     others = sorted((ln for ln in ready if ln is not lead),
-                    key=lambda ln: (abs(ln.seconds - lead.seconds), ln.ready_at))
+                    key=lambda ln: (abs(ln.frames - lead.frames), ln.ready_at))
     for ln in others:
         if len(group) == size:
             break
-        a, b = min(lo, ln.seconds), max(hi, ln.seconds)
-        if b <= (1 + waste) * max(a, 0.1):
+        a, b = min(lo, ln.frames), max(hi, ln.frames)
+        if b <= (1 + waste) * max(a, 1):
             group.append(ln)
             lo, hi = a, b
     taken = {id(ln) for ln in group}
     ready[:] = [ln for ln in ready if id(ln) not in taken]
     return group
+
+
+def vocoder_batches(frames, size, waste=VOCODER_WASTE):
+    """Splits an s2mel group's lines (frames[i]: line i's longest mel) into the batches
+    the vocoder runs, as lists of indices: the shortest first, each at most size lines,
+    its longest at most 1 + waste times its shortest (a batch is padded to its longest,
+    and the vocoder gains little from a batch: VOCODER_WASTE)."""
+    batches = []
+    for i in sorted(range(len(frames)), key=lambda i: frames[i]):
+        if batches and len(batches[-1]) < size and frames[i] <= (1 + waste) * max(frames[batches[-1][0]], 1):
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
 
 
 # ---------------------------------------------------------------------------------------

@@ -1113,6 +1113,11 @@ class BenchAdapter:
             h, _ = gpt.run(x)
         return [h[i:i + 1, lens[i] - codes.shape[1]:lens[i]] for i, (_, _, codes) in enumerate(items)]
 
+    @staticmethod
+    def s2mel_frames(cond, tokens):
+        """The frames s2mel runs a sequence over: its reference's prompt and its target."""
+        return cond["prompt_condition"].shape[1] + int(len(tokens) * MEL_FRAMES_PER_TOKEN)
+
     def s2mel_batch(self, items):
         """items: (conditioning, latent, codes, seed) -> each line's mel [1, 80, F].
         On CUDA the flow-matching steps replay a graph per bucket of lines and frames

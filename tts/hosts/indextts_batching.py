@@ -486,11 +486,22 @@ class IndexTTSAdapter:
 
     # -- the s2mel stage (its own thread and stream) ----------------------------------
 
+    def _kept(self, tokens):
+        """How many of a sequence's tokens (a list) s2mel reads: those before the first
+        stop token (infer's code_lens); at least one."""
+        n = tokens.index(self.stop_token) if self.stop_token in tokens else len(tokens)
+        return max(1, n)
+
     def _trim(self, codes):
-        """Codes up to the first stop token (infer's code_lens); at least one."""
-        row = codes[0].tolist()
-        n = row.index(self.stop_token) if self.stop_token in row else len(row)
-        return codes[:, :max(1, n)]
+        """Codes up to the first stop token; at least one."""
+        return codes[:, :self._kept(codes[0].tolist())]
+
+    def _target_frames(self, n_codes, cond):
+        return max(1, int(n_codes * FRAMES_PER_CODE * cond["factor"]))
+
+    def s2mel_frames(self, cond, tokens):
+        """The frames s2mel runs a sequence over: its reference's prompt and its target."""
+        return cond["prompt_condition"].shape[1] + self._target_frames(self._kept(tokens), cond)
 
     def latents_batch(self, items):
         """UnifiedVoice.forward's latents for several sequences: final_norm of the hidden
@@ -522,7 +533,7 @@ class IndexTTSAdapter:
             codes = self._trim(codes)
             lat = models["gpt_layer"](latent.float())
             s_infer = tts.semantic_codec.quantizer.vq2emb(codes.unsqueeze(1)).transpose(1, 2) + lat
-            frames = max(1, int(codes.shape[1] * FRAMES_PER_CODE * c["factor"]))
+            frames = self._target_frames(codes.shape[1], c)
             target = torch.LongTensor([frames]).to(self.device)
             cond = models["length_regulator"](s_infer, ylens=target, n_quantizers=3, f0=None)[0]
             mus.append(torch.cat([c["prompt_condition"], cond], dim=1))

@@ -382,7 +382,7 @@ class BatchingTest(HostCase, unittest.TestCase):
         import bench_host
 
         for flag, value in (("--max-sequences", "0"), ("--top-k", "-1"), ("--top-p", "0"), ("--temperature", "nan"),
-                            ("--s2mel-sms", "-1")):
+                            ("--s2mel-sms", "-1"), ("--s2mel-waste", "-0.5"), ("--s2mel-waste", "inf")):
             opts = bench_host.parse_args(["--port", "0", "--batch", flag, value])
             with self.assertRaises(SystemExit, msg=flag) as cm:
                 bench_host.batching_host(opts, bench_host.Dims.tiny())
@@ -736,34 +736,52 @@ class DecodeBucketsTest(unittest.TestCase):
 
 
 class NextGroupTest(unittest.TestCase):
-    """The s2mel stage's choice of the next group (batching.next_group), on plain lines."""
+    """The s2mel stage's choice of the next group (batching.next_group) and the
+    vocoder's batches within it (batching.vocoder_batches), on plain lines."""
 
     @staticmethod
     def lines(*spec):
         import types
 
-        return [types.SimpleNamespace(name=n, seconds=s, ready_at=t) for n, s, t in spec]
+        return [types.SimpleNamespace(name=n, frames=f, ready_at=t) for n, f, t in spec]
 
-    def test_shortest_first_with_companions_of_similar_length(self):
+    def test_fewest_frames_first_with_companions_of_similar_frames(self):
         import batching
 
-        ready = self.lines(("long", 20.0, 0.0), ("a", 3.0, 0.1), ("b", 2.0, 0.2), ("c", 4.5, 0.3), ("d", 2.2, 0.4),
-                           ("e", 12.0, 0.5))
-        group = batching.next_group(ready, now=1.0, size=3, max_wait=5.0)
-        self.assertEqual([ln.name for ln in group], ["b", "d", "a"])  # the shortest, then nearest in length
+        ready = self.lines(("long", 2000, 0.0), ("a", 900, 0.1), ("b", 800, 0.2), ("c", 1150, 0.3), ("d", 820, 0.4),
+                           ("e", 1700, 0.5))
+        group = batching.next_group(ready, now=1.0, size=3, max_wait=5.0, waste=0.5)
+        self.assertEqual([ln.name for ln in group], ["b", "d", "a"])  # the fewest, then nearest in frames
         self.assertEqual(sorted(ln.name for ln in ready), ["c", "e", "long"])
-        group = batching.next_group(ready, now=1.0, size=3, max_wait=5.0)
-        self.assertEqual([ln.name for ln in group], ["c"])  # 12 s is more than twice 4.5 s
-        self.assertEqual([ln.name for ln in batching.next_group(ready, 1.0, 3, 5.0)], ["e", "long"])
+        group = batching.next_group(ready, now=1.0, size=3, max_wait=5.0, waste=0.5)
+        self.assertEqual([ln.name for ln in group], ["c", "e"])  # 2000 frames are more than 1.5 x 1150
+        self.assertEqual([ln.name for ln in batching.next_group(ready, 1.0, 3, 5.0, 0.5)], ["long"])
         self.assertEqual(ready, [])
+
+    def test_the_waste_is_the_padding_a_group_may_carry(self):
+        import batching
+
+        spec = (("a", 1000, 0.0), ("b", 1400, 0.1), ("c", 1900, 0.2))
+        self.assertEqual([ln.name for ln in batching.next_group(self.lines(*spec), 1.0, 8, 5.0, 0.0)], ["a"])
+        self.assertEqual([ln.name for ln in batching.next_group(self.lines(*spec), 1.0, 8, 5.0, 0.5)], ["a", "b"])
+        self.assertEqual([ln.name for ln in batching.next_group(self.lines(*spec), 1.0, 8, 5.0, 1.0)], ["a", "b", "c"])
 
     def test_a_line_that_waited_long_goes_first(self):
         import batching
 
-        ready = self.lines(("long", 20.0, 0.0), ("short", 1.0, 5.5), ("mid", 15.0, 5.6))
-        group = batching.next_group(ready, now=6.0, size=4, max_wait=5.0)
+        ready = self.lines(("long", 2000, 0.0), ("short", 100, 5.5), ("mid", 1500, 5.6))
+        group = batching.next_group(ready, now=6.0, size=4, max_wait=5.0, waste=0.5)
         self.assertEqual([ln.name for ln in group], ["long", "mid"])
         self.assertEqual([ln.name for ln in ready], ["short"])
+
+    def test_the_vocoder_runs_lines_of_about_one_length_together_the_shortest_first(self):
+        import batching
+
+        frames = [300, 100, 110, 500, 120, 124]
+        self.assertEqual(batching.vocoder_batches(frames, size=3, waste=0.25), [[1, 2, 4], [5], [0], [3]])
+        self.assertEqual(batching.vocoder_batches(frames, size=8, waste=0.25), [[1, 2, 4, 5], [0], [3]])
+        self.assertEqual(batching.vocoder_batches(frames, size=8, waste=0.0), [[1], [2], [4], [5], [0], [3]])
+        self.assertEqual(batching.vocoder_batches([], size=8), [])
 
 
 @unittest.skipUnless(HAS_TORCH, "needs torch")

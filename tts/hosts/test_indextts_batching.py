@@ -233,6 +233,11 @@ class IndexTTSAdapterTest(unittest.TestCase):
                                            inference_cfg_rate=0.7)[:, :, cond["ref_mel"].size(-1):]
         self.assertEqual(tuple(mel.shape), tuple(want.shape))
         self.assertTrue(torch.allclose(mel, want, atol=1e-4), (mel - want).abs().max())
+        # The frames the s2mel stage groups lines by are those its CFM runs over: the
+        # prompt's and the target's, the codes read up to the first stop token.
+        tokens = codes[0].tolist()
+        self.assertEqual(a.s2mel_frames(cond, tokens), mu.size(1))
+        self.assertEqual(a.s2mel_frames(cond, tokens + [a.stop_token, 5, 6]), mu.size(1))
 
     @unittest.skipIf(DEVICE == "cuda", "on CUDA cuDNN's TF32 convolutions differ by shape (10 LSB on an H200)")
     def test_audio_batched_and_alone(self):
@@ -435,7 +440,7 @@ class IndexTTSAdapterTest(unittest.TestCase):
 
         for flag, value in (("--max-sequences", "0"), ("--beams", "0"), ("--s2mel-batch", "0"),
                             ("--diffusion-steps", "0"), ("--top-k", "-1"), ("--top-p", "0"), ("--top-p", "1.5"),
-                            ("--temperature", "0")):
+                            ("--temperature", "0"), ("--s2mel-waste", "-1"), ("--s2mel-waste", "nan")):
             opts = indextts_host.parse_args(["--port", "0", "--batch", flag, value])
             with self.assertRaises(SystemExit, msg=flag):
                 indextts_batching.batching_host(opts)
