@@ -466,7 +466,8 @@ def main():
                           "paged_attention": h["batch"]["paged_attention"],
                           "graph_capture_seconds": h["batch"]["graph_capture_seconds"],
                           "graph_pool_mib": round(h["batch"]["graph_pool_bytes"] / 2**20, 1),
-                          "s2mel_sms": h["batch"]["s2mel_sms"], "s2mel_sms_off": h["batch"]["s2mel_sms_off"]}
+                          "s2mel_sms": h["batch"]["s2mel_sms"], "s2mel_sms_off": h["batch"]["s2mel_sms_off"],
+                          "vocoder_kernel": h.get("vocoder_kernel"), "vocoder_kernel_off": h.get("vocoder_kernel_off")}
         print(json.dumps({"load": report["load"]}), flush=True)
         run_batch(host, lengths[:8], refs, tmp, 8)  # warm-up: allocator, kernels
         if a.warm:  # every concurrency once first: s2mel's graphs of its buckets, cuDNN's choices

@@ -64,6 +64,7 @@ import wave
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import alias_free  # noqa: E402
 import batching  # noqa: E402
 import protocol  # noqa: E402
 from batching import attention  # noqa: E402
@@ -503,15 +504,19 @@ class S2Mel(_Module):
 
 
 class AntiAliasSnake(_Module):
-    """BigVGAN's alias-free activation: 2x upsample (12-tap filter), snake, 2x down."""
+    """BigVGAN's alias-free activation: 2x upsample (12-tap filter), snake, 2x down;
+    one kernel where fused (--vocoder-fused: alias_free.py)."""
 
     def __init__(self, ch):
         super().__init__()
         self.alpha = nn.Parameter(torch.ones(1, ch, 1))
         self.register_buffer("filt", torch.hann_window(12).view(1, 1, 12).repeat(ch, 1, 1) / 6, persistent=False)
         self.ch = ch
+        self.fused = False
 
     def forward(self, x):
+        if self.fused:  # every channel's filter is the same
+            return alias_free.snake_resample(x, self.alpha, self.filt[0, 0])
         x = F.conv_transpose1d(x, self.filt, stride=2, padding=5, groups=self.ch)
         x = x + torch.sin(self.alpha * x).pow(2) / (self.alpha + 1e-9)
         return F.conv1d(F.pad(x, (5, 6), mode="replicate"), self.filt, stride=2, groups=self.ch)
@@ -722,10 +727,33 @@ class BenchBackend:
                 m.to(self.s2mel_dtype)
             if share:
                 share.lend(modules)
+        self._fuse()
         self._compile()
         self.store = protocol.ConditioningStore(self.version, torch)
         self.params = sum(p.numel() for m in (self.semantic, self.style, self.gpt, self.s2mel, self.vocoder)
                           for p in m.parameters())
+
+    def _fuse(self):
+        """--vocoder-fused: the vocoder's anti-aliased activations as one kernel each
+        (alias_free.py) where its check passes on this device; otherwise the four steps,
+        with the reason on stderr and in /health (vocoder_kernel_off)."""
+        self.vocoder_kernel_off = ""
+        if not self.opts.vocoder_fused:
+            return
+        if self.opts.vocoder_compile:
+            raise RuntimeError("--vocoder-fused and --vocoder-compile each replace the vocoder's activations: "
+                               "choose one")
+        self.vocoder_kernel_off = alias_free.check(self.device) or ""
+        if self.vocoder_kernel_off:
+            print(f"bench_host: the vocoder's activations run in four steps (--vocoder-fused: "
+                  f"{self.vocoder_kernel_off})", file=sys.stderr, flush=True)
+            return
+        for m in self.vocoder.modules():
+            if isinstance(m, AntiAliasSnake):
+                m.fused = True
+
+    def vocoder_kernel(self):
+        return "fused" if self.opts.vocoder_fused and not self.vocoder_kernel_off else "torch"
 
     def _compile(self):
         """--s2mel-compile and --vocoder-compile: torch.compile over s2mel's estimator
@@ -751,8 +779,11 @@ class BenchBackend:
         return torch.autocast(self.device.type, dtype=self.gpt_dtype)
 
     def info(self):
-        return {"model": "IndexTTS-2-bench", "version": self.version, "sample_rate": SAMPLE_RATE,
-                "duration_control": True, "emotion_text": False}
+        info = {"model": "IndexTTS-2-bench", "version": self.version, "sample_rate": SAMPLE_RATE,
+                "duration_control": True, "emotion_text": False, "vocoder_kernel": self.vocoder_kernel()}
+        if self.vocoder_kernel_off:
+            info["vocoder_kernel_off"] = self.vocoder_kernel_off
+        return info
 
     def on_oom(self):
         pass
@@ -1223,6 +1254,10 @@ def parse_args(argv=None):
     p.add_argument("--vocoder-compile", action="store_true", default=env_bool("BENCH_VOCODER_COMPILE", False),
                    help="compile the vocoder with torch.compile: its anti-aliased activations in fused kernels, as "
                         "BigVGAN's own CUDA kernel (IndexTTS2's use_cuda_kernel) fuses them")
+    p.add_argument("--vocoder-fused", action="store_true", default=env_bool("BENCH_VOCODER_FUSED", False),
+                   help="on CUDA with Triton: each of the vocoder's anti-aliased activations as one kernel "
+                        "(alias_free.py), as BigVGAN's own CUDA kernel; checked at load, the four steps where "
+                        "the check fails")
     p.add_argument("--s2mel-dtype", default=env("BENCH_S2MEL_DTYPE", "fp32"), choices=("fp32", "bf16"),
                    help="s2mel's DiT in bf16, its Euler updates in fp32 (fp32: as IndexTTS-2)")
     p.add_argument("--tf32", action="store_true", default=env_bool("BENCH_TF32", False),

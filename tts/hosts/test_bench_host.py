@@ -66,6 +66,62 @@ class BenchHostTest(unittest.TestCase):
         self.assertIn("estimator", b.s2mel.__dict__, "the instance's estimator is the compiled one")
         self.assertIn("forward", b.vocoder.__dict__, "and the vocoder's forward")
 
+    @unittest.skipUnless(HAS_TORCH, "needs PyTorch")
+    def test_vocoder_fused_where_its_check_passes(self):
+        """--vocoder-fused replaces the vocoder's activations where alias_free's check
+        passes and says why not where it fails (here on the CPU: not on CUDA); with
+        --vocoder-compile, which replaces them too, the host refuses to load."""
+        import bench_host
+
+        opts = bench_host.parse_args(["--port", "0", "--device", "cpu", "--vocoder-fused"])
+        b = bench_host.BenchBackend(opts, bench_host.Dims.tiny())
+        b.load()
+        info = b.info()
+        self.assertEqual((info["vocoder_kernel"], info["vocoder_kernel_off"]), ("torch", "not on CUDA"))
+        self.assertFalse(any(getattr(m, "fused", False) for m in b.vocoder.modules()))
+        plain = bench_host.BenchBackend(bench_host.parse_args(["--port", "0", "--device", "cpu"]), bench_host.Dims.tiny())
+        plain.load()
+        self.assertEqual(plain.info()["vocoder_kernel"], "torch")
+        self.assertNotIn("vocoder_kernel_off", plain.info())
+        opts = bench_host.parse_args(["--port", "0", "--device", "cpu", "--vocoder-fused", "--vocoder-compile"])
+        with self.assertRaisesRegex(RuntimeError, "choose one"):
+            bench_host.BenchBackend(opts, bench_host.Dims.tiny()).load()
+
+    @unittest.skipUnless(has_cuda(), "needs CUDA and Triton")
+    def test_fused_activation_matches_the_four_steps(self):
+        """alias_free's kernel against the module's four steps in float64: on signals of
+        every stage's channels, in fp32 and bf16, and the whole vocoder's audio."""
+        import torch
+
+        import alias_free
+        import bench_host
+
+        dev = torch.device("cuda")
+        self.assertIsNone(alias_free.check(dev))
+        g = torch.Generator(device=dev).manual_seed(1)
+        for c, t, dtype, tol in ((768, 1723, torch.float32, 1e-4), (24, 44000, torch.float32, 1e-4),
+                                 (96, 5000, torch.bfloat16, 0.05)):
+            x = torch.randn(2, c, t, generator=g, device=dev)
+            alpha = torch.rand(1, c, 1, generator=g, device=dev) + 0.2
+            filt = torch.hann_window(12, device=dev) / 6
+            got = alias_free.snake_resample(x.to(dtype), alpha, filt)
+            self.assertEqual((got.shape, got.dtype), (x.shape, dtype))
+            want = alias_free.reference(x.to(dtype).double(), alpha.double(), filt.double())
+            err = (got.double() - want).abs().max().item()
+            self.assertLess(err, tol * max(1.0, want.abs().max().item()), (c, t, dtype))
+        opts = bench_host.parse_args(["--port", "0", "--device", "cuda", "--vocoder-fused"])
+        b = bench_host.BenchBackend(opts, bench_host.Dims.tiny())
+        b.load()
+        self.assertEqual(b.info()["vocoder_kernel"], "fused")
+        mel = torch.randn(2, b.dims.n_mels, 40, generator=g, device=dev)
+        with torch.inference_mode():
+            fused = b.vocoder(mel)
+            for m in b.vocoder.modules():
+                if isinstance(m, bench_host.AntiAliasSnake):
+                    m.fused = False
+            plain = b.vocoder(mel)
+        self.assertLess((fused - plain).abs().max().item(), 1e-3)
+
     def test_a_borrower_without_a_lender_fails(self):
         import bench_host
 
