@@ -56,7 +56,8 @@ func liveBatch(b *tts.BatchInfo) *gpu.LiveBatch {
 		ActivationBytesPerSecond: b.ActivationBytesPerSecond, KVCacheBytes: b.KVCacheBytes, KVFreeBytes: b.KVFreeBytes,
 		BatchRowsMax: b.BatchRowsMax, Steps: b.Steps,
 		DecodeGraphs: b.DecodeGraphs, GraphSteps: b.GraphSteps, GraphPoolBytes: b.GraphPoolBytes,
-		PagedAttention: b.PagedAttention, PagedAttentionOff: b.PagedAttentionOff}
+		PagedAttention: b.PagedAttention, PagedAttentionOff: b.PagedAttentionOff,
+		VocoderKernel: b.VocoderKernel, VocoderKernelOff: b.VocoderKernelOff}
 }
 
 // batchHistoryGap is how close two readings of a batch may be: a reading sooner

@@ -91,6 +91,10 @@ type LiveBatch struct {
 	// PagedAttentionOff why not, where the host wanted it.
 	PagedAttention    bool   `json:"paged_attention,omitempty"`
 	PagedAttentionOff string `json:"paged_attention_off,omitempty"`
+	// VocoderKernel is how the vocoder's activations run ("fused", "cuda": one
+	// kernel each; "torch"); VocoderKernelOff why not one kernel, where asked for.
+	VocoderKernel    string `json:"vocoder_kernel,omitempty"`
+	VocoderKernelOff string `json:"vocoder_kernel_off,omitempty"`
 }
 
 // GraphStepPercent is the share of decode steps that replayed a CUDA graph.

@@ -27,6 +27,8 @@ func init() {
 		"gpus.batch.graphs":             {EN: "Decode step as %d CUDA graphs (pool %s): %s%% of steps replayed one", ZH: "解码步录制为 %d 个 CUDA 图（内存池 %s）：%s%% 的步骤回放图"},
 		"gpus.batch.attention_paged":    {EN: "Attention reads the KV cache in place", ZH: "注意力直接读取 KV 缓存"},
 		"gpus.batch.attention_off":      {EN: "Attention copies each line's KV cache every step (slower, more memory): the in-place kernel failed its check at start: %s", ZH: "注意力每步复制各句的 KV 缓存（更慢、占用更多显存）：原位内核未通过启动检查：%s"},
+		"gpus.batch.vocoder_fused":      {EN: "The vocoder's activations run as one kernel each", ZH: "声码器的激活各以单个内核运行"},
+		"gpus.batch.vocoder_off":        {EN: "The vocoder's activations run in plain steps (slower), though one kernel each was asked for: %s", ZH: "声码器的激活以普通步骤运行（更慢），虽已要求单内核：%s"},
 		"gpus.batch.decode.beam_search": {EN: "beam search", ZH: "束搜索"},
 		"gpus.batch.decode.sample":      {EN: "one beam, sampled (top-k 30, top-p 0.8, temperature 0.8)", ZH: "单束采样（top-k 30、top-p 0.8、温度 0.8）"},
 		"gpus.batch.decode.greedy":      {EN: "one beam, greedy", ZH: "单束贪心"},

@@ -226,7 +226,8 @@ func v2Host(protocol int, batch bool) http.Handler {
 					"tokens_per_second": 50, "activation_bytes_per_second": 41943040, "decoding": 3, "in_s2mel": 2,
 					"waiting": 2, "decode_tokens_per_second": 2950.5, "batch_rows_max": 192, "steps": 1234,
 					"decode_graphs": 209, "graph_steps": 1200, "graph_pool_bytes": 3400000000,
-					"paged_attention": false, "paged_attention_off": "Triton is not installed"}`
+					"paged_attention": false, "paged_attention_off": "Triton is not installed",
+					"vocoder_kernel": "torch", "vocoder_kernel_off": "BigVGAN's CUDA kernel did not build"}`
 			}
 			_, _ = io.WriteString(w, doc+"}")
 		case PathSynthesize:
@@ -271,6 +272,7 @@ func TestHostClientProtocol2(t *testing.T) {
 	require.Equal(t, [3]int64{209, 1200, 3400000000}, [3]int64{int64(b.DecodeGraphs), b.GraphSteps, b.GraphPoolBytes})
 	require.False(t, b.PagedAttention)
 	require.Equal(t, "Triton is not installed", b.PagedAttentionOff)
+	require.Equal(t, [2]string{"torch", "BigVGAN's CUDA kernel did not build"}, [2]string{b.VocoderKernel, b.VocoderKernelOff})
 
 	res, err := c.Synthesize(ctx, Request{Text: "Hello.", OutputPath: "/out/1.wav"})
 	require.NoError(t, err)

@@ -140,6 +140,11 @@ type BatchInfo struct {
 	// wanted it and its start-up check failed (it gathers each row's blocks instead).
 	PagedAttention    bool   `json:"paged_attention,omitempty"`
 	PagedAttentionOff string `json:"paged_attention_off,omitempty"`
+	// VocoderKernel is how the vocoder's anti-aliased activations run: "fused" (the
+	// benchmark host's kernel) or "cuda" (BigVGAN's) as one kernel each, "torch" in
+	// plain steps; VocoderKernelOff why not as one kernel, where it was asked for.
+	VocoderKernel    string `json:"vocoder_kernel,omitempty"`
+	VocoderKernelOff string `json:"vocoder_kernel_off,omitempty"`
 }
 
 // DefaultBeams is a batching host's rows per sequence when it is not told (its

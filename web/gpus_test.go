@@ -562,20 +562,26 @@ func publishBatch(t *testing.T, b *testBundle, now time.Time, batch *gpu.LiveBat
 	require.NoError(t, b.store.PublishGPULive(ctx, "w1", "gpu-box", data))
 }
 
-// A batching host whose paged-attention kernel failed its start-up check: the GPU
-// card warns, with the host's reason, that attention copies the KV cache.
+// A batching host whose paged-attention kernel failed its start-up check, and whose
+// vocoder runs its activations in plain steps though one kernel each was asked for:
+// the GPU card warns of both, with the host's reasons.
 func TestGPUPageWarnsWhenAttentionGathers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	publishBatch(t, b, time.Now(), &gpu.LiveBatch{MaxSequences: 64, Beams: 3, Decode: "beam_search", KVBytesPerToken: 122_880,
 		TokensPerAudioSecond: 50, KVCacheBytes: 8_000_000_000, KVFreeBytes: 8_000_000_000,
-		PagedAttentionOff: "head size 80 or torch.float16 is not one the kernel takes"}, nil)
+		PagedAttentionOff: "head size 80 or torch.float16 is not one the kernel takes",
+		VocoderKernel:     "torch", VocoderKernelOff: "BigVGAN's CUDA kernel did not build"}, nil)
 
 	d := doc(t, b.as(t, studio.RoleAdmin).get("/admin/gpus"))
 	warn := d.Find(`[data-testid=batch-attention]`)
 	require.True(t, warn.HasClass("warn"))
 	require.Contains(t, warn.Text(), "Attention copies each line's KV cache every step")
 	require.Contains(t, warn.Text(), "head size 80 or torch.float16 is not one the kernel takes")
+	warn = d.Find(`[data-testid=batch-vocoder]`)
+	require.True(t, warn.HasClass("warn"))
+	require.Contains(t, warn.Text(), "The vocoder's activations run in plain steps (slower)")
+	require.Contains(t, warn.Text(), "BigVGAN's CUDA kernel did not build")
 }
 
 // A GPU whose batching host published its batch: the live part shows the sequences
@@ -589,7 +595,7 @@ func TestGPUPageShowsTheBatch(t *testing.T) {
 	batch := &gpu.LiveBatch{MaxSequences: 64, Beams: 3, Decode: "beam_search", Decoding: 40, InS2Mel: 6, Waiting: 2, DecodeTokensPerSecond: 2950.4,
 		KVBytesPerToken: 122_880, TokensPerAudioSecond: 50, PrefixTokens: 32, ActivationBytesPerSecond: 12_000_000,
 		KVCacheBytes: 8_000_000_000, KVFreeBytes: 6_000_000_000, BatchRowsMax: 144, Steps: 9000,
-		DecodeGraphs: 209, GraphSteps: 8550, GraphPoolBytes: 3_400_000_000, PagedAttention: true}
+		DecodeGraphs: 209, GraphSteps: 8550, GraphPoolBytes: 3_400_000_000, PagedAttention: true, VocoderKernel: "fused"}
 	var recent []gpu.BatchPoint
 	for i := range 4 {
 		bt := *batch
@@ -616,6 +622,7 @@ func TestGPUPageShowsTheBatch(t *testing.T) {
 	require.Equal(t, "beam search", text("batch-decode"))
 	require.Equal(t, "Decode step as 209 CUDA graphs (pool 3.40 GB): 95% of steps replayed one", text("batch-graphs"))
 	require.Equal(t, "Attention reads the KV cache in place", text("batch-attention"))
+	require.Equal(t, "The vocoder's activations run as one kernel each", text("batch-vocoder"))
 	charts := card.Find(`[data-testid=batch-charts]`)
 	require.Equal(t, 1, charts.Length())
 	key, _ := charts.Attr("data-batch-charts")

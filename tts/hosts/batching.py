@@ -560,6 +560,10 @@ class Batcher:
         # allocations, in memory_allocated).
         self.graph_pool_bytes = 0
         self.rate = []  # (time, tokens) of recent steps
+        # Which of the vocoder's activations runs ("fused" or "cuda": one kernel each;
+        # "torch": the plain steps) and why not a fused one where it was asked for: the
+        # adapter's, read at start.
+        self.vocoder_kernel, self.vocoder_kernel_off = "torch", ""
         self._sync_cpu = 0.0  # the GPT thread's CPU time in this step's wait
 
     # -- setup ------------------------------------------------------------------------
@@ -571,6 +575,7 @@ class Batcher:
         per_token = KVPool.bytes_per_token(a.layers, a.heads, a.head_dim, a.kv_dtype)
         n_blocks = max(2, self.kv_cache_bytes // (per_token * BLOCK_TOKENS))
         self.pool = KVPool(a.layers, a.heads, a.head_dim, n_blocks, a.kv_dtype, a.device)
+        self.vocoder_kernel, self.vocoder_kernel_off = a.vocoder_kernel()
         self.kv_bytes_per_token = per_token
         self._row_buffers()
         cuda = a.device.type == "cuda"
@@ -726,6 +731,7 @@ class Batcher:
                 "graph_pool_bytes": self.graph_pool_bytes, "graphs_refused": self.stats["graphs_refused"],
                 "paged_attention": self.paged, "paged_attention_off": self.paged_off,
                 "s2mel_sms": self.s2mel_sms, "s2mel_sms_off": self.s2mel_sms_off,
+                "vocoder_kernel": self.vocoder_kernel, "vocoder_kernel_off": self.vocoder_kernel_off,
                 "timing": {k: round(v, 4) for k, v in self.timing.items()},
             }
 

@@ -1056,6 +1056,10 @@ class BenchAdapter:
     def info(self):
         return {**self.backend.info(), "batching": True, "s2mel_graphs": self.s2mel_graphs is not None}
 
+    def vocoder_kernel(self):
+        """The vocoder's activations ("fused" or "torch") and why not fused where asked."""
+        return self.backend.vocoder_kernel(), self.backend.vocoder_kernel_off
+
     def gpt_context(self):
         return self.backend.gpt_context()
 

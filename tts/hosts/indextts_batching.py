@@ -208,6 +208,15 @@ class IndexTTSAdapter:
     def info(self):
         return {**self.backend.info(), "batching": True, "s2mel_dtype": getattr(self.opts, "s2mel_dtype", "fp32")}
 
+    def vocoder_kernel(self):
+        """BigVGAN's activations ("cuda": its fused kernel, or "torch") and why not the
+        kernel where --cuda-kernel asked for it: IndexTTS2 falls back when it does not
+        build, without saying why (`dubstudio doctor` does)."""
+        kernel = self.backend.kernel()
+        if self.opts.cuda_kernel and kernel != "cuda":
+            return kernel, "BigVGAN's CUDA kernel did not build; IndexTTS fell back to plain torch (dubstudio doctor says why)"
+        return kernel, ""
+
     def _dit_context(self):
         if self.s2mel_dtype == self.torch.float32:
             return contextlib.nullcontext()

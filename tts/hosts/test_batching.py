@@ -259,6 +259,7 @@ class BatchingTest(HostCase, unittest.TestCase):
             self.assertIn(key, b)
         d = host.adapter.backend.dims
         self.assertEqual(b["kv_bytes_per_token"], d.gpt_layers * 2 * d.gpt_dim * 4)
+        self.assertEqual((b["vocoder_kernel"], b["vocoder_kernel_off"]), ("torch", ""), "not asked for: no news")
         res = self.synth(host, self.body("one", 1.0))
         seq = res["sequence"]
         tokens_in_cache = d.cond_latents + 5 + 3 * 50  # prompt (text of about 5 tokens) + 3 beams x 50 tokens
@@ -272,6 +273,15 @@ class BatchingTest(HostCase, unittest.TestCase):
         self.assertLess(sum(res["stages"][k] for k in ("queue", "gpt", "s2mel_wait", "s2mel", "vocoder")),
                         res["stages"]["total"], "the stages follow one another within the request")
         self.assertAlmostEqual(res["audio_seconds"], 1.0, delta=0.05)
+
+    def test_the_vocoder_kernel_is_in_the_batch(self):
+        """--vocoder-fused: the batch says which activations run, and why not the fused
+        kernel where its check failed (on the CPU: not on CUDA), for the GPU page."""
+        _, h = self.make_host("--vocoder-fused").handle("GET", "/health", None)
+        if DEVICE == "cuda":
+            self.assertEqual((h["batch"]["vocoder_kernel"], h["batch"]["vocoder_kernel_off"]), ("fused", ""))
+        else:
+            self.assertEqual((h["batch"]["vocoder_kernel"], h["batch"]["vocoder_kernel_off"]), ("torch", "not on CUDA"))
 
     def test_lines_wait_for_kv_blocks(self):
         """A cache that holds one line at a time: the second waits, then runs."""

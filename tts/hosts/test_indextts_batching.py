@@ -374,6 +374,16 @@ class IndexTTSAdapterTest(unittest.TestCase):
 
     # -- failure paths ------------------------------------------------------------------
 
+    @unittest.skipIf(DEVICE == "cuda", "on the CPU BigVGAN's CUDA kernel cannot build")
+    def test_a_cuda_kernel_that_did_not_build_is_news(self):
+        """--cuda-kernel where IndexTTS2 fell back to plain torch: the batch says so,
+        for the GPU page; not asked for, it says nothing."""
+        _, h = self.make_host("--cuda-kernel").handle("GET", "/health", None)
+        self.assertEqual(h["batch"]["vocoder_kernel"], "torch")
+        self.assertIn("did not build", h["batch"]["vocoder_kernel_off"])
+        _, h = self.make_host().handle("GET", "/health", None)
+        self.assertEqual((h["batch"]["vocoder_kernel"], h["batch"]["vocoder_kernel_off"]), ("torch", ""))
+
     def test_bad_input_is_refused_and_changes_nothing(self):
         host = self.make_host()
         cases = [
