@@ -6,6 +6,8 @@
 TOP=$OUT; R=$TOP/r; mkdir -p $R
 source <(sed -n 15,34p bench/gpu/batch_compare.sh)
 OUT=$R; LIMIT=200
+(cd tts/hosts && BATCHING_TEST_DEVICE=cuda timeout 60 python3 -m unittest -v test_batching.BatchingTest.test_the_vocoder_kernel_is_in_the_batch > $R/tests.log 2>&1; echo "tests rc=$?" >> $R/tests.log)
+tail -2 $R/tests.log
 bb() { # name concurrency [host args]
   timeout 170 python3 bench/gpu/batch_bench.py --stride 4 --concurrency $2 --lines 96 --warm --s2mel-dtype bf16 \
     --host-args="${3:-}" --out $R/$1 --name=-$1 > $R/$1.log 2>&1
