@@ -33,13 +33,13 @@ BLOCK = 512  # output samples per program
 
 
 def reference(x, alpha, filt):
-    """The four steps as bench_host.AntiAliasSnake runs them: x [B, C, T], alpha
-    [1, C, 1], filt [TAPS] (every channel's) -> [B, C, T]."""
+    """The four steps, as bench_host.AntiAliasSnake runs them without the kernel: x
+    [B, C, T], alpha [1, C, 1], filt [C, 1, TAPS] (one depthwise filter a channel, the
+    same in each) -> [B, C, T]."""
     c = x.shape[1]
-    w = filt.view(1, 1, TAPS).expand(c, 1, TAPS).to(x.dtype)
-    u = torch.nn.functional.conv_transpose1d(x, w, stride=2, padding=5, groups=c)
+    u = torch.nn.functional.conv_transpose1d(x, filt, stride=2, padding=5, groups=c)
     u = u + torch.sin(alpha * u).pow(2) / (alpha + 1e-9)
-    return torch.nn.functional.conv1d(torch.nn.functional.pad(u, (5, 6), mode="replicate"), w, stride=2, groups=c)
+    return torch.nn.functional.conv1d(torch.nn.functional.pad(u, (5, 6), mode="replicate"), filt, stride=2, groups=c)
 
 
 def check(device):
@@ -55,7 +55,7 @@ def check(device):
         for b, c, t in ((2, 3, 1), (1, 2, 5), (3, 5, 1500)):
             x = torch.randn(b, c, t, generator=g, device=device)
             alpha = torch.rand(1, c, 1, generator=g, device=device) + 0.5
-            filt = torch.rand(TAPS, generator=g, device=device) / 6
+            filt = (torch.rand(TAPS, generator=g, device=device) / 6).expand(c, 1, TAPS).contiguous()
             got = snake_resample(x, alpha, filt).double()
             want = reference(x.double(), alpha.double(), filt.double())
             err = (got - want).abs().max().item()
@@ -105,13 +105,13 @@ if triton is not None:
 
 def snake_resample(x, alpha, filt):
     """reference() as one kernel: x [B, C, T] on CUDA (fp32, bf16 or fp16), alpha
-    [1, C, 1], filt [TAPS], the one filter of every channel -> [B, C, T] in x's dtype,
-    computed in fp32."""
+    [1, C, 1], filt [C, 1, TAPS] (the kernel reads channel 0's: every channel's is the
+    same) -> [B, C, T] in x's dtype, computed in fp32."""
     x = x.contiguous()
     b, c, t = x.shape
     y = torch.empty_like(x)
     if x.numel():
         _snake_kernel[(b * c, triton.cdiv(t, BLOCK))](
-            x, y, alpha.reshape(-1).contiguous(), filt.reshape(-1).float().contiguous(), c, t, BLOCK=BLOCK,
+            x, y, alpha.reshape(-1).contiguous(), filt[0, 0].float().contiguous(), c, t, BLOCK=BLOCK,
             num_warps=4)
     return y

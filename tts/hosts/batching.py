@@ -492,7 +492,6 @@ class Line:
     stages: dict = dataclasses.field(default_factory=dict)
     activation_bytes: int = 0
     s2mel_group: int = 0
-    seconds: float = 0.0
     frames: int = 0  # s2mel's frames for its longest sequence, prompt and target (its GPT done)
     kv_bytes: int = 0
     event: object = None
@@ -560,10 +559,6 @@ class Batcher:
         # allocations, in memory_allocated).
         self.graph_pool_bytes = 0
         self.rate = []  # (time, tokens) of recent steps
-        # Which of the vocoder's activations runs ("fused" or "cuda": one kernel each;
-        # "torch": the plain steps) and why not a fused one where it was asked for: the
-        # adapter's, read at start.
-        self.vocoder_kernel, self.vocoder_kernel_off = "torch", ""
         self._sync_cpu = 0.0  # the GPT thread's CPU time in this step's wait
 
     # -- setup ------------------------------------------------------------------------
@@ -575,6 +570,8 @@ class Batcher:
         per_token = KVPool.bytes_per_token(a.layers, a.heads, a.head_dim, a.kv_dtype)
         n_blocks = max(2, self.kv_cache_bytes // (per_token * BLOCK_TOKENS))
         self.pool = KVPool(a.layers, a.heads, a.head_dim, n_blocks, a.kv_dtype, a.device)
+        # How the vocoder's activations run ("fused" or "cuda": one kernel each; "torch":
+        # the plain steps) and why not one kernel where that was asked for.
         self.vocoder_kernel, self.vocoder_kernel_off = a.vocoder_kernel()
         self.kv_bytes_per_token = per_token
         self._row_buffers()
@@ -824,7 +821,6 @@ class Batcher:
         line.cond = self.a.conditioning(line.req)
         segments = self.a.segments(line.req)
         line.stages["conditioning"] = time.perf_counter() - t
-        line.seconds = sum(s[2] for s in segments)
         for i, (text_tokens, limit, _secs) in enumerate(segments):
             p = self.a.prefix_tokens + text_tokens.shape[1]
             if p + limit + self.stride > self.a.max_positions:

@@ -515,11 +515,7 @@ class AntiAliasSnake(_Module):
         self.fused = False
 
     def forward(self, x):
-        if self.fused:  # every channel's filter is the same
-            return alias_free.snake_resample(x, self.alpha, self.filt[0, 0])
-        x = F.conv_transpose1d(x, self.filt, stride=2, padding=5, groups=self.ch)
-        x = x + torch.sin(self.alpha * x).pow(2) / (self.alpha + 1e-9)
-        return F.conv1d(F.pad(x, (5, 6), mode="replicate"), self.filt, stride=2, groups=self.ch)
+        return (alias_free.snake_resample if self.fused else alias_free.reference)(x, self.alpha, self.filt)
 
 
 class AMPBlock(_Module):
@@ -737,7 +733,7 @@ class BenchBackend:
         """--vocoder-fused: the vocoder's anti-aliased activations as one kernel each
         (alias_free.py) where its check passes on this device; otherwise the four steps,
         with the reason on stderr and in /health (vocoder_kernel_off)."""
-        self.vocoder_kernel_off = ""
+        self.vocoder_kernel, self.vocoder_kernel_off = "torch", ""
         if not self.opts.vocoder_fused:
             return
         if self.opts.vocoder_compile:
@@ -751,9 +747,7 @@ class BenchBackend:
         for m in self.vocoder.modules():
             if isinstance(m, AntiAliasSnake):
                 m.fused = True
-
-    def vocoder_kernel(self):
-        return "fused" if self.opts.vocoder_fused and not self.vocoder_kernel_off else "torch"
+        self.vocoder_kernel = "fused"
 
     def _compile(self):
         """--s2mel-compile and --vocoder-compile: torch.compile over s2mel's estimator
@@ -780,7 +774,7 @@ class BenchBackend:
 
     def info(self):
         info = {"model": "IndexTTS-2-bench", "version": self.version, "sample_rate": SAMPLE_RATE,
-                "duration_control": True, "emotion_text": False, "vocoder_kernel": self.vocoder_kernel()}
+                "duration_control": True, "emotion_text": False, "vocoder_kernel": self.vocoder_kernel}
         if self.vocoder_kernel_off:
             info["vocoder_kernel_off"] = self.vocoder_kernel_off
         return info
@@ -1058,7 +1052,7 @@ class BenchAdapter:
 
     def vocoder_kernel(self):
         """The vocoder's activations ("fused" or "torch") and why not fused where asked."""
-        return self.backend.vocoder_kernel(), self.backend.vocoder_kernel_off
+        return self.backend.vocoder_kernel, self.backend.vocoder_kernel_off
 
     def gpt_context(self):
         return self.backend.gpt_context()

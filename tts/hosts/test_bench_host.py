@@ -103,7 +103,7 @@ class BenchHostTest(unittest.TestCase):
                                  (96, 5000, torch.bfloat16, 0.05)):
             x = torch.randn(2, c, t, generator=g, device=dev)
             alpha = torch.rand(1, c, 1, generator=g, device=dev) + 0.2
-            filt = torch.hann_window(12, device=dev) / 6
+            filt = (torch.hann_window(12, device=dev) / 6).view(1, 1, 12).repeat(c, 1, 1)
             got = alias_free.snake_resample(x.to(dtype), alpha, filt)
             self.assertEqual((got.shape, got.dtype), (x.shape, dtype))
             want = alias_free.reference(x.to(dtype).double(), alpha.double(), filt.double())
