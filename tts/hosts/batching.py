@@ -61,8 +61,8 @@ S2MEL_MAX_WAIT = 5.0
 # The padding an s2mel group may carry: its longest line's frames (the reference's
 # prompt and the line's own, which the DiT attends over together) at most 1 + this
 # times its shortest's. A padded frame costs what a real one does: on an H200 at 16
-# lines in flight, 0.25 gave p95 of lines up to 5 s of 1.39-1.61 s, 0.5 1.81-2.12 s
-# and 1.0 2.27-2.75 s (docs/benchmarks.md).
+# lines in flight, 0.25 gave p95 of lines up to 5 s of 1.39-2.74 s over four passes
+# (median 1.57), 0.5 1.81-2.12 s and 1.0 2.27-2.75 s (docs/benchmarks.md).
 S2MEL_WASTE = 0.25
 # The same for the lines the vocoder runs at once (their own frames, no prompt): it
 # gains little from a batch (on an H200, a 5 s line took 0.033 s alone and 0.028 s in
