@@ -64,6 +64,9 @@ S2MEL_MAX_WAIT = 5.0
 # lines in flight, 0.25 gave p95 of lines up to 5 s of 1.39-2.74 s over four passes
 # (median 1.57), 0.5 1.81-2.12 s and 1.0 2.27-2.75 s (docs/benchmarks.md).
 S2MEL_WASTE = 0.25
+# s2mel's groups begun at once: a group of less work than every group begun runs its
+# steps before theirs (shortest remaining work first); 1: one group after another.
+S2MEL_GROUPS = 2
 # The same for the lines the vocoder runs at once (their own frames, no prompt): it
 # gains little from a batch (on an H200, a 5 s line took 0.033 s alone and 0.028 s in
 # a batch of 16), so it runs lines of about one length together, the shortest first.
@@ -340,6 +343,9 @@ def add_decode_args(p, prefix):
     p.add_argument("--s2mel-waste", type=float, default=float(env(prefix + "_S2MEL_WASTE", str(S2MEL_WASTE))),
                    help="with --batch: the padding an s2mel group may carry, its longest line's frames (prompt "
                         f"and target) at most 1 + this times its shortest's ({S2MEL_WASTE})")
+    p.add_argument("--s2mel-groups", type=int, default=int(env(prefix + "_S2MEL_GROUPS", str(S2MEL_GROUPS))),
+                   help="with --batch: s2mel groups begun at once, a group of less work than every one begun "
+                        f"running its steps first (1: one group after another; {S2MEL_GROUPS})")
     p.add_argument("--greedy", action="store_true", default=env_bool(prefix + "_GREEDY", False),
                    help="with --batch --beams 1: take the likeliest token instead of sampling (deterministic)")
     p.add_argument("--top-k", type=int, default=int(env(prefix + "_TOP_K", str(TOP_K))),
@@ -358,11 +364,13 @@ def decode_settings(opts, name):
                          f"above 0 (got {opts.top_k}, {opts.top_p}, {opts.temperature})")
     if opts.s2mel_sms < 0:
         raise SystemExit(f"{name}: --s2mel-sms must not be negative (got {opts.s2mel_sms})")
+    if opts.s2mel_groups < 1:
+        raise SystemExit(f"{name}: --s2mel-groups must be at least 1 (got {opts.s2mel_groups})")
     if not 0 <= opts.s2mel_waste < math.inf:
         raise SystemExit(f"{name}: --s2mel-waste must be a number, 0 or more (got {opts.s2mel_waste})")
     return {"greedy": opts.greedy, "top_k": opts.top_k, "top_p": opts.top_p, "temperature": opts.temperature,
             "decode_graphs": opts.decode_graphs, "paged": opts.paged, "s2mel_sms": opts.s2mel_sms,
-            "s2mel_waste": opts.s2mel_waste}
+            "s2mel_waste": opts.s2mel_waste, "s2mel_groups": opts.s2mel_groups}
 
 
 def penalise(logits, seen, penalty):
@@ -511,7 +519,7 @@ class Batcher:
     """The GPT loop (one thread) and the s2mel stage (another), over one adapter."""
 
     def __init__(self, adapter, meter, max_sequences, beams, kv_cache_bytes, decode_stride=1, s2mel_batch=16,
-                 s2mel_max_wait=S2MEL_MAX_WAIT, s2mel_waste=S2MEL_WASTE, repetition_penalty=REPETITION_PENALTY,
+                 s2mel_max_wait=S2MEL_MAX_WAIT, s2mel_waste=S2MEL_WASTE, s2mel_groups=S2MEL_GROUPS, repetition_penalty=REPETITION_PENALTY,
                  temperature=TEMPERATURE,
                  greedy=False, top_k=TOP_K, top_p=TOP_P, decode_graphs=True, paged=True, s2mel_sms=0):
         self.a = adapter
@@ -535,9 +543,10 @@ class Batcher:
         self.vocoded = queue.SimpleQueue()  # (lines, wavs, event, launched) for the writer
         self.s2mel_max_wait = s2mel_max_wait
         self.s2mel_waste = s2mel_waste
+        self.s2mel_groups = s2mel_groups
         self.lock = threading.Lock()
         self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0, "graphs_refused": 0,
-                      "prefills": 0, "graph_prefills": 0}
+                      "prefills": 0, "graph_prefills": 0, "s2mel_preempted": 0}
         # Where the GPT thread's time goes (seconds, summed): whole decode steps, their
         # wait for the device (the one sync of a step), the thread's CPU time in a step
         # outside that wait, and prefills. The rest of a step's time the thread was
@@ -728,6 +737,7 @@ class Batcher:
                 "graph_pool_bytes": self.graph_pool_bytes, "graphs_refused": self.stats["graphs_refused"],
                 "paged_attention": self.paged, "paged_attention_off": self.paged_off,
                 "s2mel_sms": self.s2mel_sms, "s2mel_sms_off": self.s2mel_sms_off,
+                "s2mel_groups": self.s2mel_groups, "s2mel_preempted": self.stats["s2mel_preempted"],
                 "vocoder_kernel": self.vocoder_kernel, "vocoder_kernel_off": self.vocoder_kernel_off,
                 "timing": {k: round(v, 4) for k, v in self.timing.items()},
             }
@@ -1132,41 +1142,110 @@ class Batcher:
     # -- the s2mel stage ----------------------------------------------------------------
 
     def _s2mel_loop(self):
+        """s2mel's groups, one step at a time: of the groups begun (at most s2mel_groups),
+        the one of least work left runs its next step, so that a group of short lines
+        that finish their GPT while a long group runs need not wait for all of its
+        steps (shortest remaining work first). A group begins when none runs, or when
+        it would run first (begins)."""
+        jobs = []  # S2MelJob, begun and not yet ended
+        pending = None  # the event of the step launched before the last
         with self._stream(self.s2mel_stream), torch.inference_mode():
             while True:
+                group = None
                 with self.ready_cv:
-                    while not self.ready:
+                    while not self.ready and not jobs:
                         self.ready_cv.wait()
-                    group = next_group(self.ready, time.perf_counter(), self.s2mel_batch, self.s2mel_max_wait,
-                                       self.s2mel_waste)
-                self._render(group)
+                    if self.ready and len(jobs) < self.s2mel_groups:
+                        group = group_of(self.ready, time.perf_counter(), self.s2mel_batch, self.s2mel_max_wait,
+                                         self.s2mel_waste)
+                        if begins(group_work(group, self.a.diffusion_steps), [j.work_left() for j in jobs]):
+                            take(self.ready, group)
+                        else:
+                            group = None
+                if group is not None:
+                    if jobs:
+                        with self.lock:
+                            self.stats["s2mel_preempted"] += 1
+                    job = self._begin(group)
+                    if job is not None:
+                        jobs.append(job)
+                    continue
+                job = min(jobs, key=lambda j: j.work_left())
+                if not self._advance(job):
+                    jobs.remove(job)
+                    continue
+                # At most two steps queued on the stream: a group that begins now runs
+                # its first step after them, not after every step launched so far.
+                if self.s2mel_stream is not None:
+                    done = torch.cuda.Event()
+                    done.record()
+                    if pending is not None:
+                        pending.synchronize()
+                    pending = done
+                if job.run.steps_left == 0:
+                    jobs.remove(job)
+                    self._end(job)
 
-    def _render(self, lines):
-        """s2mel for one group, then its vocoder launched on the vocoder stream, in
-        batches of lines of about one length, the shortest first (vocoder_batches): each
-        batch goes to the writer thread, and this thread to the next group while the
-        vocoder runs."""
+    def _measure(self, job, fn):
+        """Runs fn, counting what it allocated beyond what was there, with what job
+        holds, into job's peak: each step of a group is measured apart, as other
+        groups' steps may run between them."""
+        cuda = self.a.device.type == "cuda"
+        if cuda:
+            before = torch.cuda.memory_allocated(self.a.device)
+            torch.cuda.reset_peak_memory_stats(self.a.device)
+        out = fn()
+        if cuda:
+            job.peak = max(job.peak, job.held + torch.cuda.max_memory_allocated(self.a.device) - before)
+        return out
+
+    def _begin(self, lines):
+        """A group's latents and the adapter's s2mel run (its inputs padded, its noise
+        drawn): the job, or None where that failed (its lines fail with the error)."""
         a = self.a
-        handed = False
         taken = time.perf_counter()
         for line in lines:  # from its GPT's end to its group's start
             line.stages["s2mel_wait"] = max(0.0, taken - line.ready_at)
+        job = S2MelJob(lines, taken)
         try:
             for line in lines:
                 if getattr(line, "event", None) is not None:
                     torch.cuda.current_stream().wait_event(line.event)
             seqs = [s for line in lines for s in line.sequences]
             base = torch.cuda.memory_allocated(a.device) if a.device.type == "cuda" else 0
+
+            def begin():
+                latents = a.latents_batch([(s.line.cond, s.text_tokens, s.codes) for s in seqs])
+                return a.s2mel_start([(s.line.cond, lat, s.codes, s.line.req.seed + s.index)
+                                      for s, lat in zip(seqs, latents)])
+
+            job.run = self._measure(job, begin)
             if a.device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(a.device)
-            t = time.perf_counter()
-            latents = a.latents_batch([(s.line.cond, s.text_tokens, s.codes) for s in seqs])
-            t_lat = time.perf_counter() - t
-            t = time.perf_counter()
-            mels = a.s2mel_batch([(s.line.cond, lat, s.codes, s.line.req.seed + s.index)
-                                  for s, lat in zip(seqs, latents)])
+                job.held = torch.cuda.memory_allocated(a.device) - base
+            return job
+        except Exception as e:  # noqa: BLE001
+            self._fail_group(lines, e)
+            return None
+
+    def _advance(self, job):
+        """job's next step; False where it failed (its lines fail with the error)."""
+        try:
+            self._measure(job, lambda: job.run.advance(1))
+            return True
+        except Exception as e:  # noqa: BLE001
+            self._fail_group(job.lines, e)
+            return False
+
+    def _end(self, job):
+        """A group's last step is launched: each line's mels, their vocoder launched on
+        the vocoder stream in batches of lines of about one length, the shortest first
+        (vocoder_batches), each batch handed to the writer thread while this thread
+        goes on with the next step."""
+        lines = job.lines
+        try:
             self._sync()
-            t_s2mel = time.perf_counter() - t + t_lat
+            mels = job.run.mels()
+            t_s2mel = time.perf_counter() - job.begun
             per_line, i = [], 0  # each line's mels (one per sequence)
             for line in lines:
                 n = len(line.sequences)
@@ -1174,33 +1253,39 @@ class Batcher:
                 line.s2mel_group = len(lines)
                 line.stages["s2mel"] = t_s2mel
                 i += n
-            launches = []
-            for batch in vocoder_batches([max(m.shape[-1] for m in ms) for ms in per_line], self.s2mel_batch):
-                launched = time.perf_counter()
-                wavs, done = self._vocode([m for j in batch for m in per_line[j]])
-                launches.append(([lines[j] for j in batch], wavs, done, launched))
+
+            def launch():
+                out = []
+                for batch in vocoder_batches([max(m.shape[-1] for m in ms) for ms in per_line], self.s2mel_batch):
+                    launched = time.perf_counter()
+                    wavs, done = self._vocode([m for j in batch for m in per_line[j]])
+                    out.append(([lines[j] for j in batch], wavs, done, launched))
+                return out
+
             # The allocator counts a tensor when its kernel is launched, not when it runs:
-            # the vocoder's memory is in this peak although it may still be running.
-            peak = (torch.cuda.max_memory_allocated(a.device) - base) if a.device.type == "cuda" else 0
+            # the vocoder's memory is in the peak although it may still be running.
+            launches = self._measure(job, launch)
             # A group that replayed a CUDA graph allocated nothing for its temporaries: the
-            # graph's memory (the adapter's s2mel_graph_bytes, 0 without graphs) is theirs.
-            peak += a.s2mel_graph_bytes
+            # graph's memory (the run's graph_bytes, 0 without graphs) is theirs.
+            peak = job.peak + job.run.graph_bytes
             total = max(1, sum(m.shape[-1] for m in mels))
             for line, ms in zip(lines, per_line):
                 line.activation_bytes = int(max(0, peak) * sum(m.shape[-1] for m in ms) / total)
             for item in launches:
                 self.vocoded.put(item)
-            handed = True
         except Exception as e:  # noqa: BLE001
-            err = self._error(e)
-            for line in lines:
-                line.fail(err)
-            if a.device.type == "cuda":
-                empty_cache()
-        finally:
-            if not handed:
-                with self.lock:
-                    self.stats["in_s2mel"] -= len(lines)
+            self._fail_group(lines, e)
+
+    def _fail_group(self, lines, e):
+        """An s2mel group failed (an OOM most likely): its lines fail with the error,
+        retryable where it is one; the other groups go on."""
+        err = self._error(e)
+        for line in lines:
+            line.fail(err)
+        if self.a.device.type == "cuda":
+            empty_cache()
+        with self.lock:
+            self.stats["in_s2mel"] -= len(lines)
 
     def _vocode(self, mels):
         """The vocoder over a group's mels, on the vocoder stream where there is one:
@@ -1284,8 +1369,8 @@ class Batcher:
         line.done.set()
 
 
-def next_group(ready, now, size, max_wait, waste=S2MEL_WASTE):
-    """Takes the next s2mel group out of ready (lines whose GPT is done) and returns it.
+def group_of(ready, now, size, max_wait, waste=S2MEL_WASTE):
+    """The next s2mel group of ready (lines whose GPT is done), left in ready.
 
     The group is led by the line that has waited longest once any has waited max_wait
     seconds, otherwise by the line of fewest frames (its s2mel's, the reference's
@@ -1309,9 +1394,77 @@ def next_group(ready, now, size, max_wait, waste=S2MEL_WASTE):
         if b <= (1 + waste) * max(a, 1):
             group.append(ln)
             lo, hi = a, b
+    return group
+
+
+def take(ready, group):
+    """Removes group's lines from ready."""
     taken = {id(ln) for ln in group}
     ready[:] = [ln for ln in ready if id(ln) not in taken]
-    return group
+
+
+def group_work(lines, steps):
+    """What an s2mel group's steps cost, in frame-steps: each sequence runs over its
+    line's frames padded to the group's longest, at every step."""
+    return steps * sum(len(ln.sequences) for ln in lines) * max(ln.frames for ln in lines)
+
+
+def begins(work, running):
+    """Whether a group of this much work begins beside the groups in s2mel (running:
+    their work left), where it is let in at all (Batcher.s2mel_groups): where none
+    runs, or where it would run first, having less work than any of them."""
+    return not running or work < min(running)
+
+
+class S2MelJob:
+    """A group in s2mel: its lines, the adapter's run of its flow-matching steps, when
+    it began, the memory it holds and the most it has held (the allocator's)."""
+
+    def __init__(self, lines, begun):
+        self.lines = lines
+        self.begun = begun
+        self.run = None
+        self.held = 0
+        self.peak = 0
+        self.rows = sum(len(ln.sequences) for ln in lines)
+        self.frames = max(ln.frames for ln in lines)
+
+    def work_left(self):
+        return self.run.steps_left * self.rows * self.frames
+
+
+class S2MelRun:
+    """An adapter's s2mel for one group (its s2mel_start): the flow-matching steps run
+    a few at a time by advance, the mels read once every step is done; graph_bytes is
+    the memory of the CUDA graph its steps replayed (0 where none)."""
+
+    graph_bytes = 0
+
+    def __init__(self, steps):
+        self.steps = steps
+        self.done = 0
+
+    @property
+    def steps_left(self):
+        return self.steps - self.done
+
+    def advance(self, n):
+        n = min(n, self.steps_left)
+        self._steps(self.done, n)
+        self.done += n
+
+    def _steps(self, first, n):
+        """Steps first to first + n - 1."""
+        raise NotImplementedError
+
+    def mels(self):
+        """Each sequence's target mel [1, 80, F], once every step is done."""
+        raise NotImplementedError
+
+    def all_mels(self):
+        """Every step left, then the mels: a group run through at once."""
+        self.advance(self.steps_left)
+        return self.mels()
 
 
 def vocoder_batches(frames, size, waste=VOCODER_WASTE):

@@ -935,6 +935,8 @@ class S2MelGraphs:
         self.buffers = []  # per input of _step: a flat tensor
         ts = torch.linspace(0, 1, steps + 1, device=device)
         self.ts, self.dts = ts[:-1].clone(), (ts[1:] - ts[:-1]).clone()
+        self.owner = None  # the FlowRun whose inputs and x are in the buffers
+        self.loaded = None  # and its graph
 
     def _bucket(self, n):
         return batching.bucket_up(n, self.LINES) or n
@@ -953,42 +955,100 @@ class S2MelGraphs:
             views.append(buf[:x.numel()].view(x.shape))
         return views
 
-    def run(self, batch, frames):
-        """Each line's target mel for batch (padded's items; frames its longest), copied
-        out of the graphs' x (which their next replay overwrites), and the graph's
-        memory."""
-        b = self._bucket(len(batch))  # sequences, not lines: a line may have several
-        t = -(-frames // self.FRAME_STEP) * self.FRAME_STEP
-        inputs = self.s2.padded(batch, b, t) + (self.ts[:1], self.dts[:1])
-        g = self.cache.get((b, t))
-        captured = g is None
-        if g is None:
+    def shape(self, lines, frames):
+        """The bucket (lines, frames) a group of lines padded to frames replays."""
+        return self._bucket(lines), -(-frames // self.FRAME_STEP) * self.FRAME_STEP
+
+    def _graph(self, key, inputs):
+        """The graph of bucket key, captured on inputs' shapes where there is none:
+        (graph, whether it was captured now)."""
+        g = self.cache.get(key)
+        if g is not None:
+            return g, False
+        views = self._views(inputs)
+        if views is None:  # new buffers: every graph so far reads the old ones
+            self.cache.reset()
+            b, t = key
+            # Room for the largest bucket of lines, at MOST_FRAMES frames or twice these.
+            grow = max(self.lines, b) / b * max(2.0, self.MOST_FRAMES / t)
+            self.buffers = [torch.empty(math.ceil(x.numel() * grow), dtype=x.dtype, device=self.device)
+                            for x in inputs]
             views = self._views(inputs)
-            if views is None:  # new buffers: every graph so far reads the old ones
-                self.cache.reset()
-                # Room for the largest bucket of lines, at MOST_FRAMES frames or twice these.
-                grow = max(self.lines, b) / b * max(2.0, self.MOST_FRAMES / t)
-                self.buffers = [torch.empty(math.ceil(x.numel() * grow), dtype=x.dtype, device=self.device)
-                                for x in inputs]
-                views = self._views(inputs)
-            # On the caller's stream where it has one of its own (the s2mel thread's): where
-            # that is on a green context (--s2mel-sms) the graph's kernels are too. A
-            # graph cannot be captured on the default stream: there, the side stream.
-            cur = torch.cuda.current_stream(self.device)
-            own = cur if cur != torch.cuda.default_stream(self.device) else None
-            # A step for real first, every time: a bucket is captured while serving, on shapes
-            # not seen before, where a compiled estimator (--s2mel-compile) compiles again.
-            g = self.cache.capture((b, t), views, stream=own, warm=True)
-        x, t_in, dt_in = g.inputs[0], g.inputs[-2], g.inputs[-1]
-        for v, src in zip(g.inputs[:-2], inputs[:-2]):  # after a capture too: its warm-up wrote x
+        # On the caller's stream where it has one of its own (the s2mel thread's): where
+        # that is on a green context (--s2mel-sms) the graph's kernels are too. A
+        # graph cannot be captured on the default stream: there, the side stream.
+        cur = torch.cuda.current_stream(self.device)
+        own = cur if cur != torch.cuda.default_stream(self.device) else None
+        # A step for real first, every time: a bucket is captured while serving, on shapes
+        # not seen before, where a compiled estimator (--s2mel-compile) compiles again.
+        return self.cache.capture(key, views, stream=own, warm=True), True
+
+    def _save(self):
+        """The x of the run in the buffers back into its own tensor, before another
+        run's inputs replace it there (or new buffers the old)."""
+        if self.owner is not None:
+            self.owner.x.copy_(self.loaded.inputs[0])
+            self.owner = self.loaded = None
+
+    def load(self, run):
+        """run's inputs and x into its graph's buffers (capturing the graph where it
+        is new); nothing where they are there already."""
+        if self.owner is run:
+            return self.loaded
+        self._save()
+        g, captured = self._graph(run.key, run.inputs + (self.ts[:1], self.dts[:1]))
+        for v, src in zip(g.inputs[:-2], run.inputs):  # after a capture too: its warm-up wrote x
             v.copy_(src)
-        for i in range(self.steps):
+        if run.done == 0:
+            # The group that captured a graph allocated its temporaries for real, in the
+            # peak the batcher measures; later ones replay in memory the graph holds.
+            run.graph_bytes = 0 if captured else g.bytes
+        self.owner, self.loaded = run, g
+        return g
+
+    def replay(self, run, first, n):
+        g = self.load(run)
+        t_in, dt_in = g.inputs[-2], g.inputs[-1]
+        for i in range(first, first + n):
             t_in.copy_(self.ts[i:i + 1])
             dt_in.copy_(self.dts[i:i + 1])
             g.replay()
-        # The group that captured a graph allocated its temporaries for real, in the
-        # peak the batcher measures; later ones replay in memory the graph holds.
-        return self.s2.unpad(x[:len(batch)].clone(), batch), 0 if captured else g.bytes
+
+    def x_of(self, run):
+        """run's x, copied out of the buffers where it is there (the next replay
+        overwrites them)."""
+        if self.owner is run:
+            x = self.loaded.inputs[0].clone()
+            self.owner = self.loaded = None
+            return x
+        return run.x
+
+
+class FlowRun(batching.S2MelRun):
+    """One group's flow-matching steps over padded's inputs, eager or replaying
+    S2MelGraphs (graphs): a run keeps its inputs and x, so that another group's steps
+    may replay the same graphs' buffers between two of its own."""
+
+    def __init__(self, s2, items, steps, graphs=None):
+        super().__init__(steps)
+        self.s2, self.items, self.graphs = s2, items, graphs
+        frames = max(c.shape[1] for c, _, _, _ in items)
+        b, t = graphs.shape(len(items), frames) if graphs is not None else (len(items), frames)
+        self.key = (b, t)
+        self.inputs = s2.padded(items, b, t)
+        self.x = self.inputs[0]
+        self.ts = torch.linspace(0, 1, steps + 1, device=self.x.device)
+
+    def _steps(self, first, n):
+        if self.graphs is not None:
+            self.graphs.replay(self, first, n)
+            return
+        for i in range(first, first + n):
+            self.x = self.s2.flow_step(self.x, *self.inputs[1:], self.ts[i], self.ts[i + 1] - self.ts[i])
+
+    def mels(self):
+        x = self.graphs.x_of(self) if self.graphs is not None else self.x
+        return self.s2.unpad(x[:len(self.items)], self.items)
 
 
 class _GPTLayer:
@@ -1021,6 +1081,7 @@ class BenchAdapter:
         self.speakers = speakers  # conditioning kept for this many references at once
         self.cache = {}  # reference path -> tensors, in use order
         self.return_codes = bool(getattr(opts, "return_codes", False))
+        self.diffusion_steps = opts.diffusion_steps
 
     def load(self):
         b = self.backend
@@ -1040,7 +1101,6 @@ class BenchAdapter:
         if self.device.type == "cuda" and self.opts.vocoder_compile:
             self._warm_vocoder()
         self.s2mel_graphs = None
-        self.s2mel_graph_bytes = 0
         graphs = self.opts.s2mel_graphs
         if graphs is None:  # measured on one H200: bf16 +8%, fp32 -14% (docs/benchmarks.md)
             graphs = self.opts.s2mel_dtype == "bf16"
@@ -1147,21 +1207,17 @@ class BenchAdapter:
         """The frames s2mel runs a sequence over: its reference's prompt and its target."""
         return cond["prompt_condition"].shape[1] + int(len(tokens) * MEL_FRAMES_PER_TOKEN)
 
-    def s2mel_batch(self, items):
-        """items: (conditioning, latent, codes, seed) -> each line's mel [1, 80, F].
-        On CUDA the flow-matching steps replay a graph per bucket of lines and frames
-        (S2MelGraphs); s2mel_graph_bytes is then the graph's memory."""
+    def s2mel_start(self, items):
+        """items: (conditioning, latent, codes, seed) -> the group's FlowRun, whose mels
+        are each line's [1, 80, F]. On CUDA the flow-matching steps replay a graph per
+        bucket of lines and frames (S2MelGraphs)."""
         s2 = self.backend.s2mel
         batch = []
         for c, latent, codes, seed in items:
             frames = int(codes.shape[1] * MEL_FRAMES_PER_TOKEN)
             target = s2.condition(latent.float(), codes, frames)
             batch.append((torch.cat([c["prompt_condition"], target], dim=1), c["ref_mel"], c["style"], seed))
-        self.s2mel_graph_bytes = 0
-        if self.s2mel_graphs is None:
-            return s2.inference_batch(batch, self.opts.diffusion_steps)
-        mels, self.s2mel_graph_bytes = self.s2mel_graphs.run(batch, max(c.shape[1] for c, _, _, _ in batch))
-        return mels
+        return FlowRun(s2, batch, self.diffusion_steps, self.s2mel_graphs)
 
     def vocoder_batch(self, mels):
         frames = [m.shape[-1] for m in mels]

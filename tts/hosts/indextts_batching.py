@@ -155,7 +155,6 @@ def most_similar_cosine(query, matrix):
 
 class IndexTTSAdapter:
     engine = "indextts"
-    s2mel_graph_bytes = 0  # its s2mel has no CUDA graphs (batching.Batcher._render)
 
     def __init__(self, opts, speakers=16):
         self.opts = opts
@@ -225,7 +224,7 @@ class IndexTTSAdapter:
     def _probe_activations(self):
         """Activation bytes per audio second of one line through s2mel and the vocoder,
         measured once at load on a PROBE_SECONDS line behind a PROBE_PROMPT_SECONDS
-        prompt, through this adapter's own s2mel_batch and vocoder_batch: the peak
+        prompt, through this adapter's own s2mel_start and vocoder_batch: the peak
         allocated beyond what was there (CUDA), or the peak of the tensors alive
         (elsewhere, LiveBytes). The executor charges it per audio second from the first
         line; calibration measures the real figure by length later."""
@@ -247,7 +246,7 @@ class IndexTTSAdapter:
             latent = torch.randn(1, n, gpt.model_dim, generator=g).to(self.device)
 
             def line():
-                mels = self.s2mel_batch([(cond, latent, codes, 0)])
+                mels = self.s2mel_start([(cond, latent, codes, 0)]).all_mels()
                 self.vocoder_batch(mels)
 
             if self.device.type == "cuda":
@@ -532,8 +531,9 @@ class IndexTTSAdapter:
             h = gpt.final_norm(gpt.gpt(inputs_embeds=x, return_dict=True).last_hidden_state)
         return [h[i:i + 1, lens[i] - ns[i]:lens[i]] for i in range(len(items))]
 
-    def s2mel_batch(self, items):
-        """items: (conditioning, latent, codes, seed) -> each line's mel [1, 80, F]."""
+    def s2mel_start(self, items):
+        """items: (conditioning, latent, codes, seed) -> the group's CFMRun, whose mels
+        are each line's [1, 80, F]."""
         torch, tts = self.torch, self.tts
         models = tts.s2mel.models
         cfm = models["cfm"]
@@ -562,26 +562,19 @@ class IndexTTSAdapter:
             prompt_x[i, :, :p] = prompts[i][0, :, :p]
             x[i, :, :lens[i]] = torch.randn(cfm.in_channels, lens[i], generator=gens[i]).to(self.device)
             keep[i, :, p:lens[i]] = True
-        x = x * keep
         style = torch.cat(styles).float()
         x_lens = torch.tensor(lens, device=self.device)
-        t_span = torch.linspace(0, 1, self.diffusion_steps + 1, device=self.device)
-        mu2 = torch.cat([mu, torch.zeros_like(mu)])
-        prompt2 = torch.cat([prompt_x, torch.zeros_like(prompt_x)])
-        style2 = torch.cat([style, torch.zeros_like(style)])
-        lens2 = torch.cat([x_lens, x_lens])
-        t = t_span[0]
+        run = CFMRun(self, self.diffusion_steps)
+        run.x, run.keep = x * keep, keep
+        run.prompt2 = torch.cat([prompt_x, torch.zeros_like(prompt_x)])
+        run.style2 = torch.cat([style, torch.zeros_like(style)])
+        run.mu2 = torch.cat([mu, torch.zeros_like(mu)])
+        run.lens2 = torch.cat([x_lens, x_lens])
         if self.s2mel_dtype != torch.float32:  # once, not at every step
-            prompt2, style2, mu2 = prompt2.to(self.s2mel_dtype), style2.to(self.s2mel_dtype), mu2.to(self.s2mel_dtype)
-        for step in range(1, len(t_span)):
-            dt = t_span[step] - t_span[step - 1]
-            with self._dit_context():
-                v = cfm.estimator(torch.cat([x, x]).to(self.s2mel_dtype), prompt2, lens2, t.expand(2 * b), style2,
-                                  mu2).float()
-            v_cond, v_uncond = v.chunk(2)
-            x = (x + dt * ((1.0 + CFG_RATE) * v_cond - CFG_RATE * v_uncond)) * keep
-            t = t + dt
-        return [x[i:i + 1, :, prompts[i].shape[-1]:lens[i]] for i in range(b)]
+            run.prompt2, run.style2, run.mu2 = (run.prompt2.to(self.s2mel_dtype), run.style2.to(self.s2mel_dtype),
+                                                run.mu2.to(self.s2mel_dtype))
+        run.spans = [(p.shape[-1], n) for p, n in zip(prompts, lens)]
+        return run
 
     def vocoder_batch(self, mels):
         torch = self.torch
@@ -591,6 +584,32 @@ class IndexTTSAdapter:
             x[i, :, :frames[i]] = m[0]
         wav = self.tts.bigvgan(x.float())
         return [wav[i:i + 1, :, :frames[i] * self.hop] for i in range(len(mels))]
+
+
+class CFMRun(batching.S2MelRun):
+    """One group's Euler steps of IndexTTS2's CFM with classifier-free guidance, as
+    its solve_euler runs them, a few at a time (batching.S2MelRun)."""
+
+    def __init__(self, adapter, steps):
+        super().__init__(steps)
+        self.a = adapter
+        self.t_span = adapter.torch.linspace(0, 1, steps + 1, device=adapter.device)
+        self.t = self.t_span[0]
+
+    def _steps(self, first, n):
+        a, cfm = self.a, self.a.tts.s2mel.models["cfm"]
+        b = self.x.shape[0]
+        for step in range(first + 1, first + n + 1):
+            dt = self.t_span[step] - self.t_span[step - 1]
+            with a._dit_context():
+                v = cfm.estimator(a.torch.cat([self.x, self.x]).to(a.s2mel_dtype), self.prompt2, self.lens2,
+                                  self.t.expand(2 * b), self.style2, self.mu2).float()
+            v_cond, v_uncond = v.chunk(2)
+            self.x = (self.x + dt * ((1.0 + CFG_RATE) * v_cond - CFG_RATE * v_uncond)) * self.keep
+            self.t = self.t + dt
+
+    def mels(self):
+        return [self.x[i:i + 1, :, p:n] for i, (p, n) in enumerate(self.spans)]
 
 
 def batching_host(opts):

@@ -388,11 +388,41 @@ class BatchingTest(HostCase, unittest.TestCase):
         power = sum(x * x for x in a) / len(a)
         self.assertLess(err, 1e-3 * power, f"bf16 error {err:.1f} against signal power {power:.1f}")
 
+    def test_a_group_run_in_pieces_gives_the_whole_groups_mels(self):
+        """The adapter's FlowRun a step at a time, another group's steps between, gives
+        what the eager flow gives for the group whole (the graphs' own case:
+        CudaGraphTest.test_s2mel_graph_equals_the_eager_flow)."""
+        import torch
+
+        import bench_host
+
+        host = self.make_host("--no-s2mel-graphs", "--diffusion-steps", "5")
+        a = host.adapter
+        s2, d = a.backend.s2mel, a.backend.dims
+        g = torch.Generator(device="cpu").manual_seed(5)
+
+        def item(frames, prompt, seed):
+            return (torch.randn(1, frames, d.dit_dim, generator=g).to(a.device),
+                    torch.randn(1, d.n_mels, prompt, generator=g).to(a.device),
+                    torch.randn(1, d.style_dim, generator=g).to(a.device), seed)
+
+        long_group, short_group = [item(400, 100, 1), item(380, 100, 2)], [item(150, 100, 3)]
+        with torch.inference_mode():
+            long_run = bench_host.FlowRun(s2, long_group, 5)
+            long_run.advance(2)
+            short_run = bench_host.FlowRun(s2, short_group, 5)
+            self.assertEqual((long_run.steps_left, short_run.steps_left), (3, 5))
+            for batch, got in ((short_group, short_run.all_mels()), (long_group, long_run.all_mels())):
+                for i, want in enumerate(s2.inference_batch(batch, 5)):
+                    self.assertEqual(got[i].shape, want.shape)
+                    self.assertTrue(torch.allclose(got[i], want, atol=1e-5), f"line {i}")
+
     def test_bad_settings_are_refused(self):
         import bench_host
 
         for flag, value in (("--max-sequences", "0"), ("--top-k", "-1"), ("--top-p", "0"), ("--temperature", "nan"),
-                            ("--s2mel-sms", "-1"), ("--s2mel-waste", "-0.5"), ("--s2mel-waste", "inf")):
+                            ("--s2mel-sms", "-1"), ("--s2mel-waste", "-0.5"), ("--s2mel-waste", "inf"),
+                            ("--s2mel-groups", "0")):
             opts = bench_host.parse_args(["--port", "0", "--batch", flag, value])
             with self.assertRaises(SystemExit, msg=flag) as cm:
                 bench_host.batching_host(opts, bench_host.Dims.tiny())
@@ -523,9 +553,12 @@ class CudaGraphTest(HostCase, unittest.TestCase):
 
     def test_s2mel_graph_equals_the_eager_flow(self):
         """One group padded to a graph's bucket of lines and frames gives each line's
-        mel of the eager, unpadded group; a bucket larger than the buffers replaces
-        them and still agrees."""
+        mel of the eager, unpadded group, whole or with another group's steps between
+        two of its own (the graphs' buffers hold one group's inputs at a time); a
+        bucket larger than the buffers replaces them and still agrees."""
         import torch
+
+        import bench_host
 
         host = self.make_host("--s2mel-graphs")
         a = host.adapter
@@ -543,14 +576,23 @@ class CudaGraphTest(HostCase, unittest.TestCase):
                           [item(600, 120, 10 + i) for i in range(5)],  # 5 lines in a bucket of 6
                           [item(9000, 200, 7 + i) for i in range(8)]):  # past the first buffers: new ones
                 want = s2.inference_batch(batch, a.opts.diffusion_steps)
-                lens = [c.shape[1] for c, _, _, _ in batch]
-                mels, nbytes = a.s2mel_graphs.run(batch, max(lens))
-                self.assertEqual(nbytes, 0, "a group that captured counts its temporaries as allocated")
-                self.assertGreater(a.s2mel_graphs.run(batch, max(lens))[1], 0, "a replay counts the graph's")
-                for i, got in enumerate(mels):
-                    self.assertEqual(got.shape, want[i].shape)
-                    err = float((got - want[i]).abs().max() / want[i].abs().max())
-                    self.assertLess(err, 1e-4, f"line {i} of a group of {len(batch)}: {err}")
+                run = bench_host.FlowRun(s2, batch, a.opts.diffusion_steps, a.s2mel_graphs)
+                mels = run.all_mels()
+                self.assertEqual(run.graph_bytes, 0, "a group that captured counts its temporaries as allocated")
+                again = bench_host.FlowRun(s2, batch, a.opts.diffusion_steps, a.s2mel_graphs)
+                again.advance(1)
+                between = [item(700, 100, 40), item(350, 100, 41)]  # another bucket's steps, then this one's
+                other = bench_host.FlowRun(s2, between, a.opts.diffusion_steps, a.s2mel_graphs)
+                other.advance(2)
+                interleaved = again.all_mels()
+                self.assertGreater(again.graph_bytes, 0, "a replay counts the graph's")
+                other_want = s2.inference_batch(between, a.opts.diffusion_steps)
+                for what, got_mels, want_mels in (("whole", mels, want), ("interleaved", interleaved, want),
+                                                  ("between", other.all_mels(), other_want)):
+                    for i, got in enumerate(got_mels):
+                        self.assertEqual(got.shape, want_mels[i].shape)
+                        err = float((got - want_mels[i]).abs().max() / want_mels[i].abs().max())
+                        self.assertLess(err, 1e-4, f"{what}: line {i} of a group of {len(got_mels)}: {err}")
             self.assertEqual(len(a.s2mel_graphs.cache), 1, "the new buffers dropped the graphs that read the old")
 
 
@@ -745,42 +787,62 @@ class DecodeBucketsTest(unittest.TestCase):
         self.assertLess(len(keys), len(rows) * len(widths))
 
 
+def next_group(ready, now, size, max_wait, waste):
+    import batching
+
+    group = batching.group_of(ready, now, size, max_wait, waste)
+    batching.take(ready, group)
+    return group
+
+
 class NextGroupTest(unittest.TestCase):
-    """The s2mel stage's choice of the next group (batching.next_group) and the
-    vocoder's batches within it (batching.vocoder_batches), on plain lines."""
+    """The s2mel stage's choice of the next group (batching.group_of), whether it
+    begins beside the groups in s2mel (batching.begins), and the vocoder's batches
+    within a group (batching.vocoder_batches), on plain lines."""
 
     @staticmethod
     def lines(*spec):
         import types
 
-        return [types.SimpleNamespace(name=n, frames=f, ready_at=t) for n, f, t in spec]
+        return [types.SimpleNamespace(name=n, frames=f, ready_at=t, sequences=[0]) for n, f, t in spec]
+
+    def test_a_group_begins_where_it_would_run_first(self):
+        import batching
+
+        short, long_ = self.lines(("s", 800, 0.0)), self.lines(("a", 1500, 0.0), ("b", 1400, 0.0))
+        self.assertEqual(batching.group_work(long_, 25), 25 * 2 * 1500, "sequences x the longest's frames x steps")
+        self.assertEqual(batching.group_work(short, 25), 25 * 800)
+        self.assertTrue(batching.begins(25 * 800, []), "none runs: it begins")
+        self.assertTrue(batching.begins(25 * 800, [10 * 2 * 1500]), "less work than the group running")
+        self.assertFalse(batching.begins(25 * 800, [5 * 2 * 1500]), "the group running is nearly done")
+        self.assertFalse(batching.begins(25 * 800, [25 * 2 * 1500, 25 * 600]), "more work than one of them")
 
     def test_fewest_frames_first_with_companions_of_similar_frames(self):
         import batching
 
         ready = self.lines(("long", 2000, 0.0), ("a", 900, 0.1), ("b", 800, 0.2), ("c", 1150, 0.3), ("d", 820, 0.4),
                            ("e", 1700, 0.5))
-        group = batching.next_group(ready, now=1.0, size=3, max_wait=5.0, waste=0.5)
+        group = next_group(ready, now=1.0, size=3, max_wait=5.0, waste=0.5)
         self.assertEqual([ln.name for ln in group], ["b", "d", "a"])  # the fewest, then nearest in frames
         self.assertEqual(sorted(ln.name for ln in ready), ["c", "e", "long"])
-        group = batching.next_group(ready, now=1.0, size=3, max_wait=5.0, waste=0.5)
+        group = next_group(ready, now=1.0, size=3, max_wait=5.0, waste=0.5)
         self.assertEqual([ln.name for ln in group], ["c", "e"])  # 2000 frames are more than 1.5 x 1150
-        self.assertEqual([ln.name for ln in batching.next_group(ready, 1.0, 3, 5.0, 0.5)], ["long"])
+        self.assertEqual([ln.name for ln in next_group(ready, 1.0, 3, 5.0, 0.5)], ["long"])
         self.assertEqual(ready, [])
 
     def test_the_waste_is_the_padding_a_group_may_carry(self):
         import batching
 
         spec = (("a", 1000, 0.0), ("b", 1400, 0.1), ("c", 1900, 0.2))
-        self.assertEqual([ln.name for ln in batching.next_group(self.lines(*spec), 1.0, 8, 5.0, 0.0)], ["a"])
-        self.assertEqual([ln.name for ln in batching.next_group(self.lines(*spec), 1.0, 8, 5.0, 0.5)], ["a", "b"])
-        self.assertEqual([ln.name for ln in batching.next_group(self.lines(*spec), 1.0, 8, 5.0, 1.0)], ["a", "b", "c"])
+        self.assertEqual([ln.name for ln in next_group(self.lines(*spec), 1.0, 8, 5.0, 0.0)], ["a"])
+        self.assertEqual([ln.name for ln in next_group(self.lines(*spec), 1.0, 8, 5.0, 0.5)], ["a", "b"])
+        self.assertEqual([ln.name for ln in next_group(self.lines(*spec), 1.0, 8, 5.0, 1.0)], ["a", "b", "c"])
 
     def test_a_line_that_waited_long_goes_first(self):
         import batching
 
         ready = self.lines(("long", 2000, 0.0), ("short", 100, 5.5), ("mid", 1500, 5.6))
-        group = batching.next_group(ready, now=6.0, size=4, max_wait=5.0, waste=0.5)
+        group = next_group(ready, now=6.0, size=4, max_wait=5.0, waste=0.5)
         self.assertEqual([ln.name for ln in group], ["long", "mid"])
         self.assertEqual([ln.name for ln in ready], ["short"])
 
@@ -792,6 +854,89 @@ class NextGroupTest(unittest.TestCase):
         self.assertEqual(batching.vocoder_batches(frames, size=8, waste=0.25), [[1, 2, 4, 5], [0], [3]])
         self.assertEqual(batching.vocoder_batches(frames, size=8, waste=0.0), [[1], [2], [4], [5], [0], [3]])
         self.assertEqual(batching.vocoder_batches([], size=8), [])
+
+
+@unittest.skipUnless(HAS_TORCH, "needs torch")
+class S2MelPreemptionTest(unittest.TestCase):
+    """The s2mel thread (Batcher._s2mel_loop) over an adapter that records each step:
+    a group of short lines whose GPT ends while a long group runs begins at once and
+    runs its steps before the long group's rest, and with --s2mel-groups 1 it waits."""
+
+    class Adapter:
+        diffusion_steps = 4
+
+        def __init__(self, log, gate):
+            import torch
+
+            import batching
+
+            self.device = torch.device("cpu")
+            self.log, self.gate, self.torch, self.batching = log, gate, torch, batching
+
+        def latents_batch(self, items):
+            return [None] * len(items)
+
+        def s2mel_start(self, items):
+            adapter = self
+
+            class Run(adapter.batching.S2MelRun):
+                def _steps(self, first, n):
+                    for i in range(first, first + n):
+                        adapter.log.append((items[0][3], i))
+                        if items[0][3] == 100 and i == 0:  # the long group waits at its first step
+                            adapter.gate.wait(10)
+
+                def mels(self):
+                    return [adapter.torch.zeros(1, 2, 3) for _ in items]
+
+            return Run(self.diffusion_steps)
+
+        def vocoder_batch(self, mels):
+            return mels
+
+    def line(self, seed, frames):
+        import types
+
+        import batching
+
+        ln = batching.Line(req=types.SimpleNamespace(seed=seed))
+        ln.sequences = [batching.Sequence(line=ln, index=0, text_tokens=None, limit=0)]
+        ln.frames, ln.ready_at = frames, time.perf_counter()
+        return ln
+
+    def run_loop(self, groups):
+        import batching
+
+        log, gate = [], threading.Event()
+        b = batching.Batcher(self.Adapter(log, gate), None, max_sequences=8, beams=1, kv_cache_bytes=0,
+                             s2mel_groups=groups)
+        b.s2mel_stream = b.vocoder_stream = None
+        threading.Thread(target=b._s2mel_loop, daemon=True).start()
+        long_line, short_line = self.line(100, 3000), self.line(200, 900)
+        with b.ready_cv:
+            b.ready.append(long_line)
+            b.ready_cv.notify()
+        deadline = time.monotonic() + 10
+        while not log and time.monotonic() < deadline:
+            time.sleep(0.001)
+        with b.ready_cv:  # the long group is at its first step
+            b.ready.append(short_line)
+            b.ready_cv.notify()
+        gate.set()
+        ended = [b.vocoded.get(timeout=10)[0][0].req.seed for _ in range(2)]
+        return log, ended, b.stats["s2mel_preempted"]
+
+    def test_a_short_group_runs_between_a_long_groups_steps(self):
+        log, ended, preempted = self.run_loop(groups=2)
+        self.assertEqual(log, [(100, 0), (200, 0), (200, 1), (200, 2), (200, 3), (100, 1), (100, 2), (100, 3)])
+        self.assertEqual(ended, [200, 100], "the short line's mels went to the vocoder first")
+        self.assertEqual(preempted, 1)
+
+    def test_one_group_at_a_time_when_told(self):
+        log, ended, preempted = self.run_loop(groups=1)
+        self.assertEqual(log, [(100, i) for i in range(4)] + [(200, i) for i in range(4)])
+        self.assertEqual(ended, [100, 200])
+        self.assertEqual(preempted, 0)
 
 
 @unittest.skipUnless(HAS_TORCH, "needs torch")

@@ -194,7 +194,7 @@ class IndexTTSAdapterTest(unittest.TestCase):
     @unittest.skipIf(DEVICE == "cuda", "builds its codes on the CPU")
     def test_latents_and_s2mel_match_the_modules_own_paths(self):
         """latents_batch: UnifiedVoice.forward's latents, alone and padded in a batch;
-        s2mel_batch of one line: the CFM's own inference under the same noise."""
+        s2mel_start of one line: the CFM's own inference under the same noise."""
         import protocol
         import torch
 
@@ -221,7 +221,7 @@ class IndexTTSAdapterTest(unittest.TestCase):
                 self.assertTrue(torch.allclose(a.latents_batch([(cond, tokens, codes)])[0], want, atol=1e-5))
 
             cond, tokens, codes = items[1]
-            mel, = a.s2mel_batch([(cond, batched[1], codes, 1234)])
+            mel, = a.s2mel_start([(cond, batched[1], codes, 1234)]).all_mels()
             models = a.tts.s2mel.models
             s = a.tts.semantic_codec.quantizer.vq2emb(codes.unsqueeze(1)).transpose(1, 2) + models["gpt_layer"](
                 batched[1])
