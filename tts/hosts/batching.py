@@ -26,6 +26,7 @@ The model-specific parts are an adapter (BenchAdapter in bench_host.py); this mo
 the one batching core. It needs torch only when it serves; it imports without it.
 """
 
+import argparse
 import contextlib
 import dataclasses
 import math
@@ -64,9 +65,13 @@ S2MEL_MAX_WAIT = 5.0
 # lines in flight, 0.25 gave p95 of lines up to 5 s of 1.39-2.74 s over four passes
 # (median 1.57), 0.5 1.81-2.12 s and 1.0 2.27-2.75 s (docs/benchmarks.md).
 S2MEL_WASTE = 0.25
-# s2mel's groups begun at once: a group of less work than every group begun runs its
-# steps before theirs (shortest remaining work first); 1: one group after another.
-S2MEL_GROUPS = 2
+# Whether a group of s2mel lines of less work than the group running begins at once,
+# its steps run before the rest of the running group's; a group is passed over at most
+# once, so that a stream of short groups cannot hold it back for ever. On an H200 at 16
+# lines in flight, passing over without that bound (any number of times) lowered p50
+# from 1.24-1.31 s to 0.71-0.85 s but raised p95 of lines up to 5 s from 1.54-1.64 s
+# to 6.5-11.4 s (docs/benchmarks.md).
+S2MEL_PREEMPT = False
 # The same for the lines the vocoder runs at once (their own frames, no prompt): it
 # gains little from a batch (on an H200, a 5 s line took 0.033 s alone and 0.028 s in
 # a batch of 16), so it runs lines of about one length together, the shortest first.
@@ -343,9 +348,10 @@ def add_decode_args(p, prefix):
     p.add_argument("--s2mel-waste", type=float, default=float(env(prefix + "_S2MEL_WASTE", str(S2MEL_WASTE))),
                    help="with --batch: the padding an s2mel group may carry, its longest line's frames (prompt "
                         f"and target) at most 1 + this times its shortest's ({S2MEL_WASTE})")
-    p.add_argument("--s2mel-groups", type=int, default=int(env(prefix + "_S2MEL_GROUPS", str(S2MEL_GROUPS))),
-                   help="with --batch: s2mel groups begun at once, a group of less work than every one begun "
-                        f"running its steps first (1: one group after another; {S2MEL_GROUPS})")
+    p.add_argument("--s2mel-preempt", action=argparse.BooleanOptionalAction,
+                   default=env_bool(prefix + "_S2MEL_PREEMPT", S2MEL_PREEMPT),
+                   help="with --batch: an s2mel group of less work than the one running begins at once and runs "
+                        f"its steps first, a group passed over at most once ({S2MEL_PREEMPT})")
     p.add_argument("--greedy", action="store_true", default=env_bool(prefix + "_GREEDY", False),
                    help="with --batch --beams 1: take the likeliest token instead of sampling (deterministic)")
     p.add_argument("--top-k", type=int, default=int(env(prefix + "_TOP_K", str(TOP_K))),
@@ -364,13 +370,11 @@ def decode_settings(opts, name):
                          f"above 0 (got {opts.top_k}, {opts.top_p}, {opts.temperature})")
     if opts.s2mel_sms < 0:
         raise SystemExit(f"{name}: --s2mel-sms must not be negative (got {opts.s2mel_sms})")
-    if opts.s2mel_groups < 1:
-        raise SystemExit(f"{name}: --s2mel-groups must be at least 1 (got {opts.s2mel_groups})")
     if not 0 <= opts.s2mel_waste < math.inf:
         raise SystemExit(f"{name}: --s2mel-waste must be a number, 0 or more (got {opts.s2mel_waste})")
     return {"greedy": opts.greedy, "top_k": opts.top_k, "top_p": opts.top_p, "temperature": opts.temperature,
             "decode_graphs": opts.decode_graphs, "paged": opts.paged, "s2mel_sms": opts.s2mel_sms,
-            "s2mel_waste": opts.s2mel_waste, "s2mel_groups": opts.s2mel_groups}
+            "s2mel_waste": opts.s2mel_waste, "s2mel_preempt": opts.s2mel_preempt}
 
 
 def penalise(logits, seen, penalty):
@@ -519,7 +523,7 @@ class Batcher:
     """The GPT loop (one thread) and the s2mel stage (another), over one adapter."""
 
     def __init__(self, adapter, meter, max_sequences, beams, kv_cache_bytes, decode_stride=1, s2mel_batch=16,
-                 s2mel_max_wait=S2MEL_MAX_WAIT, s2mel_waste=S2MEL_WASTE, s2mel_groups=S2MEL_GROUPS, repetition_penalty=REPETITION_PENALTY,
+                 s2mel_max_wait=S2MEL_MAX_WAIT, s2mel_waste=S2MEL_WASTE, s2mel_preempt=S2MEL_PREEMPT, repetition_penalty=REPETITION_PENALTY,
                  temperature=TEMPERATURE,
                  greedy=False, top_k=TOP_K, top_p=TOP_P, decode_graphs=True, paged=True, s2mel_sms=0):
         self.a = adapter
@@ -543,7 +547,7 @@ class Batcher:
         self.vocoded = queue.SimpleQueue()  # (lines, wavs, event, launched) for the writer
         self.s2mel_max_wait = s2mel_max_wait
         self.s2mel_waste = s2mel_waste
-        self.s2mel_groups = s2mel_groups
+        self.s2mel_preempt = s2mel_preempt
         self.lock = threading.Lock()
         self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0, "graphs_refused": 0,
                       "prefills": 0, "graph_prefills": 0, "s2mel_preempted": 0}
@@ -737,7 +741,7 @@ class Batcher:
                 "graph_pool_bytes": self.graph_pool_bytes, "graphs_refused": self.stats["graphs_refused"],
                 "paged_attention": self.paged, "paged_attention_off": self.paged_off,
                 "s2mel_sms": self.s2mel_sms, "s2mel_sms_off": self.s2mel_sms_off,
-                "s2mel_groups": self.s2mel_groups, "s2mel_preempted": self.stats["s2mel_preempted"],
+                "s2mel_preempt": self.s2mel_preempt, "s2mel_preempted": self.stats["s2mel_preempted"],
                 "vocoder_kernel": self.vocoder_kernel, "vocoder_kernel_off": self.vocoder_kernel_off,
                 "timing": {k: round(v, 4) for k, v in self.timing.items()},
             }
@@ -1142,12 +1146,13 @@ class Batcher:
     # -- the s2mel stage ----------------------------------------------------------------
 
     def _s2mel_loop(self):
-        """s2mel's groups, one step at a time: of the groups begun (at most s2mel_groups),
-        the one of least work left runs its next step, so that a group of short lines
-        that finish their GPT while a long group runs need not wait for all of its
-        steps (shortest remaining work first). A group begins when none runs, or when
-        it would run first (begins)."""
-        jobs = []  # S2MelJob, begun and not yet ended
+        """s2mel's groups, one step at a time. With s2mel_preempt a group that would run
+        first (preempts: less work than the running group's left, which has not been
+        passed over before) begins at once and runs its steps to the end, then the group
+        it passed over resumes: short lines that finish their GPT while a long group
+        runs need not wait for all of its steps, and no group waits behind more than
+        one other. Without, one group after another."""
+        jobs = []  # S2MelJob begun and not ended: the last runs, one before it waits
         pending = None  # the event of the step launched before the last
         with self._stream(self.s2mel_stream), torch.inference_mode():
             while True:
@@ -1155,24 +1160,25 @@ class Batcher:
                 with self.ready_cv:
                     while not self.ready and not jobs:
                         self.ready_cv.wait()
-                    if self.ready and len(jobs) < self.s2mel_groups:
+                    if self.ready and (not jobs or self.s2mel_preempt and len(jobs) == 1):
                         group = group_of(self.ready, time.perf_counter(), self.s2mel_batch, self.s2mel_max_wait,
                                          self.s2mel_waste)
-                        if begins(group_work(group, self.a.diffusion_steps), [j.work_left() for j in jobs]):
+                        if not jobs or preempts(group_work(group, self.a.diffusion_steps), jobs[0]):
                             take(self.ready, group)
                         else:
                             group = None
                 if group is not None:
                     if jobs:
+                        jobs[0].passed = True
                         with self.lock:
                             self.stats["s2mel_preempted"] += 1
                     job = self._begin(group)
                     if job is not None:
                         jobs.append(job)
                     continue
-                job = min(jobs, key=lambda j: j.work_left())
+                job = jobs[-1]
                 if not self._advance(job):
-                    jobs.remove(job)
+                    jobs.pop()
                     continue
                 # At most two steps queued on the stream: a group that begins now runs
                 # its first step after them, not after every step launched so far.
@@ -1183,7 +1189,7 @@ class Batcher:
                         pending.synchronize()
                     pending = done
                 if job.run.steps_left == 0:
-                    jobs.remove(job)
+                    jobs.pop()
                     self._end(job)
 
     def _measure(self, job, fn):
@@ -1409,16 +1415,17 @@ def group_work(lines, steps):
     return steps * sum(len(ln.sequences) for ln in lines) * max(ln.frames for ln in lines)
 
 
-def begins(work, running):
-    """Whether a group of this much work begins beside the groups in s2mel (running:
-    their work left), where it is let in at all (Batcher.s2mel_groups): where none
-    runs, or where it would run first, having less work than any of them."""
-    return not running or work < min(running)
+def preempts(work, job):
+    """Whether a group of this much work begins beside job, the group running, and runs
+    its steps first (Batcher.s2mel_preempt): where it has less work than job has left
+    and job has not been passed over before."""
+    return not job.passed and work < job.work_left()
 
 
 class S2MelJob:
     """A group in s2mel: its lines, the adapter's run of its flow-matching steps, when
-    it began, the memory it holds and the most it has held (the allocator's)."""
+    it began, the memory it holds and the most it has held (the allocator's), and
+    whether another group has run its steps before its rest (passed)."""
 
     def __init__(self, lines, begun):
         self.lines = lines
@@ -1426,6 +1433,7 @@ class S2MelJob:
         self.run = None
         self.held = 0
         self.peak = 0
+        self.passed = False
         self.rows = sum(len(ln.sequences) for ln in lines)
         self.frames = max(ln.frames for ln in lines)
 

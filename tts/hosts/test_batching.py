@@ -421,8 +421,7 @@ class BatchingTest(HostCase, unittest.TestCase):
         import bench_host
 
         for flag, value in (("--max-sequences", "0"), ("--top-k", "-1"), ("--top-p", "0"), ("--temperature", "nan"),
-                            ("--s2mel-sms", "-1"), ("--s2mel-waste", "-0.5"), ("--s2mel-waste", "inf"),
-                            ("--s2mel-groups", "0")):
+                            ("--s2mel-sms", "-1"), ("--s2mel-waste", "-0.5"), ("--s2mel-waste", "inf")):
             opts = bench_host.parse_args(["--port", "0", "--batch", flag, value])
             with self.assertRaises(SystemExit, msg=flag) as cm:
                 bench_host.batching_host(opts, bench_host.Dims.tiny())
@@ -797,7 +796,7 @@ def next_group(ready, now, size, max_wait, waste):
 
 class NextGroupTest(unittest.TestCase):
     """The s2mel stage's choice of the next group (batching.group_of), whether it
-    begins beside the groups in s2mel (batching.begins), and the vocoder's batches
+    begins beside the group in s2mel (batching.preempts), and the vocoder's batches
     within a group (batching.vocoder_batches), on plain lines."""
 
     @staticmethod
@@ -812,10 +811,15 @@ class NextGroupTest(unittest.TestCase):
         short, long_ = self.lines(("s", 800, 0.0)), self.lines(("a", 1500, 0.0), ("b", 1400, 0.0))
         self.assertEqual(batching.group_work(long_, 25), 25 * 2 * 1500, "sequences x the longest's frames x steps")
         self.assertEqual(batching.group_work(short, 25), 25 * 800)
-        self.assertTrue(batching.begins(25 * 800, []), "none runs: it begins")
-        self.assertTrue(batching.begins(25 * 800, [10 * 2 * 1500]), "less work than the group running")
-        self.assertFalse(batching.begins(25 * 800, [5 * 2 * 1500]), "the group running is nearly done")
-        self.assertFalse(batching.begins(25 * 800, [25 * 2 * 1500, 25 * 600]), "more work than one of them")
+        running = batching.S2MelJob(long_, begun=0.0)
+        running.run = batching.S2MelRun(25)
+        running.run.done = 15
+        self.assertEqual(running.work_left(), 10 * 2 * 1500)
+        self.assertTrue(batching.preempts(25 * 800, running), "less work than the group running has left")
+        running.run.done = 20
+        self.assertFalse(batching.preempts(25 * 800, running), "the group running is nearly done")
+        running.run.done, running.passed = 15, True
+        self.assertFalse(batching.preempts(25 * 800, running), "the group running was passed over once already")
 
     def test_fewest_frames_first_with_companions_of_similar_frames(self):
         import batching
@@ -859,19 +863,20 @@ class NextGroupTest(unittest.TestCase):
 @unittest.skipUnless(HAS_TORCH, "needs torch")
 class S2MelPreemptionTest(unittest.TestCase):
     """The s2mel thread (Batcher._s2mel_loop) over an adapter that records each step:
-    a group of short lines whose GPT ends while a long group runs begins at once and
-    runs its steps before the long group's rest, and with --s2mel-groups 1 it waits."""
+    with s2mel_preempt a group of short lines whose GPT ends while a long group runs
+    begins at once and runs its steps before the long group's rest, the long group is
+    passed over once only, and without s2mel_preempt the short group waits."""
 
     class Adapter:
         diffusion_steps = 4
 
-        def __init__(self, log, gate):
+        def __init__(self, log, gates):
             import torch
 
             import batching
 
             self.device = torch.device("cpu")
-            self.log, self.gate, self.torch, self.batching = log, gate, torch, batching
+            self.log, self.gates, self.torch, self.batching = log, gates, torch, batching
 
         def latents_batch(self, items):
             return [None] * len(items)
@@ -881,10 +886,11 @@ class S2MelPreemptionTest(unittest.TestCase):
 
             class Run(adapter.batching.S2MelRun):
                 def _steps(self, first, n):
+                    seed = items[0][3]
                     for i in range(first, first + n):
-                        adapter.log.append((items[0][3], i))
-                        if items[0][3] == 100 and i == 0:  # the long group waits at its first step
-                            adapter.gate.wait(10)
+                        adapter.log.append((seed, i))
+                        if i == 0 and seed in adapter.gates:  # the group waits at its first step
+                            adapter.gates[seed].wait(10)
 
                 def mels(self):
                     return [adapter.torch.zeros(1, 2, 3) for _ in items]
@@ -904,36 +910,46 @@ class S2MelPreemptionTest(unittest.TestCase):
         ln.frames, ln.ready_at = frames, time.perf_counter()
         return ln
 
-    def run_loop(self, groups):
+    def run_loop(self, preempt, lines):
+        """Lines (seed, frames) made ready one by one, each while the group begun
+        before it waits at its first step: the steps run, the seeds in the order their
+        groups ended, and the groups begun while another ran."""
         import batching
 
-        log, gate = [], threading.Event()
-        b = batching.Batcher(self.Adapter(log, gate), None, max_sequences=8, beams=1, kv_cache_bytes=0,
-                             s2mel_groups=groups)
+        log, gates = [], {seed: threading.Event() for seed, _ in lines[:-1]}
+        b = batching.Batcher(self.Adapter(log, gates), None, max_sequences=8, beams=1, kv_cache_bytes=0,
+                             s2mel_preempt=preempt)
         b.s2mel_stream = b.vocoder_stream = None
         threading.Thread(target=b._s2mel_loop, daemon=True).start()
-        long_line, short_line = self.line(100, 3000), self.line(200, 900)
-        with b.ready_cv:
-            b.ready.append(long_line)
-            b.ready_cv.notify()
         deadline = time.monotonic() + 10
-        while not log and time.monotonic() < deadline:
-            time.sleep(0.001)
-        with b.ready_cv:  # the long group is at its first step
-            b.ready.append(short_line)
-            b.ready_cv.notify()
-        gate.set()
-        ended = [b.vocoded.get(timeout=10)[0][0].req.seed for _ in range(2)]
+        waiting = None
+        for seed, frames in lines:
+            with b.ready_cv:
+                b.ready.append(self.line(seed, frames))
+                b.ready_cv.notify()
+            if waiting is not None:
+                gates[waiting].set()
+            waiting = seed
+            while waiting in gates and (seed, 0) not in log and time.monotonic() < deadline:
+                time.sleep(0.001)
+        ended = [b.vocoded.get(timeout=10)[0][0].req.seed for _ in lines]
         return log, ended, b.stats["s2mel_preempted"]
 
     def test_a_short_group_runs_between_a_long_groups_steps(self):
-        log, ended, preempted = self.run_loop(groups=2)
+        log, ended, preempted = self.run_loop(True, [(100, 3000), (200, 900)])
         self.assertEqual(log, [(100, 0), (200, 0), (200, 1), (200, 2), (200, 3), (100, 1), (100, 2), (100, 3)])
         self.assertEqual(ended, [200, 100], "the short line's mels went to the vocoder first")
         self.assertEqual(preempted, 1)
 
+    def test_a_group_is_passed_over_once_only(self):
+        log, ended, preempted = self.run_loop(True, [(100, 3000), (200, 900), (300, 500)])
+        self.assertEqual(log, [(100, 0)] + [(200, i) for i in range(4)] + [(100, i) for i in range(1, 4)]
+                         + [(300, i) for i in range(4)])
+        self.assertEqual(ended, [200, 100, 300], "the shortest waited for the group passed over before")
+        self.assertEqual(preempted, 1)
+
     def test_one_group_at_a_time_when_told(self):
-        log, ended, preempted = self.run_loop(groups=1)
+        log, ended, preempted = self.run_loop(False, [(100, 3000), (200, 900)])
         self.assertEqual(log, [(100, i) for i in range(4)] + [(200, i) for i in range(4)])
         self.assertEqual(ended, [100, 200])
         self.assertEqual(preempted, 0)
