@@ -67,10 +67,11 @@ S2MEL_MAX_WAIT = 5.0
 S2MEL_WASTE = 0.25
 # Whether a group of s2mel lines of less work than the group running begins at once,
 # its steps run before the rest of the running group's; a group is passed over at most
-# once, so that a stream of short groups cannot hold it back for ever. On an H200 at 16
-# lines in flight, passing over without that bound (any number of times) lowered p50
-# from 1.24-1.31 s to 0.71-0.85 s but raised p95 of lines up to 5 s from 1.54-1.64 s
-# to 6.5-11.4 s (docs/benchmarks.md).
+# once, so that a stream of short groups cannot hold it back for ever. Off: on an H200
+# at 16 lines in flight, passed over any number of times, p50 fell from 1.24-1.31 s to
+# 0.71-0.85 s but p95 of lines up to 5 s rose from 1.54-1.64 s to 6.5-11.4 s; passed
+# over once, p95 was 1.32-2.85 s against 1.47-1.65 s without (docs/benchmarks.md):
+# two groups stepped in turn cost more than one group of their lines.
 S2MEL_PREEMPT = False
 # The same for the lines the vocoder runs at once (their own frames, no prompt): it
 # gains little from a batch (on an H200, a 5 s line took 0.033 s alone and 0.028 s in
