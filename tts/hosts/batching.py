@@ -1152,7 +1152,7 @@ class Batcher:
         passed over before) begins at once and runs its steps to the end, then the group
         it passed over resumes: short lines that finish their GPT while a long group
         runs need not wait for all of its steps, and no group waits behind more than
-        one other. Without, one group after another."""
+        one other. Without, one group after another, each one's steps launched at once."""
         jobs = []  # S2MelJob begun and not ended: the last runs, one before it waits
         pending = None  # the event of the step launched before the last
         with self._stream(self.s2mel_stream), torch.inference_mode():
@@ -1169,21 +1169,23 @@ class Batcher:
                         else:
                             group = None
                 if group is not None:
-                    if jobs:
-                        jobs[0].passed = True
-                        with self.lock:
-                            self.stats["s2mel_preempted"] += 1
                     job = self._begin(group)
                     if job is not None:
+                        if jobs:
+                            jobs[0].passed = True
+                            with self.lock:
+                                self.stats["s2mel_preempted"] += 1
                         jobs.append(job)
                     continue
                 job = jobs[-1]
-                if not self._advance(job):
+                # Without preemption no group begins between a group's steps: they are
+                # launched in one go.
+                if not self._advance(job, 1 if self.s2mel_preempt else job.run.steps_left):
                     jobs.pop()
                     continue
                 # At most two steps queued on the stream: a group that begins now runs
                 # its first step after them, not after every step launched so far.
-                if self.s2mel_stream is not None:
+                if self.s2mel_preempt and self.s2mel_stream is not None:
                     done = torch.cuda.Event()
                     done.record()
                     if pending is not None:
@@ -1234,10 +1236,10 @@ class Batcher:
             self._fail_group(lines, e)
             return None
 
-    def _advance(self, job):
-        """job's next step; False where it failed (its lines fail with the error)."""
+    def _advance(self, job, n):
+        """job's next n steps; False where they failed (its lines fail with the error)."""
         try:
-            self._measure(job, lambda: job.run.advance(1))
+            self._measure(job, lambda: job.run.advance(n))
             return True
         except Exception as e:  # noqa: BLE001
             self._fail_group(job.lines, e)

@@ -871,27 +871,32 @@ class S2MelPreemptionTest(unittest.TestCase):
     class Adapter:
         diffusion_steps = 4
 
-        def __init__(self, log, gates):
+        def __init__(self, log, gates, refused=()):
             import torch
 
             import batching
 
             self.device = torch.device("cpu")
             self.log, self.gates, self.torch, self.batching = log, gates, torch, batching
+            self.refused = refused  # seeds whose group fails as it begins
+            self.launches = []  # (seed, first step, steps) of each advance
 
         def latents_batch(self, items):
             return [None] * len(items)
 
         def s2mel_start(self, items):
             adapter = self
+            if items[0][3] in self.refused:
+                raise RuntimeError("CUDA out of memory (the test's)")
 
             class Run(adapter.batching.S2MelRun):
                 def _steps(self, first, n):
                     seed = items[0][3]
+                    adapter.launches.append((seed, first, n))
                     for i in range(first, first + n):
                         adapter.log.append((seed, i))
-                        if i == 0 and seed in adapter.gates:  # the group waits at its first step
-                            adapter.gates[seed].wait(10)
+                        if (seed, i) in adapter.gates:  # the group waits at this step
+                            adapter.gates[seed, i].wait(10)
 
                 def mels(self):
                     return [adapter.torch.zeros(1, 2, 3) for _ in items]
@@ -917,30 +922,48 @@ class S2MelPreemptionTest(unittest.TestCase):
         groups ended, and the groups begun while another ran."""
         import batching
 
-        log, gates = [], {seed: threading.Event() for seed, _ in lines[:-1]}
-        b = batching.Batcher(self.Adapter(log, gates), None, max_sequences=8, beams=1, kv_cache_bytes=0,
+        log, gates = [], {(seed, 0): threading.Event() for seed, _ in lines[:-1]}
+        b = self.start(log, gates, preempt)
+        waiting = None
+        for seed, frames in lines:
+            self.make_ready(b, seed, frames)
+            if waiting is not None:
+                gates[waiting].set()
+            waiting = (seed, 0)
+            self.wait_for(log, waiting if waiting in gates else None)
+        ended = [b.vocoded.get(timeout=10)[0][0].req.seed for _ in lines]
+        self.launches = b.a.launches
+        return log, ended, b.stats["s2mel_preempted"]
+
+    def start(self, log, gates, preempt, refused=()):
+        import batching
+        import protocol
+
+        b = batching.Batcher(self.Adapter(log, gates, refused), protocol.Meter(), max_sequences=8, beams=1, kv_cache_bytes=0,
                              s2mel_preempt=preempt)
         b.s2mel_stream = b.vocoder_stream = None
         threading.Thread(target=b._s2mel_loop, daemon=True).start()
+        return b
+
+    def make_ready(self, b, seed, frames):
+        ln = self.line(seed, frames)
+        with b.ready_cv:
+            b.ready.append(ln)
+            b.ready_cv.notify()
+        return ln
+
+    @staticmethod
+    def wait_for(log, step):
         deadline = time.monotonic() + 10
-        waiting = None
-        for seed, frames in lines:
-            with b.ready_cv:
-                b.ready.append(self.line(seed, frames))
-                b.ready_cv.notify()
-            if waiting is not None:
-                gates[waiting].set()
-            waiting = seed
-            while waiting in gates and (seed, 0) not in log and time.monotonic() < deadline:
-                time.sleep(0.001)
-        ended = [b.vocoded.get(timeout=10)[0][0].req.seed for _ in lines]
-        return log, ended, b.stats["s2mel_preempted"]
+        while step is not None and step not in log and time.monotonic() < deadline:
+            time.sleep(0.001)
 
     def test_a_short_group_runs_between_a_long_groups_steps(self):
         log, ended, preempted = self.run_loop(True, [(100, 3000), (200, 900)])
         self.assertEqual(log, [(100, 0), (200, 0), (200, 1), (200, 2), (200, 3), (100, 1), (100, 2), (100, 3)])
         self.assertEqual(ended, [200, 100], "the short line's mels went to the vocoder first")
         self.assertEqual(preempted, 1)
+        self.assertEqual(self.launches[:2], [(100, 0, 1), (200, 0, 1)], "one step at a time")
 
     def test_a_group_is_passed_over_once_only(self):
         log, ended, preempted = self.run_loop(True, [(100, 3000), (200, 900), (300, 500)])
@@ -949,11 +972,30 @@ class S2MelPreemptionTest(unittest.TestCase):
         self.assertEqual(ended, [200, 100, 300], "the shortest waited for the group passed over before")
         self.assertEqual(preempted, 1)
 
+    def test_a_group_that_fails_as_it_begins_has_passed_nothing_over(self):
+        log, gates = [], {(100, 0): threading.Event(), (100, 1): threading.Event()}
+        b = self.start(log, gates, True, refused=(200,))
+        self.make_ready(b, 100, 3000)
+        self.wait_for(log, (100, 0))
+        refused = self.make_ready(b, 200, 900)
+        gates[100, 0].set()
+        self.wait_for(log, (100, 1))  # the refused group failed before the long group's next step
+        self.assertTrue(refused.done.is_set())
+        self.assertIn("out of memory", str(refused.error))
+        self.make_ready(b, 300, 500)
+        gates[100, 1].set()
+        ended = [b.vocoded.get(timeout=10)[0][0].req.seed for _ in range(2)]
+        self.assertEqual(log, [(100, 0), (100, 1)] + [(300, i) for i in range(4)] + [(100, 2), (100, 3)],
+                         "the long group was not passed over by the group that failed: the next one passes it")
+        self.assertEqual(ended, [300, 100])
+        self.assertEqual(b.stats["s2mel_preempted"], 1)
+
     def test_one_group_at_a_time_when_told(self):
         log, ended, preempted = self.run_loop(False, [(100, 3000), (200, 900)])
         self.assertEqual(log, [(100, i) for i in range(4)] + [(200, i) for i in range(4)])
         self.assertEqual(ended, [100, 200])
         self.assertEqual(preempted, 0)
+        self.assertEqual(self.launches, [(100, 0, 4), (200, 0, 4)], "each group's steps launched in one go")
 
 
 @unittest.skipUnless(HAS_TORCH, "needs torch")
