@@ -150,9 +150,8 @@ def run_batch(host, lengths, refs, tmp, concurrency):
         "steps": steps, "step": {k: round(v * 1e3 / steps, 2) for k, v in step.items()},
         "prefill_seconds": round(took["prefill"], 2),
         "s2mel_sms": h["batch"]["s2mel_sms"],
-        # s2mel groups begun while another ran, having less work (--s2mel-preempt).
-        "s2mel_preempt": h["batch"]["s2mel_preempt"],
-        "s2mel_preempted": h["batch"]["s2mel_preempted"] - before["s2mel_preempted"],
+        # Whether lines joined s2mel at its next step (--s2mel-rolling) or in groups.
+        "s2mel_rolling": h["batch"]["s2mel_rolling"],
         # Every line: its slot (s), its latency (s) and its stages, in the workload's order.
         "per_line": [{"seconds": r[3], "latency": round(r[2], 3), "stages": {k: round(v, 3) for k, v in r[1]["stages"].items()}}
                      for r in ok],

@@ -65,14 +65,12 @@ S2MEL_MAX_WAIT = 5.0
 # lines in flight, 0.25 gave p95 of lines up to 5 s of 1.39-2.74 s over four passes
 # (median 1.57), 0.5 1.81-2.12 s and 1.0 2.27-2.75 s (docs/benchmarks.md).
 S2MEL_WASTE = 0.25
-# Whether a group of s2mel lines of less work than the group running begins at once,
-# its steps run before the rest of the running group's; a group is passed over at most
-# once, so that a stream of short groups cannot hold it back for ever. Off: on an H200
-# at 16 lines in flight, passed over any number of times, p50 fell from 1.24-1.31 s to
-# 0.71-0.85 s but p95 of lines up to 5 s rose from 1.54-1.64 s to 6.5-11.4 s; passed
-# over once, p95 was 1.32-2.85 s against 1.47-1.65 s without (docs/benchmarks.md):
-# two groups stepped in turn cost more than one group of their lines.
-S2MEL_PREEMPT = False
+# Whether lines join s2mel's table at its next step, each row at its own step
+# (S2MelTable), or a group of lines (group_of) runs its steps through before the next.
+# An earlier try, a group of less work beginning beside the one running and stepped in
+# turn with it, was dropped: on an H200 at 16 lines in flight p95 of lines up to 5 s was
+# 1.32-2.85 s against 1.47-1.65 s without (docs/benchmarks.md).
+S2MEL_ROLLING = False
 # The same for the lines the vocoder runs at once (their own frames, no prompt): it
 # gains little from a batch (on an H200, a 5 s line took 0.033 s alone and 0.028 s in
 # a batch of 16), so it runs lines of about one length together, the shortest first.
@@ -349,10 +347,10 @@ def add_decode_args(p, prefix):
     p.add_argument("--s2mel-waste", type=float, default=float(env(prefix + "_S2MEL_WASTE", str(S2MEL_WASTE))),
                    help="with --batch: the padding an s2mel group may carry, its longest line's frames (prompt "
                         f"and target) at most 1 + this times its shortest's ({S2MEL_WASTE})")
-    p.add_argument("--s2mel-preempt", action=argparse.BooleanOptionalAction,
-                   default=env_bool(prefix + "_S2MEL_PREEMPT", S2MEL_PREEMPT),
-                   help="with --batch: an s2mel group of less work than the one running begins at once and runs "
-                        f"its steps first, a group passed over at most once ({S2MEL_PREEMPT})")
+    p.add_argument("--s2mel-rolling", action=argparse.BooleanOptionalAction,
+                   default=env_bool(prefix + "_S2MEL_ROLLING", S2MEL_ROLLING),
+                   help="with --batch: a line joins s2mel at its next flow-matching step, each sequence at its own "
+                        f"step, instead of in a group that runs its steps through ({S2MEL_ROLLING})")
     p.add_argument("--greedy", action="store_true", default=env_bool(prefix + "_GREEDY", False),
                    help="with --batch --beams 1: take the likeliest token instead of sampling (deterministic)")
     p.add_argument("--top-k", type=int, default=int(env(prefix + "_TOP_K", str(TOP_K))),
@@ -375,7 +373,7 @@ def decode_settings(opts, name):
         raise SystemExit(f"{name}: --s2mel-waste must be a number, 0 or more (got {opts.s2mel_waste})")
     return {"greedy": opts.greedy, "top_k": opts.top_k, "top_p": opts.top_p, "temperature": opts.temperature,
             "decode_graphs": opts.decode_graphs, "paged": opts.paged, "s2mel_sms": opts.s2mel_sms,
-            "s2mel_waste": opts.s2mel_waste, "s2mel_preempt": opts.s2mel_preempt}
+            "s2mel_waste": opts.s2mel_waste, "s2mel_rolling": opts.s2mel_rolling}
 
 
 def penalise(logits, seen, penalty):
@@ -504,7 +502,9 @@ class Line:
     started: float = 0.0  # joined the batch
     stages: dict = dataclasses.field(default_factory=dict)
     activation_bytes: int = 0
-    s2mel_group: int = 0
+    s2mel_peak: int = 0  # its share of the most an s2mel step or its vocoder allocated
+    s2mel_at: float = 0.0  # joined s2mel
+    s2mel_group: int = 0  # the most lines in s2mel's table with it
     frames: int = 0  # s2mel's frames for its longest sequence, prompt and target (its GPT done)
     kv_bytes: int = 0
     event: object = None
@@ -524,7 +524,7 @@ class Batcher:
     """The GPT loop (one thread) and the s2mel stage (another), over one adapter."""
 
     def __init__(self, adapter, meter, max_sequences, beams, kv_cache_bytes, decode_stride=1, s2mel_batch=16,
-                 s2mel_max_wait=S2MEL_MAX_WAIT, s2mel_waste=S2MEL_WASTE, s2mel_preempt=S2MEL_PREEMPT, repetition_penalty=REPETITION_PENALTY,
+                 s2mel_max_wait=S2MEL_MAX_WAIT, s2mel_waste=S2MEL_WASTE, s2mel_rolling=S2MEL_ROLLING, repetition_penalty=REPETITION_PENALTY,
                  temperature=TEMPERATURE,
                  greedy=False, top_k=TOP_K, top_p=TOP_P, decode_graphs=True, paged=True, s2mel_sms=0):
         self.a = adapter
@@ -548,10 +548,10 @@ class Batcher:
         self.vocoded = queue.SimpleQueue()  # (lines, wavs, event, launched) for the writer
         self.s2mel_max_wait = s2mel_max_wait
         self.s2mel_waste = s2mel_waste
-        self.s2mel_preempt = s2mel_preempt
+        self.s2mel_rolling = s2mel_rolling
         self.lock = threading.Lock()
         self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0, "graphs_refused": 0,
-                      "prefills": 0, "graph_prefills": 0, "s2mel_preempted": 0}
+                      "prefills": 0, "graph_prefills": 0}
         # Where the GPT thread's time goes (seconds, summed): whole decode steps, their
         # wait for the device (the one sync of a step), the thread's CPU time in a step
         # outside that wait, and prefills. The rest of a step's time the thread was
@@ -742,7 +742,7 @@ class Batcher:
                 "graph_pool_bytes": self.graph_pool_bytes, "graphs_refused": self.stats["graphs_refused"],
                 "paged_attention": self.paged, "paged_attention_off": self.paged_off,
                 "s2mel_sms": self.s2mel_sms, "s2mel_sms_off": self.s2mel_sms_off,
-                "s2mel_preempt": self.s2mel_preempt, "s2mel_preempted": self.stats["s2mel_preempted"],
+                "s2mel_rolling": self.s2mel_rolling,
                 "vocoder_kernel": self.vocoder_kernel, "vocoder_kernel_off": self.vocoder_kernel_off,
                 "timing": {k: round(v, 4) for k, v in self.timing.items()},
             }
@@ -1147,139 +1147,117 @@ class Batcher:
     # -- the s2mel stage ----------------------------------------------------------------
 
     def _s2mel_loop(self):
-        """s2mel's groups, one step at a time. With s2mel_preempt a group that would run
-        first (preempts: less work than the running group's left, which has not been
-        passed over before) begins at once and runs its steps to the end, then the group
-        it passed over resumes: short lines that finish their GPT while a long group
-        runs need not wait for all of its steps, and no group waits behind more than
-        one other. Without, one group after another, each one's steps launched at once."""
-        jobs = []  # S2MelJob begun and not ended: the last runs, one before it waits
-        pending = None  # the event of the step launched before the last
+        """s2mel's table (S2MelTable), one step at a time. With s2mel_rolling, lines
+        join the table at the next step, whatever the steps of the rows in it, as long
+        as it holds fewer than s2mel_batch lines: a short line whose GPT ends while long
+        ones are in s2mel waits one step, not for their group's end. Without, a group
+        (group_of) fills the empty table and runs its steps through before the next."""
+        table = self.a.s2mel_table()
+        rows = []  # S2MelRow seated, in order of joining
         with self._stream(self.s2mel_stream), torch.inference_mode():
             while True:
                 group = None
                 with self.ready_cv:
-                    while not self.ready and not jobs:
+                    while not self.ready and not rows:
                         self.ready_cv.wait()
-                    if self.ready and (not jobs or self.s2mel_preempt and len(jobs) == 1):
-                        group = group_of(self.ready, time.perf_counter(), self.s2mel_batch, self.s2mel_max_wait,
-                                         self.s2mel_waste)
-                        if not jobs or preempts(group_work(group, self.a.diffusion_steps), jobs[0]):
-                            take(self.ready, group)
-                        else:
-                            group = None
+                    room = self.s2mel_batch - len({id(r.line) for r in rows})
+                    if self.ready and room > 0 and (self.s2mel_rolling or not rows):
+                        group = group_of(self.ready, time.perf_counter(), room, self.s2mel_max_wait,
+                                         math.inf if self.s2mel_rolling else self.s2mel_waste)
+                        take(self.ready, group)
                 if group is not None:
-                    job = self._begin(group)
-                    if job is not None:
-                        if jobs:
-                            jobs[0].passed = True
-                            with self.lock:
-                                self.stats["s2mel_preempted"] += 1
-                        jobs.append(job)
+                    rows += self._join(table, group)
+                    if not rows:
+                        continue
+                lines = {id(r.line): r.line for r in rows}
+                try:
+                    peak = self._measure(lambda: table.step(rows)) + table.graph_bytes
+                except Exception as e:  # noqa: BLE001
+                    table.reset()
+                    self._fail_group(list(lines.values()), e)
+                    rows = []
                     continue
-                job = jobs[-1]
-                # Without preemption no group begins between a group's steps: they are
-                # launched in one go.
-                if not self._advance(job, 1 if self.s2mel_preempt else job.run.steps_left):
-                    jobs.pop()
-                    continue
-                # At most two steps queued on the stream: a group that begins now runs
-                # its first step after them, not after every step launched so far.
-                if self.s2mel_preempt and self.s2mel_stream is not None:
-                    done = torch.cuda.Event()
-                    done.record()
-                    if pending is not None:
-                        pending.synchronize()
-                    pending = done
-                if job.run.steps_left == 0:
-                    jobs.pop()
-                    self._end(job)
+                total = max(1, sum(r.frames for r in rows))
+                for r in rows:  # a line's share of the step's memory, by its frames
+                    r.line.s2mel_peak = max(r.line.s2mel_peak, int(peak * r.frames / total))
+                    r.line.s2mel_group = max(r.line.s2mel_group, len(lines))
+                done = [r for r in rows if r.done == table.steps]
+                if done:
+                    rows = [r for r in rows if r.done < table.steps]
+                    self._end(table, done)
 
-    def _measure(self, job, fn):
-        """Runs fn, counting what it allocated beyond what was there, with what job
-        holds, into job's peak: each step of a group is measured apart, as other
-        groups' steps may run between them."""
-        cuda = self.a.device.type == "cuda"
-        if cuda:
-            before = torch.cuda.memory_allocated(self.a.device)
-            torch.cuda.reset_peak_memory_stats(self.a.device)
-        out = fn()
-        if cuda:
-            job.peak = max(job.peak, job.held + torch.cuda.max_memory_allocated(self.a.device) - before)
-        return out
+    def _measure(self, fn):
+        """Runs fn; returns what it allocated at most beyond what was there (0 on the CPU)."""
+        if self.a.device.type != "cuda":
+            fn()
+            return 0
+        before = torch.cuda.memory_allocated(self.a.device)
+        torch.cuda.reset_peak_memory_stats(self.a.device)
+        fn()
+        return max(0, torch.cuda.max_memory_allocated(self.a.device) - before)
 
-    def _begin(self, lines):
-        """A group's latents and the adapter's s2mel run (its inputs padded, its noise
-        drawn): the job, or None where that failed (its lines fail with the error)."""
+    def _join(self, table, lines):
+        """Lines' rows for the table (their latents, the adapter's row inputs with their
+        noise drawn): the rows, none of a line where that failed (its lines fail with the
+        error). The memory the rows hold counts in their lines' share."""
         a = self.a
-        taken = time.perf_counter()
-        for line in lines:  # from its GPT's end to its group's start
-            line.stages["s2mel_wait"] = max(0.0, taken - line.ready_at)
-        job = S2MelJob(lines, taken)
+        joined = time.perf_counter()
+        for line in lines:  # from its GPT's end to its joining the table
+            line.stages["s2mel_wait"] = max(0.0, joined - line.ready_at)
+            line.s2mel_at = joined
         try:
             for line in lines:
                 if getattr(line, "event", None) is not None:
                     torch.cuda.current_stream().wait_event(line.event)
             seqs = [s for line in lines for s in line.sequences]
-            base = torch.cuda.memory_allocated(a.device) if a.device.type == "cuda" else 0
+            out = []
 
-            def begin():
+            def rows():
                 latents = a.latents_batch([(s.line.cond, s.text_tokens, s.codes) for s in seqs])
-                return a.s2mel_start([(s.line.cond, lat, s.codes, s.line.req.seed + s.index)
-                                      for s, lat in zip(seqs, latents)])
+                data = table.rows([(s.line.cond, lat, s.codes, s.line.req.seed + s.index)
+                                   for s, lat in zip(seqs, latents)])
+                out.extend(S2MelRow(s.line, d, d.frames) for s, d in zip(seqs, data))
 
-            job.run = self._measure(job, begin)
-            if a.device.type == "cuda":
-                job.held = torch.cuda.memory_allocated(a.device) - base
-            return job
+            held = self._measure(rows)
+            frames = max(1, sum(r.frames for r in out))
+            for r in out:  # what its rows hold
+                r.line.activation_bytes += int(held * r.frames / frames)
+            return out
         except Exception as e:  # noqa: BLE001
             self._fail_group(lines, e)
-            return None
+            return []
 
-    def _advance(self, job, n):
-        """job's next n steps; False where they failed (its lines fail with the error)."""
+    def _end(self, table, rows):
+        """Rows' last step is launched: each line's mels (its rows', one per sequence: a
+        line's sequences join together and so leave together), their vocoder launched
+        on the vocoder stream in batches of lines of about one length, the shortest
+        first (vocoder_batches), each batch handed to the writer thread while this
+        thread goes on with the next step. A line's memory is what its rows hold (at
+        joining) and its share, by frames, of the most a step or its vocoder batch
+        allocated beyond that."""
+        lines = list({id(r.line): r.line for r in rows}.values())
         try:
-            self._measure(job, lambda: job.run.advance(n))
-            return True
-        except Exception as e:  # noqa: BLE001
-            self._fail_group(job.lines, e)
-            return False
-
-    def _end(self, job):
-        """A group's last step is launched: each line's mels, their vocoder launched on
-        the vocoder stream in batches of lines of about one length, the shortest first
-        (vocoder_batches), each batch handed to the writer thread while this thread
-        goes on with the next step."""
-        lines = job.lines
-        try:
+            mels = {id(r): table.mel_of(r) for r in rows}
             self._sync()
-            mels = job.run.mels()
-            t_s2mel = time.perf_counter() - job.begun
-            per_line, i = [], 0  # each line's mels (one per sequence)
+            now = time.perf_counter()
+            per_line = []
             for line in lines:
-                n = len(line.sequences)
-                per_line.append(mels[i:i + n])
-                line.s2mel_group = len(lines)
-                line.stages["s2mel"] = t_s2mel
-                i += n
-
-            def launch():
+                per_line.append([mels[id(r)] for r in rows if r.line is line])
+                line.stages["s2mel"] = now - line.s2mel_at
+            frames = [max(m.shape[-1] for m in ms) for ms in per_line]
+            launches = []
+            for batch in vocoder_batches(frames, self.s2mel_batch):
+                launched = time.perf_counter()
                 out = []
-                for batch in vocoder_batches([max(m.shape[-1] for m in ms) for ms in per_line], self.s2mel_batch):
-                    launched = time.perf_counter()
-                    wavs, done = self._vocode([m for j in batch for m in per_line[j]])
-                    out.append(([lines[j] for j in batch], wavs, done, launched))
-                return out
-
-            # The allocator counts a tensor when its kernel is launched, not when it runs:
-            # the vocoder's memory is in the peak although it may still be running.
-            launches = self._measure(job, launch)
-            # A group that replayed a CUDA graph allocated nothing for its temporaries: the
-            # graph's memory (the run's graph_bytes, 0 without graphs) is theirs.
-            peak = job.peak + job.run.graph_bytes
-            total = max(1, sum(m.shape[-1] for m in mels))
-            for line, ms in zip(lines, per_line):
-                line.activation_bytes = int(max(0, peak) * sum(m.shape[-1] for m in ms) / total)
+                # The allocator counts a tensor when its kernel is launched, not when it
+                # runs: the vocoder's memory is in the peak although it may still run.
+                peak = self._measure(lambda b=batch: out.append(self._vocode([m for j in b for m in per_line[j]])))
+                size = max(1, sum(frames[j] for j in batch))
+                for j in batch:
+                    lines[j].s2mel_peak = max(lines[j].s2mel_peak, int(peak * frames[j] / size))
+                launches.append(([lines[j] for j in batch], *out[0], launched))
+            for line in lines:
+                line.activation_bytes += line.s2mel_peak
             for item in launches:
                 self.vocoded.put(item)
         except Exception as e:  # noqa: BLE001
@@ -1412,70 +1390,206 @@ def take(ready, group):
     ready[:] = [ln for ln in ready if id(ln) not in taken]
 
 
-def group_work(lines, steps):
-    """What an s2mel group's steps cost, in frame-steps: each sequence runs over its
-    line's frames padded to the group's longest, at every step."""
-    return steps * sum(len(ln.sequences) for ln in lines) * max(ln.frames for ln in lines)
+@dataclasses.dataclass(eq=False)
+class S2MelRow:
+    """One sequence in s2mel: its line, the adapter's tensors for it (S2MelTable's
+    row: its noise x, then x between two seatings, and its conditioning), its frames
+    (prompt and target) and the flow-matching steps it has had."""
+
+    line: object
+    data: object
+    frames: int
+    done: int = 0
 
 
-def preempts(work, job):
-    """Whether a group of this much work begins beside job, the group running, and runs
-    its steps first (Batcher.s2mel_preempt): where it has less work than job has left
-    and job has not been passed over before."""
-    return not job.passed and work < job.work_left()
+class S2MelTable:
+    """s2mel's flow-matching steps over a table of rows, each row a sequence at its own
+    step: a sequence joins at the next step and leaves after its last, whatever the
+    others' steps (continuous batching, as the GPT's). The rows are padded to a bucket
+    of rows (ROWS: a padded row costs what a real one does) and of frames (a multiple of
+    FRAME_STEP); a row keeps its slot while the bucket holds, and a bucket that changes
+    seats every row again. Each slot's step is an index on the device (idx, STEPS for
+    an empty slot: its time step 0) that the step itself advances, so that a step, as a
+    CUDA graph (graphs), is one replay and nothing copied to the device.
 
+    An adapter's table (a subclass, its s2mel_table) gives the model's part: rows
+    (each sequence's tensors, its noise drawn from its seed), blank (the inputs of b
+    empty slots of t frames: x first), put (a row into a slot), clear (a slot emptied),
+    x_of (a row's x out of its slot), flow (one Euler step of every slot, from time t
+    by dt, [b] each: tensor work only) and mel (a row's target mel out of its x). With
+    graphs the inputs are views of buffers kept here: a graph per bucket reads them,
+    and holds no tensors of its own; buffers too small for a new bucket are replaced
+    and the graphs that read the old ones dropped."""
 
-class S2MelJob:
-    """A group in s2mel: its lines, the adapter's run of its flow-matching steps, when
-    it began, the memory it holds and the most it has held (the allocator's), and
-    whether another group has run its steps before its rest (passed)."""
+    FRAME_STEP = 128
+    ROWS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+    MOST_FRAMES = 4096  # an 8 s prompt and a 30 s line: 3,270
 
-    def __init__(self, lines, begun):
-        self.lines = lines
-        self.begun = begun
-        self.run = None
-        self.held = 0
-        self.peak = 0
-        self.passed = False
-        self.rows = sum(len(ln.sequences) for ln in lines)
-        self.frames = max(ln.frames for ln in lines)
-
-    def work_left(self):
-        return self.run.steps_left * self.rows * self.frames
-
-
-class S2MelRun:
-    """An adapter's s2mel for one group (its s2mel_start): the flow-matching steps run
-    a few at a time by advance, the mels read once every step is done; graph_bytes is
-    the memory of the CUDA graph its steps replayed (0 where none)."""
-
-    graph_bytes = 0
-
-    def __init__(self, steps):
+    def __init__(self, steps, device, graphs=False, most_rows=16):
         self.steps = steps
-        self.done = 0
+        self.device = device
+        ts = torch.linspace(0, 1, steps + 1, device=device)
+        zero = torch.zeros(1, device=device)
+        # Step i's time and its length; an empty slot (index steps) stays where it is.
+        self.t_at = torch.cat([ts[:-1], zero])
+        self.dt_at = torch.cat([ts[1:] - ts[:-1], zero])
+        self.graphs = GraphCache(self._step, device) if graphs else None
+        self.most_rows = self._bucket(most_rows)  # the first buffers' room
+        self.buffers = []
+        self.key = None  # the bucket seated: (rows, frames)
+        self.inputs = None  # (x, *conditioning, idx)
+        self.graph = None  # the bucket's graph, with graphs
+        self.graph_bytes = 0  # its temporaries' memory (0 where its capture ran them for real)
+        self.slots = {}  # id(row) -> slot
 
-    @property
-    def steps_left(self):
-        return self.steps - self.done
+    # -- the model's part ------------------------------------------------------------
 
-    def advance(self, n):
-        n = min(n, self.steps_left)
-        self._steps(self.done, n)
-        self.done += n
-
-    def _steps(self, first, n):
-        """Steps first to first + n - 1."""
+    def rows(self, items):
+        """items: (conditioning, latent, codes, seed) -> per item its row's tensors, with
+        x (its seeded noise) and frames (prompt and target) among them."""
         raise NotImplementedError
 
-    def mels(self):
-        """Each sequence's target mel [1, 80, F], once every step is done."""
+    def blank(self, b, t):
         raise NotImplementedError
 
-    def all_mels(self):
-        """Every step left, then the mels: a group run through at once."""
-        self.advance(self.steps_left)
-        return self.mels()
+    def put(self, inputs, i, row):
+        raise NotImplementedError
+
+    def clear(self, inputs, i):
+        raise NotImplementedError
+
+    def x_of(self, inputs, i, row):
+        raise NotImplementedError
+
+    def flow(self, inputs, t, dt):
+        raise NotImplementedError
+
+    def mel(self, x, row):
+        """row's target mel [1, 80, F] out of its x (x_of)."""
+        raise NotImplementedError
+
+    # -- the table --------------------------------------------------------------------
+
+    def _bucket(self, n):
+        return bucket_up(n, self.ROWS) or n
+
+    def shape(self, rows, frames):
+        """The bucket (rows, frames) rows of at most frames frames are seated in."""
+        return self._bucket(rows), -(-frames // self.FRAME_STEP) * self.FRAME_STEP
+
+    def _step(self, *inputs):
+        *model, idx = inputs
+        x = model[0].copy_(self.flow(tuple(model), self.t_at[idx], self.dt_at[idx]))
+        idx.add_((idx < self.steps).long())
+        return x
+
+    def step(self, rows):
+        """One flow-matching step of every row of rows, each at its own (row.done, which
+        this advances): rows not seated before join, rows seated before and not in rows
+        leave (their slots emptied)."""
+        self._seat(rows)
+        if self.graph is not None:
+            self.graph.replay()
+        else:
+            self._step(*self.inputs)
+        for r in rows:
+            r.done += 1
+
+    def mel_of(self, row):
+        """row's target mel, after its last step (a copy, on the current stream: its
+        slot may take another row at the next step)."""
+        return self.mel(self.x_of(self.inputs[:-1], self.slots[id(row)], row.data), row.data)
+
+    def run(self, rows):
+        """Every step of rows seated alone (a group through at once): their mels."""
+        self.reset()
+        while any(r.done < self.steps for r in rows):
+            self.step(rows)
+        return [self.mel_of(r) for r in rows]
+
+    def reset(self):
+        """Seats nothing: the next step seats its rows anew (after a failed step)."""
+        self.key = self.inputs = self.graph = None
+        self.slots = {}
+
+    def _seat(self, rows):
+        key = self.shape(len(rows), max(r.frames for r in rows))
+        if key == self.key:
+            keep = {id(r) for r in rows}
+            free = sorted(i for rid, i in self.slots.items() if rid not in keep)
+            for rid in [rid for rid, i in self.slots.items() if rid not in keep]:
+                del self.slots[rid]
+            for i in free:
+                self.clear(self.inputs[:-1], i)
+                self.inputs[-1][i] = self.steps
+            used = set(self.slots.values())
+            room = (i for i in range(key[0]) if i not in used)
+            for r in rows:
+                if id(r) not in self.slots:
+                    i = next(room)
+                    self._put(i, r)
+            return
+        if self.inputs is not None:  # every row staying keeps its x
+            for r in rows:
+                if id(r) in self.slots:
+                    r.data.x = self.x_of(self.inputs[:-1], self.slots[id(r)], r.data)
+        b, t = key
+        inputs = (*self.blank(b, t), torch.full((b,), self.steps, dtype=torch.long, device=self.device))
+        self.key, self.graph, self.graph_bytes = key, None, 0
+        if self.graphs is not None:
+            self.graph, captured = self._graph(key, inputs)
+            for v, src in zip(self.graph.inputs, inputs):  # after a capture too: its warm-up wrote x
+                v.copy_(src)
+            inputs = self.graph.inputs
+            # A bucket that captured its graph allocated its temporaries for real, in the
+            # peak the batcher measures; later seatings replay in memory the graph holds.
+            self.graph_bytes = 0 if captured else self.graph.bytes
+        self.inputs = inputs
+        self.slots = {}
+        for i, r in enumerate(rows):
+            self._put(i, r)
+
+    def _put(self, i, r):
+        self.put(self.inputs[:-1], i, r.data)
+        self.inputs[-1][i] = r.done
+        self.slots[id(r)] = i
+
+    def _views(self, inputs):
+        """Views of the buffers shaped as inputs; None when a buffer is too small."""
+        if len(self.buffers) != len(inputs):
+            return None
+        views = []
+        for buf, x in zip(self.buffers, inputs):
+            if buf.numel() < x.numel() or buf.dtype != x.dtype:
+                return None
+            views.append(buf[:x.numel()].view(x.shape))
+        return views
+
+    def _graph(self, key, inputs):
+        """The graph of bucket key, captured on inputs' shapes where there is none:
+        (graph, whether it was captured now)."""
+        g = self.graphs.get(key)
+        if g is not None:
+            return g, False
+        views = self._views(inputs)
+        if views is None:  # new buffers: every graph so far reads the old ones
+            self.graphs.reset()
+            b, t = key
+            # Room for the largest bucket of rows, at MOST_FRAMES frames or twice these.
+            grow = max(self.most_rows, b) / b * max(2.0, self.MOST_FRAMES / t)
+            self.buffers = [torch.empty(math.ceil(x.numel() * grow), dtype=x.dtype, device=self.device)
+                            for x in inputs]
+            views = self._views(inputs)
+        for v, src in zip(views, inputs):  # the warm-up step runs on real inputs
+            v.copy_(src)
+        # On the caller's stream where it has one of its own (the s2mel thread's): where
+        # that is on a green context (--s2mel-sms) the graph's kernels are too. A
+        # graph cannot be captured on the default stream: there, the side stream.
+        cur = torch.cuda.current_stream(self.device)
+        own = cur if cur != torch.cuda.default_stream(self.device) else None
+        # A step for real first, every time: a bucket is captured while serving, on shapes
+        # not seen before, where a compiled flow (--s2mel-compile) compiles again.
+        return self.graphs.capture(key, views, stream=own, warm=True), True
 
 
 def vocoder_batches(frames, size, waste=VOCODER_WASTE):

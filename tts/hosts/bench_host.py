@@ -410,7 +410,9 @@ class S2Mel(_Module):
         x, prompt, cond, style = x.to(dt), prompt.to(dt), cond.to(dt), style.to(dt)
         half = 128
         freqs = torch.exp(-math.log(10000) * torch.arange(half, device=x.device) / half)
-        te = self.t_emb(torch.cat([torch.sin(t * 1000 * freqs), torch.cos(t * 1000 * freqs)]).to(dt))[None]
+        # t: one time for every row, or each row's own ([B]: a table's rows at their own steps).
+        arg = t.reshape(-1, 1) * 1000 * freqs
+        te = self.t_emb(torch.cat([torch.sin(arg), torch.cos(arg)], dim=-1).to(dt))
         c = te + self.style(style)
         h = self.inp(torch.cat([x.transpose(1, 2), prompt.transpose(1, 2), cond], dim=-1))
         for blk in self.blocks:
@@ -451,56 +453,86 @@ class S2Mel(_Module):
         """inference for several lines at once: items are (cond [1, T, D], ref_mel
         [1, M, P], style [1, S], seed); frames are padded to the longest and masked,
         each line's noise comes from its own seed. Returns each line's target mel."""
-        x = self.flow(*self.padded(items, len(items), max(c.shape[1] for c, _, _, _ in items)), steps, cfg_rate)
-        return self.unpad(x, items)
-
-    @staticmethod
-    def unpad(x, items):
-        """Each line's target mel out of a padded group's x (padded's items)."""
-        return [x[i:i + 1, :, ref.shape[-1]:c.shape[1]] for i, (c, ref, _, _) in enumerate(items)]
-
-    def padded(self, items, b, t):
-        """flow's inputs for items, padded to b lines of t frames: x (the seeded noise),
-        then the prompt, condition and style of the conditional and the unconditional
-        half of classifier-free guidance in the DiT's dtype, their frame mask and the
-        prompt's frames. A padding line attends to its first frame (to none, attention
-        would give NaN); the frames of a line past its end are masked out."""
-        dev = items[0][0].device
-        cond = torch.zeros(b, t, items[0][0].shape[-1], device=dev)
-        prompt = torch.zeros(b, self.d.n_mels, t, device=dev)
-        x = torch.zeros(b, self.d.n_mels, t, device=dev)
-        mask = torch.zeros(b, t, dtype=torch.bool, device=dev)
-        mask[len(items):, 0] = True
-        is_prompt = torch.zeros(b, 1, t, dtype=torch.bool, device=dev)
-        style = torch.zeros(b, items[0][2].shape[-1], device=dev)
-        for i, (c, ref, st, seed) in enumerate(items):
-            n, p = c.shape[1], ref.shape[-1]
-            cond[i, :n] = c[0]
-            prompt[i, :, :p] = ref[0]
-            g = torch.Generator(device="cpu").manual_seed(int(seed) & 0x7FFFFFFFFFFFFFFF)
-            x[i, :, :n] = torch.randn(self.d.n_mels, n, generator=g).to(dev)
-            mask[i, :n] = True
-            is_prompt[i, :, :p] = True
-            style[i] = st[0]
-        x = x.masked_fill(is_prompt, 0)
-        # In the DiT's dtype once, not at each step (the estimator's casts are then no-ops).
-        dit = self.inp.weight.dtype
-        return (x, torch.cat([prompt, torch.zeros_like(prompt)]).to(dit), torch.cat([cond, torch.zeros_like(cond)]).to(dit),
-                torch.cat([style, torch.zeros_like(style)]).to(dit), torch.cat([mask, mask]), is_prompt)
-
-    def flow(self, x, prompt2, cond2, style2, mask2, is_prompt, steps, cfg_rate=0.7):
-        """The Euler steps of flow matching over padded's tensors; returns the final x."""
-        ts = torch.linspace(0, 1, steps + 1, device=x.device)
-        for i in range(steps):
-            x = self.flow_step(x, prompt2, cond2, style2, mask2, is_prompt, ts[i], ts[i + 1] - ts[i], cfg_rate)
-        return x
+        table = FlowTable(self, steps, items[0][0].device)
+        return table.run([batching.S2MelRow(None, r, r.frames) for r in (FlowRow(self, *it) for it in items)])
 
     def flow_step(self, x, prompt2, cond2, style2, mask2, is_prompt, t, dt, cfg_rate=0.7):
-        """One Euler step from time t (a 0-d tensor) by dt, with classifier-free guidance.
-        Only tensor work on the device: a CUDA graph records it as it is."""
-        v = self.estimator(torch.cat([x, x]), prompt2, cond2, style2, t, mask2)
+        """One Euler step of every row from its time t by dt ([B] each), with
+        classifier-free guidance. Only tensor work on the device: a CUDA graph records
+        it as it is."""
+        v = self.estimator(torch.cat([x, x]), prompt2, cond2, style2, torch.cat([t, t]), mask2)
         v_cond, v_uncond = v.chunk(2)
-        return (x + dt * ((1 + cfg_rate) * v_cond - cfg_rate * v_uncond)).masked_fill(is_prompt, 0)
+        step = dt[:, None, None] * ((1 + cfg_rate) * v_cond - cfg_rate * v_uncond)
+        return (x + step).masked_fill(is_prompt, 0)
+
+
+class FlowRow:
+    """One sequence's s2mel tensors (batching.S2MelTable's row): its condition [T, D]
+    (the prompt's and its target's), reference mel [M, P], style [S] and x [1, M, T]
+    (its noise from seed, zero over the prompt)."""
+
+    def __init__(self, s2, cond, ref_mel, style, seed):
+        self.cond, self.ref, self.style = cond[0], ref_mel[0], style[0]
+        self.frames, self.prompt = cond.shape[1], ref_mel.shape[-1]
+        g = torch.Generator(device="cpu").manual_seed(int(seed) & 0x7FFFFFFFFFFFFFFF)
+        self.x = torch.randn(1, s2.d.n_mels, self.frames, generator=g).to(cond.device)
+        self.x[..., :self.prompt] = 0
+
+
+class FlowTable(batching.S2MelTable):
+    """The benchmark model's s2mel as a batching.S2MelTable: the inputs of S2Mel's
+    flow_step, the prompt, condition and style in the DiT's dtype, each with its
+    unconditional half (zeros, rows b to 2b) for classifier-free guidance. An empty
+    slot attends to its first frame (to none, attention would give NaN); the frames
+    of a row past its end are masked out."""
+
+    def __init__(self, s2, steps, device, graphs=False, most_rows=16):
+        super().__init__(steps, device, graphs, most_rows)
+        self.s2 = s2
+
+    def rows(self, items):
+        s2, out = self.s2, []
+        for c, latent, codes, seed in items:
+            target = s2.condition(latent.float(), codes, int(codes.shape[1] * MEL_FRAMES_PER_TOKEN))
+            out.append(FlowRow(s2, torch.cat([c["prompt_condition"], target], dim=1), c["ref_mel"], c["style"], seed))
+        return out
+
+    def blank(self, b, t):
+        d, dev, dit = self.s2.d, self.device, self.s2.inp.weight.dtype
+        mask2 = torch.zeros(2 * b, t, dtype=torch.bool, device=dev)
+        mask2[:, 0] = True
+        return (torch.zeros(b, d.n_mels, t, device=dev), torch.zeros(2 * b, d.n_mels, t, dtype=dit, device=dev),
+                torch.zeros(2 * b, t, d.dit_dim, dtype=dit, device=dev),
+                torch.zeros(2 * b, d.style_dim, dtype=dit, device=dev), mask2,
+                torch.zeros(b, 1, t, dtype=torch.bool, device=dev))
+
+    def put(self, inputs, i, row):
+        x, prompt2, cond2, style2, mask2, is_prompt = inputs
+        b, n, p = x.shape[0], row.frames, row.prompt
+        self.clear(inputs, i)
+        x[i, :, :n] = row.x[0]
+        prompt2[i, :, :p] = row.ref
+        cond2[i, :n] = row.cond
+        style2[i] = row.style
+        mask2[i, :n] = True
+        mask2[b + i, :n] = True
+        is_prompt[i, :, :p] = True
+
+    def clear(self, inputs, i):
+        x, prompt2, cond2, style2, mask2, is_prompt = inputs
+        b = x.shape[0]
+        for t in (x[i], prompt2[i], cond2[i], style2[i], mask2[i], mask2[b + i], is_prompt[i]):
+            t.zero_()
+        mask2[i, 0] = mask2[b + i, 0] = True
+
+    def x_of(self, inputs, i, row):
+        return inputs[0][i:i + 1, :, :row.frames].clone()
+
+    def flow(self, inputs, t, dt):
+        return self.s2.flow_step(*inputs, t, dt)
+
+    def mel(self, x, row):
+        return x[..., row.prompt:]
 
 
 class AntiAliasSnake(_Module):
@@ -910,147 +942,6 @@ class BenchBackend:
 # The batching adapter (--batch): the benchmark model's parts for batching.Batcher
 
 
-class S2MelGraphs:
-    """s2mel's flow-matching step as CUDA graphs, one per bucket of lines (LINES: a
-    padded line costs what a real one does, so the buckets are closer than powers of
-    two) and frames (a multiple of FRAME_STEP), each replayed once per step: a step's 13
-    DiT layers and 8 WaveNet layers launch kernels by the dozen, 25 times a group, and
-    the s2mel thread's launches took time from the GPT's. A step, not the
-    25, is what a graph records, so that a capture on first use (a bucket not yet seen)
-    costs one step's nodes. The graphs share one memory pool and read their inputs
-    from, and write x into, views of buffers kept here, so a graph holds no tensors of
-    its own; buffers too small for a new bucket are replaced and the graphs that read
-    the old ones dropped."""
-
-    FRAME_STEP = 128
-    LINES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
-    MOST_FRAMES = 4096  # an 8 s prompt and a 30 s line: 3,270
-
-    def __init__(self, s2mel, steps, device, most_lines):
-        self.s2 = s2mel
-        self.steps = steps
-        self.device = device
-        self.lines = self._bucket(most_lines)  # the first buffers' room, in sequences
-        self.cache = batching.GraphCache(self._step, device)
-        self.buffers = []  # per input of _step: a flat tensor
-        ts = torch.linspace(0, 1, steps + 1, device=device)
-        self.ts, self.dts = ts[:-1].clone(), (ts[1:] - ts[:-1]).clone()
-        self.owner = None  # the FlowRun whose inputs and x are in the buffers
-        self.loaded = None  # and its graph
-
-    def _bucket(self, n):
-        return batching.bucket_up(n, self.LINES) or n
-
-    def _step(self, x, prompt2, cond2, style2, mask2, is_prompt, t, dt):
-        return x.copy_(self.s2.flow_step(x, prompt2, cond2, style2, mask2, is_prompt, t[0], dt[0]))
-
-    def _views(self, inputs):
-        """Views of the buffers shaped as inputs; None when a buffer is too small."""
-        if len(self.buffers) != len(inputs):
-            return None
-        views = []
-        for buf, x in zip(self.buffers, inputs):
-            if buf.numel() < x.numel() or buf.dtype != x.dtype:
-                return None
-            views.append(buf[:x.numel()].view(x.shape))
-        return views
-
-    def shape(self, lines, frames):
-        """The bucket (lines, frames) a group of lines padded to frames replays."""
-        return self._bucket(lines), -(-frames // self.FRAME_STEP) * self.FRAME_STEP
-
-    def _graph(self, key, inputs):
-        """The graph of bucket key, captured on inputs' shapes where there is none:
-        (graph, whether it was captured now)."""
-        g = self.cache.get(key)
-        if g is not None:
-            return g, False
-        views = self._views(inputs)
-        if views is None:  # new buffers: every graph so far reads the old ones
-            self.cache.reset()
-            b, t = key
-            # Room for the largest bucket of lines, at MOST_FRAMES frames or twice these.
-            grow = max(self.lines, b) / b * max(2.0, self.MOST_FRAMES / t)
-            self.buffers = [torch.empty(math.ceil(x.numel() * grow), dtype=x.dtype, device=self.device)
-                            for x in inputs]
-            views = self._views(inputs)
-        # On the caller's stream where it has one of its own (the s2mel thread's): where
-        # that is on a green context (--s2mel-sms) the graph's kernels are too. A
-        # graph cannot be captured on the default stream: there, the side stream.
-        cur = torch.cuda.current_stream(self.device)
-        own = cur if cur != torch.cuda.default_stream(self.device) else None
-        # A step for real first, every time: a bucket is captured while serving, on shapes
-        # not seen before, where a compiled estimator (--s2mel-compile) compiles again.
-        return self.cache.capture(key, views, stream=own, warm=True), True
-
-    def _save(self):
-        """The x of the run in the buffers back into its own tensor, before another
-        run's inputs replace it there (or new buffers the old)."""
-        if self.owner is not None:
-            self.owner.x.copy_(self.loaded.inputs[0])
-            self.owner = self.loaded = None
-
-    def load(self, run):
-        """run's inputs and x into its graph's buffers (capturing the graph where it
-        is new); nothing where they are there already."""
-        if self.owner is run:
-            return self.loaded
-        self._save()
-        g, captured = self._graph(run.key, run.inputs + (self.ts[:1], self.dts[:1]))
-        for v, src in zip(g.inputs[:-2], run.inputs):  # after a capture too: its warm-up wrote x
-            v.copy_(src)
-        if run.done == 0:
-            # The group that captured a graph allocated its temporaries for real, in the
-            # peak the batcher measures; later ones replay in memory the graph holds.
-            run.graph_bytes = 0 if captured else g.bytes
-        self.owner, self.loaded = run, g
-        return g
-
-    def replay(self, run, first, n):
-        g = self.load(run)
-        t_in, dt_in = g.inputs[-2], g.inputs[-1]
-        for i in range(first, first + n):
-            t_in.copy_(self.ts[i:i + 1])
-            dt_in.copy_(self.dts[i:i + 1])
-            g.replay()
-
-    def x_of(self, run):
-        """run's x, copied out of the buffers where it is there (the next replay
-        overwrites them)."""
-        if self.owner is run:
-            x = self.loaded.inputs[0].clone()
-            self.owner = self.loaded = None
-            return x
-        return run.x
-
-
-class FlowRun(batching.S2MelRun):
-    """One group's flow-matching steps over padded's inputs, eager or replaying
-    S2MelGraphs (graphs): a run keeps its inputs and x, so that another group's steps
-    may replay the same graphs' buffers between two of its own."""
-
-    def __init__(self, s2, items, steps, graphs=None):
-        super().__init__(steps)
-        self.s2, self.items, self.graphs = s2, items, graphs
-        frames = max(c.shape[1] for c, _, _, _ in items)
-        b, t = graphs.shape(len(items), frames) if graphs is not None else (len(items), frames)
-        self.key = (b, t)
-        self.inputs = s2.padded(items, b, t)
-        self.x = self.inputs[0]
-        self.ts = torch.linspace(0, 1, steps + 1, device=self.x.device)
-
-    def _steps(self, first, n):
-        if self.graphs is not None:
-            self.graphs.replay(self, first, n)
-            return
-        for i in range(first, first + n):
-            self.x = self.s2.flow_step(self.x, *self.inputs[1:], self.ts[i], self.ts[i + 1] - self.ts[i])
-
-    def mels(self):
-        x = self.graphs.x_of(self) if self.graphs is not None else self.x
-        return self.s2.unpad(x[:len(self.items)], self.items)
-
-
 class _GPTLayer:
     """One GPT block split around its attention, for the batcher's paged KV cache."""
 
@@ -1100,15 +991,17 @@ class BenchAdapter:
         self.activation_bytes_per_second = self._probe_activations()
         if self.device.type == "cuda" and self.opts.vocoder_compile:
             self._warm_vocoder()
-        self.s2mel_graphs = None
         graphs = self.opts.s2mel_graphs
         if graphs is None:  # measured on one H200: bf16 +8%, fp32 -14% (docs/benchmarks.md)
             graphs = self.opts.s2mel_dtype == "bf16"
-        if self.device.type == "cuda" and graphs:
-            self.s2mel_graphs = S2MelGraphs(b.s2mel, self.opts.diffusion_steps, self.device, self.opts.s2mel_batch)
+        # s2mel's step, as a CUDA graph per bucket of rows and frames where graphs: a
+        # step's 13 DiT layers and 8 WaveNet layers launch kernels by the dozen, 25 times
+        # a line, and the s2mel thread's launches took time from the GPT's.
+        self.s2mel_graphs = self.device.type == "cuda" and graphs
+        self.table = FlowTable(b.s2mel, self.opts.diffusion_steps, self.device, self.s2mel_graphs, self.opts.s2mel_batch)
 
     def info(self):
-        return {**self.backend.info(), "batching": True, "s2mel_graphs": self.s2mel_graphs is not None}
+        return {**self.backend.info(), "batching": True, "s2mel_graphs": self.s2mel_graphs}
 
     def vocoder_kernel(self):
         """The vocoder's activations ("fused" or "torch") and why not fused where asked."""
@@ -1207,17 +1100,9 @@ class BenchAdapter:
         """The frames s2mel runs a sequence over: its reference's prompt and its target."""
         return cond["prompt_condition"].shape[1] + int(len(tokens) * MEL_FRAMES_PER_TOKEN)
 
-    def s2mel_start(self, items):
-        """items: (conditioning, latent, codes, seed) -> the group's FlowRun, whose mels
-        are each line's [1, 80, F]. On CUDA the flow-matching steps replay a graph per
-        bucket of lines and frames (S2MelGraphs)."""
-        s2 = self.backend.s2mel
-        batch = []
-        for c, latent, codes, seed in items:
-            frames = int(codes.shape[1] * MEL_FRAMES_PER_TOKEN)
-            target = s2.condition(latent.float(), codes, frames)
-            batch.append((torch.cat([c["prompt_condition"], target], dim=1), c["ref_mel"], c["style"], seed))
-        return FlowRun(s2, batch, self.diffusion_steps, self.s2mel_graphs)
+    def s2mel_table(self):
+        """s2mel's batching.S2MelTable (one: the s2mel thread's)."""
+        return self.table
 
     def vocoder_batch(self, mels):
         frames = [m.shape[-1] for m in mels]

@@ -203,6 +203,7 @@ class IndexTTSAdapter:
         if self.s2mel_dtype != torch.float32:
             tts.s2mel.models["cfm"].estimator.to(self.s2mel_dtype)
         self.activation_bytes_per_second = self._probe_activations()
+        self.table = CFMTable(self, self.diffusion_steps, most_rows=getattr(self.opts, "s2mel_batch", 16))
 
     def info(self):
         return {**self.backend.info(), "batching": True, "s2mel_dtype": getattr(self.opts, "s2mel_dtype", "fp32")}
@@ -224,7 +225,7 @@ class IndexTTSAdapter:
     def _probe_activations(self):
         """Activation bytes per audio second of one line through s2mel and the vocoder,
         measured once at load on a PROBE_SECONDS line behind a PROBE_PROMPT_SECONDS
-        prompt, through this adapter's own s2mel_start and vocoder_batch: the peak
+        prompt, through this adapter's own CFMTable and vocoder_batch: the peak
         allocated beyond what was there (CUDA), or the peak of the tensors alive
         (elsewhere, LiveBytes). The executor charges it per audio second from the first
         line; calibration measures the real figure by length later."""
@@ -246,7 +247,8 @@ class IndexTTSAdapter:
             latent = torch.randn(1, n, gpt.model_dim, generator=g).to(self.device)
 
             def line():
-                mels = self.s2mel_start([(cond, latent, codes, 0)]).all_mels()
+                table = CFMTable(self, self.diffusion_steps)
+                mels = table.run([batching.S2MelRow(None, r, r.frames) for r in table.rows([(cond, latent, codes, 0)])])
                 self.vocoder_batch(mels)
 
             if self.device.type == "cuda":
@@ -531,50 +533,9 @@ class IndexTTSAdapter:
             h = gpt.final_norm(gpt.gpt(inputs_embeds=x, return_dict=True).last_hidden_state)
         return [h[i:i + 1, lens[i] - ns[i]:lens[i]] for i in range(len(items))]
 
-    def s2mel_start(self, items):
-        """items: (conditioning, latent, codes, seed) -> the group's CFMRun, whose mels
-        are each line's [1, 80, F]."""
-        torch, tts = self.torch, self.tts
-        models = tts.s2mel.models
-        cfm = models["cfm"]
-        mus, prompts, styles, gens = [], [], [], []
-        for c, latent, codes, seed in items:
-            codes = self._trim(codes)
-            lat = models["gpt_layer"](latent.float())
-            s_infer = tts.semantic_codec.quantizer.vq2emb(codes.unsqueeze(1)).transpose(1, 2) + lat
-            frames = self._target_frames(codes.shape[1], c)
-            target = torch.LongTensor([frames]).to(self.device)
-            cond = models["length_regulator"](s_infer, ylens=target, n_quantizers=3, f0=None)[0]
-            mus.append(torch.cat([c["prompt_condition"], cond], dim=1))
-            prompts.append(c["ref_mel"])
-            styles.append(c["style"])
-            gens.append(torch.Generator(device="cpu").manual_seed(int(seed) & 0x7FFFFFFFFFFFFFFF))
-        b = len(items)
-        lens = [m.shape[1] for m in mus]
-        t_max = max(lens)
-        mu = torch.zeros(b, t_max, mus[0].shape[-1], device=self.device)
-        prompt_x = torch.zeros(b, cfm.in_channels, t_max, device=self.device)
-        x = torch.zeros(b, cfm.in_channels, t_max, device=self.device)
-        keep = torch.zeros(b, 1, t_max, dtype=torch.bool, device=self.device)  # frames to generate
-        for i in range(b):
-            p = prompts[i].shape[-1]
-            mu[i, :lens[i]] = mus[i][0]
-            prompt_x[i, :, :p] = prompts[i][0, :, :p]
-            x[i, :, :lens[i]] = torch.randn(cfm.in_channels, lens[i], generator=gens[i]).to(self.device)
-            keep[i, :, p:lens[i]] = True
-        style = torch.cat(styles).float()
-        x_lens = torch.tensor(lens, device=self.device)
-        run = CFMRun(self, self.diffusion_steps)
-        run.x, run.keep = x * keep, keep
-        run.prompt2 = torch.cat([prompt_x, torch.zeros_like(prompt_x)])
-        run.style2 = torch.cat([style, torch.zeros_like(style)])
-        run.mu2 = torch.cat([mu, torch.zeros_like(mu)])
-        run.lens2 = torch.cat([x_lens, x_lens])
-        if self.s2mel_dtype != torch.float32:  # once, not at every step
-            run.prompt2, run.style2, run.mu2 = (run.prompt2.to(self.s2mel_dtype), run.style2.to(self.s2mel_dtype),
-                                                run.mu2.to(self.s2mel_dtype))
-        run.spans = [(p.shape[-1], n) for p, n in zip(prompts, lens)]
-        return run
+    def s2mel_table(self):
+        """s2mel's batching.S2MelTable (one: the s2mel thread's)."""
+        return self.table
 
     def vocoder_batch(self, mels):
         torch = self.torch
@@ -586,30 +547,89 @@ class IndexTTSAdapter:
         return [wav[i:i + 1, :, :frames[i] * self.hop] for i in range(len(mels))]
 
 
-class CFMRun(batching.S2MelRun):
-    """One group's Euler steps of IndexTTS2's CFM with classifier-free guidance, as
-    its solve_euler runs them, a few at a time (batching.S2MelRun)."""
+class CFMRow:
+    """One sequence's tensors for IndexTTS2's CFM (CFMTable's row): mu [T, D] (the
+    prompt's condition and its target's), the reference mel [80, P], style [S] and x
+    [1, 80, T] (its noise from seed, zero over the prompt)."""
 
-    def __init__(self, adapter, steps):
-        super().__init__(steps)
+    def __init__(self, torch, mu, ref_mel, style, seed, channels):
+        self.mu, self.ref, self.style = mu[0], ref_mel[0], style[0]
+        self.frames, self.prompt = mu.shape[1], ref_mel.shape[-1]
+        g = torch.Generator(device="cpu").manual_seed(int(seed) & 0x7FFFFFFFFFFFFFFF)
+        self.x = torch.randn(1, channels, self.frames, generator=g).to(mu.device)
+        self.x[..., :self.prompt] = 0
+
+
+class CFMTable(batching.S2MelTable):
+    """IndexTTS2's CFM as a batching.S2MelTable: its solve_euler's Euler steps with
+    classifier-free guidance, each row at its own time: x, the frames to generate
+    (keep), then the estimator's prompt, style and mu in the DiT's dtype and the
+    frames of each row (lens), each with its unconditional half (zeros, rows b to 2b).
+    An empty slot counts one frame (none would leave its attention nothing to read)."""
+
+    def __init__(self, adapter, steps, graphs=False, most_rows=16):
+        super().__init__(steps, adapter.device, graphs, most_rows)
         self.a = adapter
-        self.t_span = adapter.torch.linspace(0, 1, steps + 1, device=adapter.device)
-        self.t = self.t_span[0]
 
-    def _steps(self, first, n):
-        a, cfm = self.a, self.a.tts.s2mel.models["cfm"]
-        b = self.x.shape[0]
-        for step in range(first + 1, first + n + 1):
-            dt = self.t_span[step] - self.t_span[step - 1]
-            with a._dit_context():
-                v = cfm.estimator(a.torch.cat([self.x, self.x]).to(a.s2mel_dtype), self.prompt2, self.lens2,
-                                  self.t.expand(2 * b), self.style2, self.mu2).float()
-            v_cond, v_uncond = v.chunk(2)
-            self.x = (self.x + dt * ((1.0 + CFG_RATE) * v_cond - CFG_RATE * v_uncond)) * self.keep
-            self.t = self.t + dt
+    def rows(self, items):
+        a, torch = self.a, self.a.torch
+        models = a.tts.s2mel.models
+        out = []
+        for c, latent, codes, seed in items:
+            codes = a._trim(codes)
+            lat = models["gpt_layer"](latent.float())
+            s_infer = a.tts.semantic_codec.quantizer.vq2emb(codes.unsqueeze(1)).transpose(1, 2) + lat
+            target = torch.LongTensor([a._target_frames(codes.shape[1], c)]).to(a.device)
+            cond = models["length_regulator"](s_infer, ylens=target, n_quantizers=3, f0=None)[0]
+            mu = torch.cat([c["prompt_condition"], cond], dim=1)
+            out.append(CFMRow(torch, mu, c["ref_mel"], c["style"].float(), seed, models["cfm"].in_channels))
+        # The widths blank pads to: the style's and mu's, one for every row of a model.
+        self.style_dim, self.mu_dim = out[0].style.shape[-1], out[0].mu.shape[-1]
+        return out
 
-    def mels(self):
-        return [self.x[i:i + 1, :, p:n] for i, (p, n) in enumerate(self.spans)]
+    def blank(self, b, t):
+        a, torch = self.a, self.a.torch
+        cfm = a.tts.s2mel.models["cfm"]
+        dev, dit = a.device, a.s2mel_dtype
+        ch = cfm.in_channels
+        return (torch.zeros(b, ch, t, device=dev), torch.zeros(b, 1, t, dtype=torch.bool, device=dev),
+                torch.zeros(2 * b, ch, t, dtype=dit, device=dev), torch.zeros(2 * b, self.style_dim, dtype=dit, device=dev),
+                torch.zeros(2 * b, t, self.mu_dim, dtype=dit, device=dev),
+                torch.ones(2 * b, dtype=torch.long, device=dev))
+
+    def put(self, inputs, i, row):
+        x, keep, prompt2, style2, mu2, lens2 = inputs
+        b, n, p = x.shape[0], row.frames, row.prompt
+        self.clear(inputs, i)
+        x[i, :, :n] = row.x[0]
+        keep[i, :, p:n] = True
+        prompt2[i, :, :p] = row.ref[:, :p]
+        style2[i] = row.style
+        mu2[i, :n] = row.mu
+        lens2[i] = lens2[b + i] = n
+
+    def clear(self, inputs, i):
+        x, keep, prompt2, style2, mu2, lens2 = inputs
+        b = x.shape[0]
+        for t in (x[i], keep[i], prompt2[i], style2[i], mu2[i]):
+            t.zero_()
+        lens2[i] = lens2[b + i] = 1
+
+    def x_of(self, inputs, i, row):
+        return inputs[0][i:i + 1, :, :row.frames].clone()
+
+    def flow(self, inputs, t, dt):
+        a = self.a
+        x, keep, prompt2, style2, mu2, lens2 = inputs
+        cfm = a.tts.s2mel.models["cfm"]
+        with a._dit_context():
+            v = cfm.estimator(a.torch.cat([x, x]).to(a.s2mel_dtype), prompt2, lens2, a.torch.cat([t, t]), style2,
+                              mu2).float()
+        v_cond, v_uncond = v.chunk(2)
+        return (x + dt[:, None, None] * ((1.0 + CFG_RATE) * v_cond - CFG_RATE * v_uncond)) * keep
+
+    def mel(self, x, row):
+        return x[..., row.prompt:]
 
 
 def batching_host(opts):

@@ -388,12 +388,15 @@ class BatchingTest(HostCase, unittest.TestCase):
         power = sum(x * x for x in a) / len(a)
         self.assertLess(err, 1e-3 * power, f"bf16 error {err:.1f} against signal power {power:.1f}")
 
-    def test_a_group_run_in_pieces_gives_the_whole_groups_mels(self):
-        """The adapter's FlowRun a step at a time, another group's steps between, gives
-        what the eager flow gives for the group whole (the graphs' own case:
+    def test_rows_joining_at_their_own_steps_give_their_mels_alone(self):
+        """The adapter's FlowTable with rows joining and leaving at other rows' steps
+        (the slots kept while the bucket holds, every row seated again when it
+        changes: more rows, more frames, fewer) gives each row the mel of the eager
+        flow of its line alone (the graphs' own case:
         CudaGraphTest.test_s2mel_graph_equals_the_eager_flow)."""
         import torch
 
+        import batching
         import bench_host
 
         host = self.make_host("--no-s2mel-graphs", "--diffusion-steps", "5")
@@ -406,16 +409,29 @@ class BatchingTest(HostCase, unittest.TestCase):
                     torch.randn(1, d.n_mels, prompt, generator=g).to(a.device),
                     torch.randn(1, d.style_dim, generator=g).to(a.device), seed)
 
-        long_group, short_group = [item(400, 100, 1), item(380, 100, 2)], [item(150, 100, 3)]
+        items = {"a": item(400, 100, 1), "b": item(380, 100, 2), "short": item(150, 100, 3), "long": item(700, 90, 4)}
         with torch.inference_mode():
-            long_run = bench_host.FlowRun(s2, long_group, 5)
-            long_run.advance(2)
-            short_run = bench_host.FlowRun(s2, short_group, 5)
-            self.assertEqual((long_run.steps_left, short_run.steps_left), (3, 5))
-            for batch, got in ((short_group, short_run.all_mels()), (long_group, long_run.all_mels())):
-                for i, want in enumerate(s2.inference_batch(batch, 5)):
-                    self.assertEqual(got[i].shape, want.shape)
-                    self.assertTrue(torch.allclose(got[i], want, atol=1e-5), f"line {i}")
+            rows = {k: batching.S2MelRow(None, bench_host.FlowRow(s2, *it), it[0].shape[1]) for k, it in items.items()}
+            table = bench_host.FlowTable(s2, 5, a.device)
+            seated, mels = [], {}
+            # (step, rows joining): b joins a's bucket of rows 2, short changes it to 3,
+            # long widens the frames; the rest leave as they end, the last alone.
+            joins = {0: ["a"], 1: ["b"], 2: ["short"], 4: ["long"]}
+            for step in range(20):
+                seated += [rows[k] for k in joins.get(step, [])]
+                if not seated:
+                    break
+                table.step(seated)
+                for k, r in rows.items():
+                    if r in seated and r.done == 5:
+                        mels[k] = table.mel_of(r)
+                seated = [r for r in seated if r.done < 5]
+            self.assertEqual(sorted(mels), sorted(items))
+            for k, it in items.items():
+                want, = s2.inference_batch([it], 5)
+                self.assertEqual(mels[k].shape, want.shape, k)
+                err = float((mels[k] - want).abs().max() / want.abs().max())
+                self.assertLess(err, 1e-4, f"{k}: {err}")
 
     def test_bad_settings_are_refused(self):
         import bench_host
@@ -548,20 +564,21 @@ class CudaGraphTest(HostCase, unittest.TestCase):
                             (("--s2mel-dtype", "bf16", "--no-s2mel-graphs"), False), (("--s2mel-graphs",), True)):
             host = self.make_host(*extra)
             self.assertEqual(host.adapter.info()["s2mel_graphs"], want, extra)
-            self.assertEqual(host.adapter.s2mel_graphs is not None, want, extra)
+            self.assertEqual(host.adapter.table.graphs is not None, want, extra)
 
     def test_s2mel_graph_equals_the_eager_flow(self):
-        """One group padded to a graph's bucket of lines and frames gives each line's
-        mel of the eager, unpadded group, whole or with another group's steps between
-        two of its own (the graphs' buffers hold one group's inputs at a time); a
-        bucket larger than the buffers replaces them and still agrees."""
+        """Rows in a graph's bucket of rows and frames give each line's mel of the
+        eager flow alone, seated as a group or joining at other rows' steps; a bucket
+        larger than the buffers replaces them and still agrees."""
         import torch
 
+        import batching
         import bench_host
 
         host = self.make_host("--s2mel-graphs")
         a = host.adapter
-        s2, d = a.backend.s2mel, a.backend.dims
+        s2, d, steps = a.backend.s2mel, a.backend.dims, a.opts.diffusion_steps
+        table = a.table
         g = torch.Generator(device="cpu").manual_seed(3)
 
         def item(frames, prompt, seed):
@@ -569,31 +586,41 @@ class CudaGraphTest(HostCase, unittest.TestCase):
                     torch.randn(1, d.n_mels, prompt, generator=g).to(a.device),
                     torch.randn(1, d.style_dim, generator=g).to(a.device), seed)
 
+        def rows(batch):
+            return [batching.S2MelRow(None, bench_host.FlowRow(s2, *it), it[0].shape[1]) for it in batch]
+
+        def check(what, got_mels, batch):
+            for i, (got, it) in enumerate(zip(got_mels, batch)):
+                want, = s2.inference_batch([it], steps)
+                self.assertEqual(got.shape, want.shape)
+                err = float((got - want).abs().max() / want.abs().max())
+                self.assertLess(err, 1e-4, f"{what}: line {i} of {len(got_mels)}: {err}")
+
         with torch.inference_mode():
             for batch in ([item(300, 120, 1), item(410, 120, 2), item(250, 90, 3)], [item(900, 200, 4)],
                           [item(5000, 200, 5), item(4000, 100, 6)],
                           [item(600, 120, 10 + i) for i in range(5)],  # 5 lines in a bucket of 6
                           [item(9000, 200, 7 + i) for i in range(8)]):  # past the first buffers: new ones
-                want = s2.inference_batch(batch, a.opts.diffusion_steps)
-                run = bench_host.FlowRun(s2, batch, a.opts.diffusion_steps, a.s2mel_graphs)
-                mels = run.all_mels()
-                graphs = len(a.s2mel_graphs.cache)  # before another bucket's group adds its own
-                self.assertEqual(run.graph_bytes, 0, "a group that captured counts its temporaries as allocated")
-                again = bench_host.FlowRun(s2, batch, a.opts.diffusion_steps, a.s2mel_graphs)
-                again.advance(1)
-                between = [item(700, 100, 40), item(350, 100, 41)]  # another bucket's steps, then this one's
-                other = bench_host.FlowRun(s2, between, a.opts.diffusion_steps, a.s2mel_graphs)
-                other.advance(2)
-                interleaved = again.all_mels()
-                self.assertGreater(again.graph_bytes, 0, "a replay counts the graph's")
-                other_want = s2.inference_batch(between, a.opts.diffusion_steps)
-                for what, got_mels, want_mels in (("whole", mels, want), ("interleaved", interleaved, want),
-                                                  ("between", other.all_mels(), other_want)):
-                    for i, got in enumerate(got_mels):
-                        self.assertEqual(got.shape, want_mels[i].shape)
-                        err = float((got - want_mels[i]).abs().max() / want_mels[i].abs().max())
-                        self.assertLess(err, 1e-4, f"{what}: line {i} of a group of {len(got_mels)}: {err}")
+                check("group", table.run(rows(batch)), batch)
+                graphs = len(table.graphs)  # before another bucket adds its own
+                self.assertEqual(table.graph_bytes, 0, "a bucket that captured counts its temporaries as allocated")
+                check("again", table.run(rows(batch)), batch)
+                self.assertGreater(table.graph_bytes, 0, "a replay counts the graph's memory")
             self.assertEqual(graphs, 1, "the new buffers dropped the graphs that read the old")
+            # Rows joining at other rows' steps, seated again as the bucket grows.
+            batch = [item(700, 100, 40), item(350, 100, 41), item(600, 120, 42)]
+            seated, mels, pending = [], {}, rows(batch)
+            order = list(pending)
+            while pending or seated:
+                if pending:
+                    seated.append(pending.pop(0))
+                table.step(seated)
+                for r in seated:
+                    if r.done == steps:
+                        mels[id(r)] = table.mel_of(r)
+                seated = [r for r in seated if r.done < steps]
+            check("rolling", [mels[id(r)] for r in order], batch)
+        table.reset()
 
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -630,7 +657,7 @@ class CompiledStagesTest(HostCase, unittest.TestCase):
         want, want_paths = self.render(plain, "p-")
         for g, w in zip(got, want):
             self.assertEqual(g["codes"], w["codes"])
-        self.assertGreater(len(compiled.adapter.s2mel_graphs.cache), 1, "several buckets captured")
+        self.assertGreater(len(compiled.adapter.table.graphs), 1, "several buckets captured")
         self.assert_audio_close(got_paths, want_paths, "compiled")
 
 
@@ -796,31 +823,14 @@ def next_group(ready, now, size, max_wait, waste):
 
 
 class NextGroupTest(unittest.TestCase):
-    """The s2mel stage's choice of the next group (batching.group_of), whether it
-    begins beside the group in s2mel (batching.preempts), and the vocoder's batches
-    within a group (batching.vocoder_batches), on plain lines."""
+    """The s2mel stage's choice of the next group (batching.group_of) and the
+    vocoder's batches within a group (batching.vocoder_batches), on plain lines."""
 
     @staticmethod
     def lines(*spec):
         import types
 
         return [types.SimpleNamespace(name=n, frames=f, ready_at=t, sequences=[0]) for n, f, t in spec]
-
-    def test_a_group_begins_where_it_would_run_first(self):
-        import batching
-
-        short, long_ = self.lines(("s", 800, 0.0)), self.lines(("a", 1500, 0.0), ("b", 1400, 0.0))
-        self.assertEqual(batching.group_work(long_, 25), 25 * 2 * 1500, "sequences x the longest's frames x steps")
-        self.assertEqual(batching.group_work(short, 25), 25 * 800)
-        running = batching.S2MelJob(long_, begun=0.0)
-        running.run = batching.S2MelRun(25)
-        running.run.done = 15
-        self.assertEqual(running.work_left(), 10 * 2 * 1500)
-        self.assertTrue(batching.preempts(25 * 800, running), "less work than the group running has left")
-        running.run.done = 20
-        self.assertFalse(batching.preempts(25 * 800, running), "the group running is nearly done")
-        running.run.done, running.passed = 15, True
-        self.assertFalse(batching.preempts(25 * 800, running), "the group running was passed over once already")
 
     def test_fewest_frames_first_with_companions_of_similar_frames(self):
         import batching
@@ -862,140 +872,176 @@ class NextGroupTest(unittest.TestCase):
 
 
 @unittest.skipUnless(HAS_TORCH, "needs torch")
-class S2MelPreemptionTest(unittest.TestCase):
-    """The s2mel thread (Batcher._s2mel_loop) over an adapter that records each step:
-    with s2mel_preempt a group of short lines whose GPT ends while a long group runs
-    begins at once and runs its steps before the long group's rest, the long group is
-    passed over once only, and without s2mel_preempt the short group waits."""
+class S2MelLoopTest(unittest.TestCase):
+    """The s2mel thread (Batcher._s2mel_loop) over a table whose flow adds each row's
+    step length to x, so that a row's mel is 1 wherever its steps ran in whatever
+    company, and that records the rows of each step: with s2mel_rolling a line whose
+    GPT ends while another is in s2mel joins at the next step; without, it waits for
+    the group; s2mel_batch bounds the lines in the table; a line whose rows fail, or a
+    step that fails, fails its lines and the thread goes on."""
+
+    STEPS = 4
+
+    @classmethod
+    def table(cls, log, gates, refused=(), broken=()):
+        import torch
+
+        import batching
+
+        class Row:
+            def __init__(self, seed, frames):
+                self.seed, self.frames, self.prompt = seed, frames, 0
+                self.x = torch.zeros(1, 1, frames)
+
+        class Table(batching.S2MelTable):
+            def rows(self, items):
+                if items[0][3] in refused:
+                    raise RuntimeError("CUDA out of memory (the test's)")
+                return [Row(seed, c["frames"]) for c, _, _, seed in items]
+
+            def blank(self, b, t):
+                return (torch.zeros(b, 1, t),)
+
+            def put(self, inputs, i, row):
+                inputs[0][i].zero_()
+                inputs[0][i, :, :row.frames] = row.x[0]
+
+            def clear(self, inputs, i):
+                inputs[0][i].zero_()
+
+            def x_of(self, inputs, i, row):
+                return inputs[0][i:i + 1, :, :row.frames].clone()
+
+            def flow(self, inputs, t, dt):
+                return inputs[0] + dt[:, None, None]
+
+            def mel(self, x, row):
+                return x
+
+            def step(self, rows):
+                now = [(r.data.seed, r.done) for r in rows]
+                log.append(now)
+                if any(k in broken for k in now):
+                    raise RuntimeError("CUDA out of memory (the test's step)")
+                super().step(rows)
+                for k in now:  # the step waits here
+                    if k in gates:
+                        gates[k].wait(10)
+
+        return Table(cls.STEPS, torch.device("cpu"))
 
     class Adapter:
-        diffusion_steps = 4
-
-        def __init__(self, log, gates, refused=()):
+        def __init__(self, table):
             import torch
 
-            import batching
-
-            self.device = torch.device("cpu")
-            self.log, self.gates, self.torch, self.batching = log, gates, torch, batching
-            self.refused = refused  # seeds whose group fails as it begins
-            self.launches = []  # (seed, first step, steps) of each advance
+            self.device, self.t = torch.device("cpu"), table
 
         def latents_batch(self, items):
             return [None] * len(items)
 
-        def s2mel_start(self, items):
-            adapter = self
-            if items[0][3] in self.refused:
-                raise RuntimeError("CUDA out of memory (the test's)")
-
-            class Run(adapter.batching.S2MelRun):
-                def _steps(self, first, n):
-                    seed = items[0][3]
-                    adapter.launches.append((seed, first, n))
-                    for i in range(first, first + n):
-                        adapter.log.append((seed, i))
-                        if (seed, i) in adapter.gates:  # the group waits at this step
-                            adapter.gates[seed, i].wait(10)
-
-                def mels(self):
-                    return [adapter.torch.zeros(1, 2, 3) for _ in items]
-
-            return Run(self.diffusion_steps)
+        def s2mel_table(self):
+            return self.t
 
         def vocoder_batch(self, mels):
             return mels
 
-    def line(self, seed, frames):
-        import types
-
-        import batching
-
-        ln = batching.Line(req=types.SimpleNamespace(seed=seed))
-        ln.sequences = [batching.Sequence(line=ln, index=0, text_tokens=None, limit=0)]
-        ln.frames, ln.ready_at = frames, time.perf_counter()
-        return ln
-
-    def run_loop(self, preempt, lines):
-        """Lines (seed, frames) made ready one by one, each while the group begun
-        before it waits at its first step: the steps run, the seeds in the order their
-        groups ended, and the groups begun while another ran."""
-        import batching
-
-        log, gates = [], {(seed, 0): threading.Event() for seed, _ in lines[:-1]}
-        b = self.start(log, gates, preempt)
-        waiting = None
-        for seed, frames in lines:
-            self.make_ready(b, seed, frames)
-            if waiting is not None:
-                gates[waiting].set()
-            waiting = (seed, 0)
-            self.wait_for(log, waiting if waiting in gates else None)
-        ended = [b.vocoded.get(timeout=10)[0][0].req.seed for _ in lines]
-        self.launches = b.a.launches
-        return log, ended, b.stats["s2mel_preempted"]
-
-    def start(self, log, gates, preempt, refused=()):
+    def start(self, rolling, gates=None, refused=(), broken=(), s2mel_batch=16):
         import batching
         import protocol
 
-        b = batching.Batcher(self.Adapter(log, gates, refused), protocol.Meter(), max_sequences=8, beams=1, kv_cache_bytes=0,
-                             s2mel_preempt=preempt)
+        self.log, self.gates = [], gates or {}
+        table = self.table(self.log, self.gates, refused, broken)
+        b = batching.Batcher(self.Adapter(table), protocol.Meter(), max_sequences=8, beams=1, kv_cache_bytes=0,
+                             s2mel_batch=s2mel_batch, s2mel_rolling=rolling)
         b.s2mel_stream = b.vocoder_stream = None
         threading.Thread(target=b._s2mel_loop, daemon=True).start()
         return b
 
-    def make_ready(self, b, seed, frames):
-        ln = self.line(seed, frames)
+    def ready(self, b, seed, frames):
+        import types
+
+        import batching
+
+        ln = batching.Line(req=types.SimpleNamespace(seed=seed), cond={"frames": frames})
+        ln.sequences = [batching.Sequence(line=ln, index=0, text_tokens=None, limit=0)]
+        ln.frames, ln.ready_at = frames, time.perf_counter()
         with b.ready_cv:
             b.ready.append(ln)
             b.ready_cv.notify()
         return ln
 
-    @staticmethod
-    def wait_for(log, step):
+    def wait_for(self, key):
         deadline = time.monotonic() + 10
-        while step is not None and step not in log and time.monotonic() < deadline:
+        while not any(key in s for s in self.log) and time.monotonic() < deadline:
             time.sleep(0.001)
 
-    def test_a_short_group_runs_between_a_long_groups_steps(self):
-        log, ended, preempted = self.run_loop(True, [(100, 3000), (200, 900)])
-        self.assertEqual(log, [(100, 0), (200, 0), (200, 1), (200, 2), (200, 3), (100, 1), (100, 2), (100, 3)])
-        self.assertEqual(ended, [200, 100], "the short line's mels went to the vocoder first")
-        self.assertEqual(preempted, 1)
-        self.assertEqual(self.launches[:2], [(100, 0, 1), (200, 0, 1)], "one step at a time")
+    def ended(self, b, n):
+        """The seeds of n lines in the order the vocoder got them, each checked: its mel
+        is 1 on every frame (every step ran once, at its own time)."""
+        import torch
 
-    def test_a_group_is_passed_over_once_only(self):
-        log, ended, preempted = self.run_loop(True, [(100, 3000), (200, 900), (300, 500)])
-        self.assertEqual(log, [(100, 0)] + [(200, i) for i in range(4)] + [(100, i) for i in range(1, 4)]
-                         + [(300, i) for i in range(4)])
-        self.assertEqual(ended, [200, 100, 300], "the shortest waited for the group passed over before")
-        self.assertEqual(preempted, 1)
+        out = []
+        for _ in range(n):
+            lines, wavs, _, _ = b.vocoded.get(timeout=10)
+            for ln, w in zip(lines, wavs):
+                self.assertTrue(torch.allclose(w, torch.ones_like(w)), (ln.req.seed, w))
+                self.assertEqual(w.shape[-1], ln.frames)
+                out.append(ln.req.seed)
+        return out
 
-    def test_a_group_that_fails_as_it_begins_has_passed_nothing_over(self):
-        log, gates = [], {(100, 0): threading.Event(), (100, 1): threading.Event()}
-        b = self.start(log, gates, True, refused=(200,))
-        self.make_ready(b, 100, 3000)
-        self.wait_for(log, (100, 0))
-        refused = self.make_ready(b, 200, 900)
-        gates[100, 0].set()
-        self.wait_for(log, (100, 1))  # the refused group failed before the long group's next step
+    def two_lines(self, rolling):
+        """A long line in s2mel, held at its first step while a short one gets ready."""
+        b = self.start(rolling, {(100, 0): threading.Event()})
+        self.ready(b, 100, 3000)
+        self.wait_for((100, 0))
+        self.ready(b, 200, 900)
+        time.sleep(0.05)
+        self.gates[100, 0].set()
+        return b
+
+    def test_a_line_joins_at_the_next_step(self):
+        b = self.two_lines(True)
+        self.assertEqual(self.ended(b, 2), [100, 200])
+        self.assertEqual(self.log, [[(100, 0)], [(100, 1), (200, 0)], [(100, 2), (200, 1)], [(100, 3), (200, 2)],
+                                    [(200, 3)]])
+
+    def test_without_rolling_a_line_waits_for_the_group(self):
+        b = self.two_lines(False)
+        self.assertEqual(self.ended(b, 2), [100, 200])
+        self.assertEqual(self.log, [[(100, i)] for i in range(4)] + [[(200, i)] for i in range(4)])
+
+    def test_the_table_holds_at_most_s2mel_batch_lines(self):
+        b = self.start(True, {(100, 0): threading.Event()}, s2mel_batch=2)
+        self.ready(b, 100, 3000)
+        self.wait_for((100, 0))
+        for seed in (200, 300):
+            self.ready(b, seed, 900)
+        time.sleep(0.05)
+        self.gates[100, 0].set()
+        self.assertEqual(sorted(self.ended(b, 3)), [100, 200, 300])
+        self.assertEqual(max(len(s) for s in self.log), 2)
+        self.assertEqual(self.log[1], [(100, 1), (200, 0)], "the shortest waiting joins first")
+
+    def test_a_line_whose_rows_fail_fails_alone(self):
+        b = self.start(True, {(100, 0): threading.Event()}, refused=(200,))
+        self.ready(b, 100, 3000)
+        self.wait_for((100, 0))
+        refused = self.ready(b, 200, 900)
+        time.sleep(0.05)
+        self.gates[100, 0].set()
+        self.assertEqual(self.ended(b, 1), [100])
         self.assertTrue(refused.done.is_set())
         self.assertIn("out of memory", str(refused.error))
-        self.make_ready(b, 300, 500)
-        gates[100, 1].set()
-        ended = [b.vocoded.get(timeout=10)[0][0].req.seed for _ in range(2)]
-        self.assertEqual(log, [(100, 0), (100, 1)] + [(300, i) for i in range(4)] + [(100, 2), (100, 3)],
-                         "the long group was not passed over by the group that failed: the next one passes it")
-        self.assertEqual(ended, [300, 100])
-        self.assertEqual(b.stats["s2mel_preempted"], 1)
+        self.assertEqual(b.stats["in_s2mel"], -1, "counted out once (the test never counted it in)")
 
-    def test_one_group_at_a_time_when_told(self):
-        log, ended, preempted = self.run_loop(False, [(100, 3000), (200, 900)])
-        self.assertEqual(log, [(100, i) for i in range(4)] + [(200, i) for i in range(4)])
-        self.assertEqual(ended, [100, 200])
-        self.assertEqual(preempted, 0)
-        self.assertEqual(self.launches, [(100, 0, 4), (200, 0, 4)], "each group's steps launched in one go")
+    def test_a_failed_step_fails_its_lines_and_the_next_line_runs(self):
+        b = self.start(True, broken=((100, 2),))
+        first = self.ready(b, 100, 3000)
+        self.assertTrue(first.done.wait(10))
+        self.assertIn("out of memory", str(first.error))
+        self.ready(b, 200, 900)
+        self.assertEqual(self.ended(b, 1), [200])
+        self.assertEqual(self.log[-4:], [[(200, i)] for i in range(4)])
 
 
 @unittest.skipUnless(HAS_TORCH, "needs torch")

@@ -194,7 +194,9 @@ class IndexTTSAdapterTest(unittest.TestCase):
     @unittest.skipIf(DEVICE == "cuda", "builds its codes on the CPU")
     def test_latents_and_s2mel_match_the_modules_own_paths(self):
         """latents_batch: UnifiedVoice.forward's latents, alone and padded in a batch;
-        s2mel_start of one line: the CFM's own inference under the same noise."""
+        one line through the adapter's CFMTable: the CFM's own inference under the same
+        noise."""
+        import batching
         import protocol
         import torch
 
@@ -221,7 +223,8 @@ class IndexTTSAdapterTest(unittest.TestCase):
                 self.assertTrue(torch.allclose(a.latents_batch([(cond, tokens, codes)])[0], want, atol=1e-5))
 
             cond, tokens, codes = items[1]
-            mel, = a.s2mel_start([(cond, batched[1], codes, 1234)]).all_mels()
+            mel, = a.table.run([batching.S2MelRow(None, r, r.frames)
+                                for r in a.table.rows([(cond, batched[1], codes, 1234)])])
             models = a.tts.s2mel.models
             s = a.tts.semantic_codec.quantizer.vq2emb(codes.unsqueeze(1)).transpose(1, 2) + models["gpt_layer"](
                 batched[1])
@@ -238,6 +241,47 @@ class IndexTTSAdapterTest(unittest.TestCase):
         tokens = codes[0].tolist()
         self.assertEqual(a.s2mel_frames(cond, tokens), mu.size(1))
         self.assertEqual(a.s2mel_frames(cond, tokens + [a.stop_token, 5, 6]), mu.size(1))
+
+    @unittest.skipIf(DEVICE == "cuda", "builds its codes on the CPU")
+    def test_rows_joining_at_their_own_steps_give_their_mels_alone(self):
+        """The CFMTable with lines joining at other lines' steps and leaving at their
+        own (seated again as the bucket of rows and frames changes) gives each line the
+        mel it has through the table alone."""
+        import batching
+        import protocol
+        import torch
+
+        host = self.make_host(beams=1)
+        a = host.adapter
+        items = []
+        with torch.inference_mode():
+            for i, (text, n) in enumerate(((TEXTS[0], 12), (TEXTS[2], 30), (TEXTS[3], 5))):
+                req = protocol.parse_synthesis(self.body(f"r{i}", text, n))
+                cond = a.conditioning(req)
+                (tokens, _, _), = a.segments(req)
+                codes = torch.randint(0, 8000, (1, n))
+                items.append((cond, tokens, codes))
+            latents = a.latents_batch(items)
+            inputs = [(cond, lat, codes, 50 + i) for i, ((cond, _, codes), lat) in enumerate(zip(items, latents))]
+
+            def rows():
+                return [batching.S2MelRow(None, r, r.frames) for r in a.table.rows(inputs)]
+
+            alone = [a.table.run([r])[0] for r in rows()]
+            pending, seated, got = rows(), [], {}
+            order = list(pending)
+            while pending or seated:
+                if pending:
+                    seated.append(pending.pop(0))
+                a.table.step(seated)
+                for r in seated:
+                    if r.done == a.table.steps:
+                        got[id(r)] = a.table.mel_of(r)
+                seated = [r for r in seated if r.done < a.table.steps]
+        for i, (r, want) in enumerate(zip(order, alone)):
+            mel = got[id(r)]
+            self.assertEqual(tuple(mel.shape), tuple(want.shape))
+            self.assertTrue(torch.allclose(mel, want, atol=1e-4), (i, (mel - want).abs().max()))
 
     @unittest.skipIf(DEVICE == "cuda", "on CUDA cuDNN's TF32 convolutions differ by shape (10 LSB on an H200)")
     def test_audio_batched_and_alone(self):
