@@ -1147,11 +1147,12 @@ class Batcher:
     # -- the s2mel stage ----------------------------------------------------------------
 
     def _s2mel_loop(self):
-        """s2mel's table (S2MelTable), one step at a time. With s2mel_rolling, lines
-        join the table at the next step, whatever the steps of the rows in it, as long
-        as it holds fewer than s2mel_batch lines: a short line whose GPT ends while long
-        ones are in s2mel waits one step, not for their group's end. Without, a group
-        (group_of) fills the empty table and runs its steps through before the next."""
+        """s2mel's table (S2MelTable), one step at a time. A group (group_of) fills the
+        empty table; with s2mel_rolling, lines join it at its next step, whatever the
+        steps of the rows in it (joiners: while it holds fewer than s2mel_batch lines,
+        within s2mel_waste of their frames, and no line waits that does not fit): a
+        line whose GPT ends while lines of its length are in s2mel waits one step, not
+        for their group's end. Without, the group runs its steps through first."""
         table = self.a.s2mel_table()
         rows = []  # S2MelRow seated, in order of joining
         with self._stream(self.s2mel_stream), torch.inference_mode():
@@ -1161,9 +1162,11 @@ class Batcher:
                     while not self.ready and not rows:
                         self.ready_cv.wait()
                     room = self.s2mel_batch - len({id(r.line) for r in rows})
-                    if self.ready and room > 0 and (self.s2mel_rolling or not rows):
-                        group = group_of(self.ready, time.perf_counter(), room, self.s2mel_max_wait,
-                                         math.inf if self.s2mel_rolling else self.s2mel_waste)
+                    if self.ready and room > 0 and not rows:
+                        group = group_of(self.ready, time.perf_counter(), room, self.s2mel_max_wait, self.s2mel_waste)
+                    elif self.ready and room > 0 and self.s2mel_rolling:
+                        group = joiners(self.ready, [r.line for r in rows], room, self.s2mel_waste) or None
+                    if group is not None:
                         take(self.ready, group)
                 if group is not None:
                     rows += self._join(table, group)
@@ -1384,6 +1387,18 @@ def group_of(ready, now, size, max_wait, waste=S2MEL_WASTE):
     return group
 
 
+def joiners(ready, seated, room, waste=S2MEL_WASTE):
+    """The lines of ready that join s2mel's table at its next step (s2mel_rolling),
+    seated the lines in it: up to room of them, the fewest frames first, if the lines
+    waiting fit with those seated, the longest at most 1 + waste times the shortest;
+    none where they do not, so that the table drains and that line leads
+    the next group (group_of) instead of waiting behind a stream of lines that fit."""
+    frames = [ln.frames for ln in seated] + [ln.frames for ln in ready]
+    if max(frames) > (1 + waste) * max(min(frames), 1):
+        return []
+    return sorted(ready, key=lambda ln: (ln.frames, ln.ready_at))[:room]
+
+
 def take(ready, group):
     """Removes group's lines from ready."""
     taken = {id(ln) for ln in group}
@@ -1440,7 +1455,7 @@ class S2MelTable:
         self.inputs = None  # (x, *conditioning, idx)
         self.graph = None  # the bucket's graph, with graphs
         self.graph_bytes = 0  # its temporaries' memory (0 where its capture ran them for real)
-        self.slots = {}  # id(row) -> slot
+        self.slots = {}  # S2MelRow -> its slot (the row itself: an id may be reused once it is gone)
 
     # -- the model's part ------------------------------------------------------------
 
@@ -1498,7 +1513,7 @@ class S2MelTable:
     def mel_of(self, row):
         """row's target mel, after its last step (a copy, on the current stream: its
         slot may take another row at the next step)."""
-        return self.mel(self.x_of(self.inputs[:-1], self.slots[id(row)], row.data), row.data)
+        return self.mel(self.x_of(self.inputs[:-1], self.slots[row], row.data), row.data)
 
     def run(self, rows):
         """Every step of rows seated alone (a group through at once): their mels."""
@@ -1515,24 +1530,21 @@ class S2MelTable:
     def _seat(self, rows):
         key = self.shape(len(rows), max(r.frames for r in rows))
         if key == self.key:
-            keep = {id(r) for r in rows}
-            free = sorted(i for rid, i in self.slots.items() if rid not in keep)
-            for rid in [rid for rid, i in self.slots.items() if rid not in keep]:
-                del self.slots[rid]
-            for i in free:
+            staying = set(rows)
+            for r in [r for r in self.slots if r not in staying]:
+                i = self.slots.pop(r)
                 self.clear(self.inputs[:-1], i)
                 self.inputs[-1][i] = self.steps
             used = set(self.slots.values())
             room = (i for i in range(key[0]) if i not in used)
             for r in rows:
-                if id(r) not in self.slots:
-                    i = next(room)
-                    self._put(i, r)
+                if r not in self.slots:
+                    self._put(next(room), r)
             return
         if self.inputs is not None:  # every row staying keeps its x
             for r in rows:
-                if id(r) in self.slots:
-                    r.data.x = self.x_of(self.inputs[:-1], self.slots[id(r)], r.data)
+                if r in self.slots:
+                    r.data.x = self.x_of(self.inputs[:-1], self.slots[r], r.data)
         b, t = key
         inputs = (*self.blank(b, t), torch.full((b,), self.steps, dtype=torch.long, device=self.device))
         self.key, self.graph, self.graph_bytes = key, None, 0
@@ -1552,7 +1564,7 @@ class S2MelTable:
     def _put(self, i, r):
         self.put(self.inputs[:-1], i, r.data)
         self.inputs[-1][i] = r.done
-        self.slots[id(r)] = i
+        self.slots[r] = i
 
     def _views(self, inputs):
         """Views of the buffers shaped as inputs; None when a buffer is too small."""

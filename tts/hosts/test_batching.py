@@ -551,7 +551,7 @@ class CudaGraphTest(HostCase, unittest.TestCase):
             self.assertEqual(steps["graph_prefills"], steps["prefills"], "and every prefill")
             self.assertEqual(eager.batcher.stats["graph_steps"], 0)
             self.assertEqual(eager.batcher.stats["graph_prefills"], 0)
-            self.assertGreater(len(graphed.adapter.s2mel_graphs.cache), 0, "s2mel replayed graphs")
+            self.assertGreater(len(graphed.adapter.table.graphs), 0, "s2mel replayed graphs")
             # The tiny model's vocoder barely follows its mel (two seeds' audio is at most 32
             # LSB apart), so this checks the path end to end, not s2mel's arithmetic:
             # test_s2mel_graph_equals_the_eager_flow compares the mels themselves.
@@ -845,6 +845,18 @@ class NextGroupTest(unittest.TestCase):
         self.assertEqual([ln.name for ln in next_group(ready, 1.0, 3, 5.0, 0.5)], ["long"])
         self.assertEqual(ready, [])
 
+    def test_lines_join_the_table_while_every_waiting_line_fits(self):
+        import batching
+
+        seated = self.lines(("s1", 1000, 0.0), ("s2", 1100, 0.0))
+        ready = self.lines(("a", 1200, 0.3), ("b", 900, 0.2), ("c", 1000, 0.1))
+        self.assertEqual([ln.name for ln in batching.joiners(ready, seated, room=2, waste=0.5)], ["b", "c"])
+        self.assertEqual([ln.name for ln in batching.joiners(ready, seated, room=8, waste=0.5)], ["b", "c", "a"])
+        self.assertEqual(batching.joiners(ready, seated, room=8, waste=0.25), [],
+                         "1,200 frames beside 900 pass 1.25x: nobody joins, the table drains")
+        ready.append(self.lines(("long", 3000, 0.0))[0])
+        self.assertEqual(batching.joiners(ready, seated, room=8, waste=0.5), [], "a line that does not fit waits")
+
     def test_the_waste_is_the_padding_a_group_may_carry(self):
         import batching
 
@@ -879,6 +891,8 @@ class S2MelLoopTest(unittest.TestCase):
     GPT ends while another is in s2mel joins at the next step; without, it waits for
     the group; s2mel_batch bounds the lines in the table; a line whose rows fail, or a
     step that fails, fails its lines and the thread goes on."""
+    # Lines of about one length (within s2mel_waste) join the table; 3000 and 900
+    # frames do not, so two_lines' second line is made to fit.
 
     STEPS = 4
 
@@ -891,7 +905,7 @@ class S2MelLoopTest(unittest.TestCase):
         class Row:
             def __init__(self, seed, frames):
                 self.seed, self.frames, self.prompt = seed, frames, 0
-                self.x = torch.zeros(1, 1, frames)
+                self.x = torch.full((1, 1, frames), float(seed))
 
         class Table(batching.S2MelTable):
             def rows(self, items):
@@ -977,14 +991,15 @@ class S2MelLoopTest(unittest.TestCase):
 
     def ended(self, b, n):
         """The seeds of n lines in the order the vocoder got them, each checked: its mel
-        is 1 on every frame (every step ran once, at its own time)."""
+        is its seed + 1 on every frame (it began at its seed, and every step ran once,
+        at its own time, in its own slot)."""
         import torch
 
         out = []
         for _ in range(n):
             lines, wavs, _, _ = b.vocoded.get(timeout=10)
             for ln, w in zip(lines, wavs):
-                self.assertTrue(torch.allclose(w, torch.ones_like(w)), (ln.req.seed, w))
+                self.assertTrue(torch.allclose(w, torch.full_like(w, ln.req.seed + 1.0)), (ln.req.seed, w))
                 self.assertEqual(w.shape[-1], ln.frames)
                 out.append(ln.req.seed)
         return out
@@ -992,7 +1007,7 @@ class S2MelLoopTest(unittest.TestCase):
     def two_lines(self, rolling):
         """A long line in s2mel, held at its first step while a short one gets ready."""
         b = self.start(rolling, {(100, 0): threading.Event()})
-        self.ready(b, 100, 3000)
+        self.ready(b, 100, 1000)
         self.wait_for((100, 0))
         self.ready(b, 200, 900)
         time.sleep(0.05)
@@ -1012,7 +1027,7 @@ class S2MelLoopTest(unittest.TestCase):
 
     def test_the_table_holds_at_most_s2mel_batch_lines(self):
         b = self.start(True, {(100, 0): threading.Event()}, s2mel_batch=2)
-        self.ready(b, 100, 3000)
+        self.ready(b, 100, 1000)
         self.wait_for((100, 0))
         for seed in (200, 300):
             self.ready(b, seed, 900)
@@ -1022,9 +1037,33 @@ class S2MelLoopTest(unittest.TestCase):
         self.assertEqual(max(len(s) for s in self.log), 2)
         self.assertEqual(self.log[1], [(100, 1), (200, 0)], "the shortest waiting joins first")
 
+    def test_a_line_that_does_not_fit_waits_for_the_table_to_drain(self):
+        b = self.start(True, {(100, 0): threading.Event()})
+        self.ready(b, 100, 1000)
+        self.wait_for((100, 0))
+        self.ready(b, 200, 3000)
+        self.ready(b, 300, 950)
+        time.sleep(0.05)
+        self.gates[100, 0].set()
+        self.assertEqual(self.ended(b, 3), [100, 300, 200])
+        self.assertEqual(self.log[:4], [[(100, i)] for i in range(4)], "nobody joined while 3,000 frames waited")
+        self.assertEqual(self.log[4], [(300, 0)], "then the fewest frames lead the next group")
+
+    def test_lines_joining_and_leaving_keep_their_own_slots(self):
+        """A stream of lines, each joining as others leave (rows made and dropped: a
+        slot is the row's, never a row gone's with the same id)."""
+        import gc
+
+        b = self.start(True, s2mel_batch=3)
+        for k in range(12):
+            self.ready(b, 10 + k, 900 + 10 * (k % 4))
+            gc.collect()
+            time.sleep(0.003)
+        self.assertEqual(sorted(self.ended(b, 12)), [10 + k for k in range(12)])
+
     def test_a_line_whose_rows_fail_fails_alone(self):
         b = self.start(True, {(100, 0): threading.Event()}, refused=(200,))
-        self.ready(b, 100, 3000)
+        self.ready(b, 100, 1000)
         self.wait_for((100, 0))
         refused = self.ready(b, 200, 900)
         time.sleep(0.05)
