@@ -191,25 +191,30 @@ class IndexTTSAdapterTest(unittest.TestCase):
             for r in range(tok.shape[0]):
                 self.assertIn(int(tok[r]), top[r].tolist(), "never outside the top k")
 
+    def three_lines(self, a, name):
+        """Three lines of 12, 30 and 5 random codes: (conditioning, text tokens, codes)."""
+        import protocol
+        import torch
+
+        items = []
+        for i, (text, n) in enumerate(((TEXTS[0], 12), (TEXTS[2], 30), (TEXTS[3], 5))):
+            req = protocol.parse_synthesis(self.body(f"{name}{i}", text, n))
+            (tokens, _, _), = a.segments(req)
+            items.append((a.conditioning(req), tokens, torch.randint(0, 8000, (1, n))))
+        return items
+
     @unittest.skipIf(DEVICE == "cuda", "builds its codes on the CPU")
     def test_latents_and_s2mel_match_the_modules_own_paths(self):
         """latents_batch: UnifiedVoice.forward's latents, alone and padded in a batch;
         one line through the adapter's CFMTable: the CFM's own inference under the same
         noise."""
         import batching
-        import protocol
         import torch
 
         host = self.make_host(beams=1)
         a = host.adapter
-        items = []
         with torch.inference_mode():
-            for i, (text, n) in enumerate(((TEXTS[0], 12), (TEXTS[2], 30), (TEXTS[3], 5))):
-                req = protocol.parse_synthesis(self.body(f"l{i}", text, n))
-                cond = a.conditioning(req)
-                (tokens, _, _), = a.segments(req)
-                codes = torch.randint(0, 8000, (1, n))
-                items.append((cond, tokens, codes))
+            items = self.three_lines(a, "l")
             batched = a.latents_batch(items)
             spk, emo = a.audio[self.ref]["spk_cond"], a.emo[self.ref]
             lens = torch.tensor([spk.shape[-1]])
@@ -248,19 +253,12 @@ class IndexTTSAdapterTest(unittest.TestCase):
         own (seated again as the bucket of rows and frames changes) gives each line the
         mel it has through the table alone."""
         import batching
-        import protocol
         import torch
 
         host = self.make_host(beams=1)
         a = host.adapter
-        items = []
         with torch.inference_mode():
-            for i, (text, n) in enumerate(((TEXTS[0], 12), (TEXTS[2], 30), (TEXTS[3], 5))):
-                req = protocol.parse_synthesis(self.body(f"r{i}", text, n))
-                cond = a.conditioning(req)
-                (tokens, _, _), = a.segments(req)
-                codes = torch.randint(0, 8000, (1, n))
-                items.append((cond, tokens, codes))
+            items = self.three_lines(a, "r")
             latents = a.latents_batch(items)
             inputs = [(cond, lat, codes, 50 + i) for i, ((cond, _, codes), lat) in enumerate(zip(items, latents))]
 
