@@ -32,7 +32,7 @@ func (s *GPUs) Acquire(ctx context.Context, req workflow.PermitRequest) (workflo
 	var lease *gpu.Lease
 	var err error
 	for {
-		lease, err = s.exec.Acquire(ctx, gpu.Request{ID: id, LineID: req.LineID, AudioSeconds: secs})
+		lease, err = s.exec.Acquire(ctx, gpu.Request{ID: id, LineID: req.LineID, AudioSeconds: secs, First: req.First})
 		var nf *gpu.NeverFitsError
 		if !errors.As(err, &nf) || nf.TooLong || !s.fitsCalibrated(secs) {
 			break

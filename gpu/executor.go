@@ -138,6 +138,9 @@ type Request struct {
 	LineID int64
 	// AudioSeconds is the predicted length of the speech, from the line's slot.
 	AudioSeconds float64
+	// First: an editor's retake. It waits ahead of the requests that are not, behind
+	// the other first ones.
+	First bool
 }
 
 // Outcome is what happened to a leased request.
@@ -816,7 +819,14 @@ func (e *Executor) Acquire(ctx context.Context, req Request) (*Lease, error) {
 func (e *Executor) enqueueLocked(req Request, h *hostState, g *gpuState) *waiter {
 	e.seq++
 	w := &waiter{seq: e.seq, req: req, host: h, gpu: g, since: e.cfg.Now(), ready: make(chan placement, 1)}
-	e.queue = append(e.queue, w)
+	i := len(e.queue)
+	if req.First {
+		i = slices.IndexFunc(e.queue, func(o *waiter) bool { return !o.req.First })
+		if i < 0 {
+			i = len(e.queue)
+		}
+	}
+	e.queue = slices.Insert(e.queue, i, w)
 	e.dispatchLocked()
 	return w
 }
@@ -1008,7 +1018,8 @@ func better(a, b candidate) bool {
 	return a.seat < b.seat
 }
 
-// dispatchLocked admits waiters in FIFO order. A waiter blocked by memory or seats
+// dispatchLocked admits waiters in FIFO order, first requests ahead (enqueueLocked
+// places them). A waiter blocked by memory or seats
 // on some GPUs keeps later waiters off those GPUs; a waiter blocked only by its lane
 // limit does not hold anyone back.
 func (e *Executor) dispatchLocked() {

@@ -546,6 +546,57 @@ func TestFIFOHoldsBackSmallerRequests(t *testing.T) {
 	require.NoError(t, s.lease.Done(Outcome{}))
 }
 
+// An editor's retake waits ahead of the lines queued before it, behind the retakes
+// queued before it: with the only seat busy, first requests sent after two others
+// are admitted before them, in their own order.
+func TestFirstRequestsWaitAheadOfTheOthers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := NewExecutor(ExecutorConfig{})
+	p := testProfile()
+	p.Concurrency, p.LongLaneLimit = 1, 1
+	addSimGPU(t, e, "GPU-a", 80*GiB, 0, p, 1)
+	waiting := waitSignal(e)
+	running, err := e.Acquire(ctx, Request{ID: "running", AudioSeconds: 5})
+	require.NoError(t, err)
+	reqs := []Request{{ID: "bulk1", AudioSeconds: 5}, {ID: "first1", AudioSeconds: 5, First: true},
+		{ID: "bulk2", AudioSeconds: 5}, {ID: "first2", AudioSeconds: 5, First: true}}
+	results := map[string]<-chan acquired{}
+	for _, r := range reqs {
+		results[r.ID] = acquireAsync(e, ctx, r)
+		require.Equal(t, r.ID, <-waiting)
+	}
+	lease := running
+	for _, want := range []string{"first1", "first2", "bulk1", "bulk2"} {
+		require.NoError(t, lease.Done(Outcome{}))
+		id, got := nextAdmitted(t, results)
+		require.Equal(t, want, id)
+		require.NoError(t, got.err, id)
+		lease = got.lease
+	}
+	require.NoError(t, lease.Done(Outcome{}))
+}
+
+// nextAdmitted waits for one of the waiting requests to be admitted and returns it,
+// taken out of waiting; it fails the test if none is within 10 s.
+func nextAdmitted(t *testing.T, waiting map[string]<-chan acquired) (string, acquired) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for id, ch := range waiting {
+			select {
+			case got := <-ch:
+				delete(waiting, id)
+				return id, got
+			default:
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("none of %d waiting requests was admitted", len(waiting))
+	return "", acquired{}
+}
+
 func TestResizeLive(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

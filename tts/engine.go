@@ -164,6 +164,10 @@ type Request struct {
 	MaxTextTokensPerSegment int `json:"max_text_tokens_per_segment,omitempty"`
 	// Seed makes sampling repeatable; 0 means unseeded.
 	Seed int64 `json:"seed,omitempty"`
+	// First marks an editor's retake (a render of a few lines, workflow.PriorityFirst):
+	// a batching host admits it, and runs its s2mel, ahead of the other lines it holds.
+	// Engines that run one line at a time ignore it.
+	First bool `json:"first,omitempty"`
 	// OutputPath is the WAV file to write.
 	OutputPath string `json:"output_path"`
 }

@@ -13,6 +13,8 @@ type PermitRequest struct {
 	// duration-locked, otherwise a prediction from its text.
 	AudioSeconds float64
 	TextRunes    int
+	// First: an editor's retake (PriorityFirst), admitted ahead of the lines waiting.
+	First bool
 }
 
 // Outcome reports how a synthesis went, so that admission can learn from it.

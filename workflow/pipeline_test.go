@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"dubstudio/audio"
 	"dubstudio/studio"
 	"dubstudio/studio/script"
+	"dubstudio/tts"
 	"dubstudio/workflow"
 )
 
@@ -197,6 +199,20 @@ func TestRenderRealSubtitleFile(t *testing.T) {
 	}
 }
 
+// firstEngine records, by text, whether each synthesis was marked first.
+type firstEngine struct {
+	tts.Engine
+	mu    sync.Mutex
+	first map[string]bool
+}
+
+func (e *firstEngine) Synthesize(ctx context.Context, req tts.Request) (tts.Result, error) {
+	e.mu.Lock()
+	e.first[req.Text] = req.First
+	e.mu.Unlock()
+	return e.Engine.Synthesize(ctx, req)
+}
+
 // An editor's retake goes ahead of a project's bulk render: with eleven lines queued
 // by a bulk request and the queue paused, a render of the twelfth alone is inserted
 // at River priority 1 and started among the first jobs the worker fetches (it holds
@@ -247,7 +263,8 @@ func TestARetakeGoesAheadOfTheBulkRender(t *testing.T) {
 	}
 
 	// One permit and no concurrent fit: the worker's River client holds 1 + 1 + 1 jobs.
-	b.startWorkerWith(t, workflow.NewLocalPermits(simulator(t), 1), func(c *workflow.WorkerConfig) { c.ConcurrentFits = 1 })
+	eng := &firstEngine{Engine: simulator(t), first: map[string]bool{}}
+	b.startWorkerWith(t, workflow.NewLocalPermits(eng, 1), func(c *workflow.WorkerConfig) { c.ConcurrentFits = 1 })
 	require.NoError(t, b.Pipeline.ResumeSynthesis(ctx))
 	counts := b.WaitSettled(t, 2*time.Minute)
 	require.Equal(t, 12, counts[studio.StateDone]+counts[studio.StateNeedsReview], "%v", counts)
@@ -268,5 +285,12 @@ func TestARetakeGoesAheadOfTheBulkRender(t *testing.T) {
 	}
 	require.Len(t, synth, 12)
 	require.GreaterOrEqual(t, rank, 0)
+	// The engine is told which line is the retake (a batching host runs it first).
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	require.Len(t, eng.first, 12)
+	for _, l := range lines {
+		require.Equal(t, l.ID == retake, eng.first[l.Text], "line %d", l.Idx)
+	}
 	require.Less(t, rank, 3, "the retake started among the first fetch, not after the bulk (order %v)", synth)
 }

@@ -50,6 +50,7 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 	if err := w.ensureSpeaker(ctx, job, in, &req); err != nil {
 		return err
 	}
+	req.First = job.Priority == PriorityFirst
 	asked := time.Now()
 	permit, err := w.acquirePermit(ctx, job, req)
 	if permit == nil || err != nil {
@@ -120,7 +121,7 @@ func (w *Worker) ensureSpeaker(ctx context.Context, job *river.Job[SynthesizeArg
 // returns nil, and no error, where the render turned out stale meanwhile.
 func (w *Worker) acquirePermit(ctx context.Context, job *river.Job[SynthesizeArgs], req tts.Request) (Permit, error) {
 	a := job.Args
-	preq := PermitRequest{LineID: a.LineID, AudioSeconds: req.TargetSeconds, TextRunes: len([]rune(req.Text))}
+	preq := PermitRequest{LineID: a.LineID, AudioSeconds: req.TargetSeconds, TextRunes: len([]rune(req.Text)), First: req.First}
 	if t, ok := w.permits.(permitTrier); ok {
 		if permit := t.TryAcquire(preq); permit != nil {
 			return permit, nil

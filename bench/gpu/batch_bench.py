@@ -72,7 +72,27 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else 0.0
 
 
-def run_batch(host, lengths, refs, tmp, concurrency):
+def is_first(i, every):
+    """Whether the workload's line i is sent as an editor's retake ("first": true):
+    every every-th line, none where every is 0."""
+    return every > 0 and i % every == every - 1
+
+
+def latency_of(rs):
+    """p50, p95 and p95 of lines up to 5 s of results (status, result, latency, slot),
+    with where a line up to 5 s spends its time on average."""
+    lat = [r[2] for r in rs]
+    short = [r for r in rs if r[3] <= 5]
+    stages = {}
+    for r in short:
+        for k, v in r[1]["stages"].items():
+            stages[k] = stages.get(k, 0.0) + v
+    return {"lines": len(rs), "p50": round(pct(lat, 0.5), 2), "p95": round(pct(lat, 0.95), 2),
+            "p95_upto_5s": round(pct([r[2] for r in short], 0.95), 2),
+            "short_stage_seconds_mean": {k: round(v / len(short), 3) for k, v in stages.items()} if short else {}}
+
+
+def run_batch(host, lengths, refs, tmp, concurrency, first_every=0):
     sem = threading.Semaphore(concurrency)
     results = [None] * len(lengths)
     peak_nvml = [0]
@@ -90,7 +110,7 @@ def run_batch(host, lengths, refs, tmp, concurrency):
             t = time.perf_counter()
             body = {"text": "line", "target_seconds": secs, "seed": i,
                     "speaker": {"reference_audio_path": refs[i % len(refs)]},
-                    "output_path": os.path.join(tmp, f"c{concurrency}-{i}.wav")}
+                    "output_path": os.path.join(tmp, f"c{concurrency}-{i}.wav"), "first": is_first(i, first_every)}
             status, res = host.handle("POST", "/synthesize", body)
             results[i] = (status, res, time.perf_counter() - t, secs)
         finally:
@@ -112,14 +132,11 @@ def run_batch(host, lengths, refs, tmp, concurrency):
     wall = time.perf_counter() - start
     stop.set()
     ok = [r for r in results if r and r[0] == 200]
-    lat = [r[2] for r in ok]
-    short = [r[2] for r in ok if r[3] <= 5]
-    stages, short_stages = {}, {}
+    latency = latency_of(ok)
+    stages = {}
     for r in ok:
         for k, v in r[1]["stages"].items():
             stages[k] = stages.get(k, 0.0) + v
-            if r[3] <= 5:
-                short_stages[k] = short_stages.get(k, 0.0) + v
     _, h = host.handle("GET", "/health", None)
     steps = max(1, h["batch"]["steps"] - before["steps"])
     took = {k: h["batch"]["timing"][k] - before["timing"][k] for k in before["timing"]}
@@ -132,12 +149,12 @@ def run_batch(host, lengths, refs, tmp, concurrency):
         "failed": [r[1]["error"] for r in results if r and r[0] != 200][:5],
         "audio_seconds": round(sum(r[1]["audio_seconds"] for r in ok), 1), "wall_seconds": round(wall, 1),
         "audio_per_wall": round(sum(r[1]["audio_seconds"] for r in ok) / wall, 2),
-        "p50": round(pct(lat, 0.5), 2), "p95": round(pct(lat, 0.95), 2), "p95_upto_5s": round(pct(short, 0.95), 2),
+        "p50": latency["p50"], "p95": latency["p95"], "p95_upto_5s": latency["p95_upto_5s"],
         "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
         "peak_nvml_gib": round(peak_nvml[0] / 2**30, 2),
         "stage_seconds": {k: round(v, 1) for k, v in stages.items()},
         # Where a line up to 5 s spends its time, on average: what the latency target is of.
-        "short_stage_seconds_mean": {k: round(v / len(short), 3) for k, v in short_stages.items()} if short else {},
+        "short_stage_seconds_mean": latency["short_stage_seconds_mean"],
         "batch_rows_max": h["batch"]["batch_rows_max"],
         "rows_mean": round(statistics.mean(r[1]["sequence"]["batch_rows_mean"] for r in ok), 1) if ok else 0,
         "s2mel_group_mean": round(statistics.mean(r[1]["sequence"]["s2mel_group"] for r in ok), 1) if ok else 0,
@@ -152,9 +169,16 @@ def run_batch(host, lengths, refs, tmp, concurrency):
         "s2mel_sms": h["batch"]["s2mel_sms"],
         # Whether lines joined s2mel at its next step (--s2mel-rolling) or in groups.
         "s2mel_rolling": h["batch"]["s2mel_rolling"],
+        # With --first-every: the lines sent as an editor's retakes, and the others.
+        "first_every": first_every,
+        "first": latency_of([r for i, r in enumerate(results) if r and r[0] == 200 and is_first(i, first_every)])
+        if first_every else None,
+        "bulk": latency_of([r for i, r in enumerate(results) if r and r[0] == 200 and not is_first(i, first_every)])
+        if first_every else None,
         # Every line: its slot (s), its latency (s) and its stages, in the workload's order.
-        "per_line": [{"seconds": r[3], "latency": round(r[2], 3), "stages": {k: round(v, 3) for k, v in r[1]["stages"].items()}}
-                     for r in ok],
+        "per_line": [{"seconds": r[3], "latency": round(r[2], 3), "first": is_first(i, first_every),
+                      "stages": {k: round(v, 3) for k, v in r[1]["stages"].items()}}
+                     for i, r in enumerate(results) if r and r[0] == 200],
     }
 
 
@@ -424,6 +448,8 @@ def main():
     p.add_argument("--warm", action="store_true",
                    help="run the workload once at each concurrency before the measured runs: a host that has served "
                         "a while has captured s2mel's graphs for the buckets it meets (captured lazily, on first use)")
+    p.add_argument("--first-every", type=int, default=0,
+                   help="send every Nth line as an editor's retake (\"first\": true) and report their latency apart")
     p.add_argument("--cprofile", default="",
                    help="at these concurrencies (comma-separated), profile the GPT thread's steps with cProfile "
                         "(tables in DIR/cprofile-C.txt)")
@@ -480,7 +506,7 @@ def main():
             print(json.dumps({"stage_costs": report["stage_costs"]}), flush=True)
         report["runs"] = []
         for c in conc:
-            r = run_batch(host, lengths, refs, tmp, c)
+            r = run_batch(host, lengths, refs, tmp, c, a.first_every)
             report["runs"].append(r)
             print(json.dumps({k: v for k, v in r.items() if k != "per_line"}), flush=True)
         for c in (int(x) for x in a.cprofile.split(",") if x):
@@ -504,6 +530,13 @@ def main():
               f"{r['peak_allocated_gib']} | {r['peak_nvml_gib']} | {r['batch_rows_max']} | "
               f"{r['decode_tokens_per_second_median']} | {st['ms']} / {st['sync_ms']} / {st['cpu_ms']} / "
               f"{st['gil_ms']} | {r['lines'] - r['ok']} |")
+    if a.first_every:
+        print(f"every {a.first_every}th line first")
+        print("| C | first: lines | p50 s | p95 s | p95 ≤5 s | the others: p50 s | p95 ≤5 s |")
+        for r in report["runs"]:
+            f, b = r["first"], r["bulk"]
+            print(f"| {r['concurrency']} | {f['lines']} | {f['p50']} | {f['p95']} | {f['p95_upto_5s']} | "
+                  f"{b['p50']} | {b['p95_upto_5s']} |")
 
 
 if __name__ == "__main__":

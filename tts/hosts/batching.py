@@ -509,6 +509,7 @@ class Line:
     kv_bytes: int = 0
     event: object = None
     ready_at: float = 0.0  # its GPT finished
+    first: bool = False  # an editor's retake: admitted, and in s2mel, ahead of the others
 
     def fail(self, err):
         if not self.done.is_set():
@@ -551,7 +552,7 @@ class Batcher:
         self.s2mel_rolling = s2mel_rolling
         self.lock = threading.Lock()
         self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0, "graphs_refused": 0,
-                      "prefills": 0, "graph_prefills": 0}
+                      "prefills": 0, "graph_prefills": 0, "s2mel_set_aside": 0}
         # Where the GPT thread's time goes (seconds, summed): whole decode steps, their
         # wait for the device (the one sync of a step), the thread's CPU time in a step
         # outside that wait, and prefills. The rest of a step's time the thread was
@@ -742,7 +743,7 @@ class Batcher:
                 "graph_pool_bytes": self.graph_pool_bytes, "graphs_refused": self.stats["graphs_refused"],
                 "paged_attention": self.paged, "paged_attention_off": self.paged_off,
                 "s2mel_sms": self.s2mel_sms, "s2mel_sms_off": self.s2mel_sms_off,
-                "s2mel_rolling": self.s2mel_rolling,
+                "s2mel_rolling": self.s2mel_rolling, "s2mel_set_aside": self.stats["s2mel_set_aside"],
                 "vocoder_kernel": self.vocoder_kernel, "vocoder_kernel_off": self.vocoder_kernel_off,
                 "timing": {k: round(v, 4) for k, v in self.timing.items()},
             }
@@ -776,7 +777,7 @@ class Batcher:
                 return
             block = False
             if item[0] == "line":
-                self.waiting.append(item[1])
+                self._enqueue(item[1])
             else:
                 _, fn, box, done = item
                 try:
@@ -786,12 +787,22 @@ class Batcher:
                 finally:
                     done.set()
 
+    def _enqueue(self, line):
+        """A line joins the waiting lines behind the others, or, first, behind the other
+        first lines only: an editor's retake does not wait behind a script's worth of
+        queued lines for room in the batch."""
+        i = len(self.waiting)
+        if line.first:
+            i = next((j for j, ln in enumerate(self.waiting) if not ln.first), i)
+        self.waiting.insert(i, line)
+
     def _lines_decoding(self):
         return len({id(s.line) for s in self.active})
 
     def _admit(self):
-        """Moves waiting lines into the batch, in order, while there is room: fewer than
-        max_sequences lines decoding and the KV blocks they can ever need free."""
+        """Moves waiting lines into the batch, in order (first lines ahead: _enqueue),
+        while there is room: fewer than max_sequences lines decoding and the KV blocks
+        they can ever need free."""
         while self.waiting and self._lines_decoding() < self.max_sequences:
             line = self.waiting[0]
             try:
@@ -1152,22 +1163,41 @@ class Batcher:
         steps of the rows in it (joiners: while it holds fewer than s2mel_batch lines,
         within s2mel_waste of their frames, and no line waits that does not fit): a
         line whose GPT ends while lines of its length are in s2mel waits one step, not
-        for their group's end. Without, the group runs its steps through first."""
+        for their group's end. Without, the group runs its steps through first.
+
+        A first line (an editor's retake) that gets ready while no first line is in
+        the table sets the rows in it aside (S2MelTable.set_aside: each keeps its x and
+        its steps) and leads the next group; the rows set aside are seated again, where
+        they left off, once no first line waits or runs."""
         table = self.a.s2mel_table()
         rows = []  # S2MelRow seated, in order of joining
+        aside = []  # S2MelRow set aside while first lines run
         with self._stream(self.s2mel_stream), torch.inference_mode():
             while True:
-                group = None
+                group, leaving = None, []
                 with self.ready_cv:
-                    while not self.ready and not rows:
+                    while not self.ready and not rows and not aside:
                         self.ready_cv.wait()
+                    first = any(ln.first for ln in self.ready)
+                    if first and rows and not any(r.line.first for r in rows):
+                        leaving, rows = rows, []
+                    elif not first and aside and not rows:
+                        rows, aside = aside, []
                     room = self.s2mel_batch - len({id(r.line) for r in rows})
                     if self.ready and room > 0 and not rows:
                         group = group_of(self.ready, time.perf_counter(), room, self.s2mel_max_wait, self.s2mel_waste)
                     elif self.ready and room > 0 and self.s2mel_rolling:
-                        group = joiners(self.ready, [r.line for r in rows], room, self.s2mel_waste) or None
+                        # While rows are set aside only first lines join, so that the
+                        # table drains and they are seated again.
+                        waiting = [ln for ln in self.ready if ln.first] if aside else self.ready
+                        group = joiners(waiting, [r.line for r in rows], room, self.s2mel_waste) or None
                     if group is not None:
                         take(self.ready, group)
+                if leaving:
+                    table.set_aside(leaving)
+                    aside += leaving
+                    with self.lock:
+                        self.stats["s2mel_set_aside"] += 1
                 if group is not None:
                     rows += self._join(table, group)
                     if not rows:
@@ -1371,11 +1401,21 @@ def group_of(ready, now, size, max_wait, waste=S2MEL_WASTE):
     group at most 1 + waste times its shortest, since a padded frame costs what a real
     one does. A line's frames include its prompt, so lines of different lengths with
     one reference group together: on an H200 a line's share of a group of 16 cost a
-    quarter of a group of one."""
+    quarter of a group of one.
+
+    Before all that, a first line (an editor's retake) leads, the one ready longest,
+    with only first lines as companions: a group's steps take longer the more lines it
+    holds, and first lines are few."""
+    first = [ln for ln in ready if ln.first]
     overdue = [ln for ln in ready if now - ln.ready_at >= max_wait]
-    lead = min(overdue, key=lambda ln: ln.ready_at) if overdue else min(ready, key=lambda ln: ln.frames)
+    if first:
+        lead = min(first, key=lambda ln: ln.ready_at)
+    elif overdue:
+        lead = min(overdue, key=lambda ln: ln.ready_at)
+    else:
+        lead = min(ready, key=lambda ln: ln.frames)
     group, lo, hi = [lead], lead.frames, lead.frames
-    others = sorted((ln for ln in ready if ln is not lead),
+    others = sorted((ln for ln in (first or ready) if ln is not lead),
                     key=lambda ln: (abs(ln.frames - lead.frames), ln.ready_at))
     for ln in others:
         if len(group) == size:
@@ -1392,11 +1432,14 @@ def joiners(ready, seated, room, waste=S2MEL_WASTE):
     seated the lines in it: up to room of them, the fewest frames first, if the lines
     waiting fit with those seated, the longest at most 1 + waste times the shortest;
     none where they do not, so that the table drains and that line leads
-    the next group (group_of) instead of waiting behind a stream of lines that fit."""
-    frames = [ln.frames for ln in seated] + [ln.frames for ln in ready]
+    the next group (group_of) instead of waiting behind a stream of lines that fit.
+    While a first line waits, only first lines are the lines waiting: the others
+    join no more, so that the table drains the sooner where the first do not fit."""
+    waiting = [ln for ln in ready if ln.first] or ready
+    frames = [ln.frames for ln in seated] + [ln.frames for ln in waiting]
     if max(frames) > (1 + waste) * max(min(frames), 1):
         return []
-    return sorted(ready, key=lambda ln: (ln.frames, ln.ready_at))[:room]
+    return sorted(waiting, key=lambda ln: (ln.frames, ln.ready_at))[:room]
 
 
 def take(ready, group):
@@ -1521,6 +1564,16 @@ class S2MelTable:
         while any(r.done < self.steps for r in rows):
             self.step(rows)
         return [self.mel_of(r) for r in rows]
+
+    def set_aside(self, rows):
+        """Takes rows out of the table, each keeping its x (in its data) and its steps,
+        to be seated again later where it left off (a first line's group runs between):
+        the table seats nothing after."""
+        if self.inputs is not None:
+            for r in rows:
+                if r in self.slots:
+                    r.data.x = self.x_of(self.inputs[:-1], self.slots[r], r.data)
+        self.reset()
 
     def reset(self):
         """Seats nothing: the next step seats its rows anew (after a failed step)."""
@@ -1680,7 +1733,7 @@ class BatchingHost(protocol.Host):
         self.adapter.check(req)
         self.count("requests")
         start = time.perf_counter()
-        line = Line(req=req)
+        line = Line(req=req, first=req.first)
         self.batcher.submit(line)
         while not line.done.wait(0.2):
             pass

@@ -113,6 +113,10 @@ class Synthesis:
     max_mel_tokens: int = DEFAULT_MAX_MEL_TOKENS
     max_text_tokens_per_segment: int = DEFAULT_MAX_TEXT_TOKENS_PER_SEGMENT
     seed: int = 0
+    # An editor's retake (tts.Request.First): a batching host admits it, and runs its
+    # s2mel, ahead of the other lines it holds. A version-1 host runs one line at a
+    # time and has nothing to reorder.
+    first: bool = False
 
 
 def _number(d, key, default=0.0):
@@ -134,6 +138,15 @@ def _integer(d, key, default=0):
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v):
         raise invalid(f"{key} must be an integer")
     return int(v)
+
+
+def _boolean(d, key):
+    v = d.get(key, False)
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        raise invalid(f"{key} must be true or false")
+    return v
 
 
 def _string(d, key):
@@ -194,6 +207,7 @@ def parse_synthesis(d):
         max_mel_tokens=mel,
         max_text_tokens_per_segment=seg,
         seed=_integer(d, "seed"),
+        first=_boolean(d, "first"),
     )
 
 

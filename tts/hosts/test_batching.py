@@ -293,6 +293,37 @@ class BatchingTest(HostCase, unittest.TestCase):
         self.assertEqual(host.batcher.stats["batch_rows_max"], 3, "never two lines in the cache at once")
         self.assert_pool_empty(host)
 
+    def test_a_first_line_is_admitted_ahead_of_the_lines_waiting(self):
+        """One line decoding at a time: a first line sent after a bulk one, both while
+        another decodes, is admitted before it (and both behind an earlier first)."""
+        host = self.make_host(max_sequences=1)
+        bodies = [self.body("a", 3.0), self.body("bulk", 1.0, seed=2), self.body("first-1", 1.0, seed=3),
+                  self.body("first-2", 1.0, seed=4)]
+        for body in bodies[2:]:
+            body["first"] = True
+        results, sent = [None] * len(bodies), [0.0] * len(bodies)
+
+        def go(i):
+            sent[i] = time.perf_counter()
+            results[i] = host.handle("POST", "/synthesize", bodies[i])
+
+        threads = [threading.Thread(target=go, args=(i,)) for i in range(len(bodies))]
+        threads[0].start()
+        deadline = time.monotonic() + 30
+        while host.batcher.stats["steps"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        for t in threads[1:]:
+            t.start()
+            time.sleep(0.005)  # in this order into the host's inbox
+        for t in threads:
+            t.join(120)
+        for status, res in results:
+            self.assertEqual(status, 200, res)
+        admitted = [sent[i] + results[i][1]["sequence"]["queue_seconds"] for i in range(len(bodies))]
+        self.assertLess(admitted[0], admitted[2])
+        self.assertLess(admitted[2], admitted[3], "first lines keep their order among themselves")
+        self.assertLess(admitted[3], admitted[1], "the bulk line waited behind both")
+
     def test_a_line_that_never_fits_is_refused(self):
         probe = self.make_host()
         host = self.make_host(kv=probe.batcher.pool.block_bytes() * 6)
@@ -391,8 +422,9 @@ class BatchingTest(HostCase, unittest.TestCase):
     def test_rows_joining_at_their_own_steps_give_their_mels_alone(self):
         """The adapter's FlowTable with rows joining and leaving at other rows' steps
         (the slots kept while the bucket holds, every row seated again when it
-        changes: more rows, more frames, fewer) gives each row the mel of the eager
-        flow of its line alone (the graphs' own case:
+        changes: more rows, more frames, fewer), and with the rows set aside while a
+        first line runs its steps alone, gives each row the mel of the eager flow of its
+        line alone (the graphs' own case:
         CudaGraphTest.test_s2mel_graph_equals_the_eager_flow)."""
         import torch
 
@@ -409,7 +441,8 @@ class BatchingTest(HostCase, unittest.TestCase):
                     torch.randn(1, d.n_mels, prompt, generator=g).to(a.device),
                     torch.randn(1, d.style_dim, generator=g).to(a.device), seed)
 
-        items = {"a": item(400, 100, 1), "b": item(380, 100, 2), "short": item(150, 100, 3), "long": item(700, 90, 4)}
+        items = {"a": item(400, 100, 1), "b": item(380, 100, 2), "short": item(150, 100, 3), "long": item(700, 90, 4),
+                 "first": item(260, 100, 5)}
         with torch.inference_mode():
             rows = {k: batching.S2MelRow(None, bench_host.FlowRow(s2, *it), it[0].shape[1]) for k, it in items.items()}
             table = bench_host.FlowTable(s2, 5, a.device)
@@ -421,6 +454,12 @@ class BatchingTest(HostCase, unittest.TestCase):
                 seated += [rows[k] for k in joins.get(step, [])]
                 if not seated:
                     break
+                if step == 3:  # a first line: the rows seated wait at their steps
+                    table.set_aside(seated)
+                    first = rows["first"]
+                    while first.done < 5:
+                        table.step([first])
+                    mels["first"] = table.mel_of(first)
                 table.step(seated)
                 for k, r in rows.items():
                     if r in seated and r.done == 5:
@@ -568,8 +607,9 @@ class CudaGraphTest(HostCase, unittest.TestCase):
 
     def test_s2mel_graph_equals_the_eager_flow(self):
         """Rows in a graph's bucket of rows and frames give each line's mel of the
-        eager flow alone, seated as a group or joining at other rows' steps; a bucket
-        larger than the buffers replaces them and still agrees."""
+        eager flow alone, seated as a group, joining at other rows' steps or set aside
+        while a first line runs; a bucket larger than the buffers replaces them and
+        still agrees."""
         import torch
 
         import batching
@@ -608,12 +648,16 @@ class CudaGraphTest(HostCase, unittest.TestCase):
                 self.assertGreater(table.graph_bytes, 0, "a replay counts the graph's memory")
             self.assertEqual(graphs, 1, "the new buffers dropped the graphs that read the old")
             # Rows joining at other rows' steps, seated again as the bucket grows.
-            batch = [item(700, 100, 40), item(350, 100, 41), item(600, 120, 42)]
+            batch = [item(700, 100, 40), item(350, 100, 41), item(600, 120, 42), item(300, 90, 43)]
             seated, mels, pending = [], {}, rows(batch)
             order = list(pending)
+            first = pending.pop()
             while pending or seated:
                 if pending:
                     seated.append(pending.pop(0))
+                if len(seated) == 2 and first.done == 0:  # set aside at their steps
+                    table.set_aside(seated)
+                    mels[id(first)], = table.run([first])
                 table.step(seated)
                 for r in seated:
                     if r.done == steps:
@@ -830,7 +874,8 @@ class NextGroupTest(unittest.TestCase):
     def lines(*spec):
         import types
 
-        return [types.SimpleNamespace(name=n, frames=f, ready_at=t, sequences=[0]) for n, f, t in spec]
+        return [types.SimpleNamespace(name=n, frames=f, ready_at=t, sequences=[0], first=n.startswith("first"))
+                for n, f, t in spec]
 
     def test_fewest_frames_first_with_companions_of_similar_frames(self):
         import batching
@@ -872,6 +917,25 @@ class NextGroupTest(unittest.TestCase):
         group = next_group(ready, now=6.0, size=4, max_wait=5.0, waste=0.5)
         self.assertEqual([ln.name for ln in group], ["long", "mid"])
         self.assertEqual([ln.name for ln in ready], ["short"])
+
+    def test_a_first_line_leads_with_first_lines_only(self):
+        ready = self.lines(("overdue", 2000, 0.0), ("short", 100, 5.5), ("first-b", 1500, 5.8), ("mid", 1450, 5.6),
+                           ("first-a", 1400, 5.7), ("first-far", 4000, 5.9))
+        group = next_group(ready, now=6.0, size=4, max_wait=5.0, waste=0.5)
+        self.assertEqual([ln.name for ln in group], ["first-a", "first-b"],
+                         "the first ready longest leads, before the line overdue; 1,450 frames fit but are not first")
+        self.assertEqual([ln.name for ln in next_group(ready, 6.0, 4, 5.0, 0.5)], ["first-far"])
+        self.assertEqual([ln.name for ln in next_group(ready, 6.0, 4, 5.0, 0.5)], ["overdue", "mid"])
+
+    def test_while_a_first_line_waits_only_first_lines_join(self):
+        import batching
+
+        seated = self.lines(("s1", 1000, 0.0))
+        ready = self.lines(("b", 900, 0.1), ("first", 1100, 0.2))
+        self.assertEqual([ln.name for ln in batching.joiners(ready, seated, room=8, waste=0.5)], ["first"])
+        ready = self.lines(("b", 900, 0.1), ("first", 3000, 0.2))
+        self.assertEqual(batching.joiners(ready, seated, room=8, waste=0.5), [],
+                         "the first does not fit: nobody joins, the table drains and it leads the next group")
 
     def test_the_vocoder_runs_lines_of_about_one_length_together_the_shortest_first(self):
         import batching
@@ -971,12 +1035,12 @@ class S2MelLoopTest(unittest.TestCase):
         threading.Thread(target=b._s2mel_loop, daemon=True).start()
         return b
 
-    def ready(self, b, seed, frames):
+    def ready(self, b, seed, frames, first=False):
         import types
 
         import batching
 
-        ln = batching.Line(req=types.SimpleNamespace(seed=seed), cond={"frames": frames})
+        ln = batching.Line(req=types.SimpleNamespace(seed=seed), cond={"frames": frames}, first=first)
         ln.sequences = [batching.Sequence(line=ln, index=0, text_tokens=None, limit=0)]
         ln.frames, ln.ready_at = frames, time.perf_counter()
         with b.ready_cv:
@@ -996,7 +1060,7 @@ class S2MelLoopTest(unittest.TestCase):
         import torch
 
         out = []
-        for _ in range(n):
+        while len(out) < n:  # a vocoder batch may hold several lines
             lines, wavs, _, _ = b.vocoded.get(timeout=10)
             for ln, w in zip(lines, wavs):
                 self.assertTrue(torch.allclose(w, torch.full_like(w, ln.req.seed + 1.0)), (ln.req.seed, w))
@@ -1060,6 +1124,24 @@ class S2MelLoopTest(unittest.TestCase):
             gc.collect()
             time.sleep(0.003)
         self.assertEqual(sorted(self.ended(b, 12)), [10 + k for k in range(12)])
+
+    def test_a_first_line_sets_the_group_in_s2mel_aside(self):
+        """The group in s2mel is set aside at its step while a first line runs its
+        steps, then goes on where it left off (its mels right: each row's x kept), before
+        the lines that waited."""
+        for rolling in (False, True):
+            with self.subTest(rolling=rolling):
+                b = self.start(rolling, {(100, 1): threading.Event()})
+                self.ready(b, 100, 1000)
+                self.wait_for((100, 1))
+                self.ready(b, 200, 2000)
+                self.ready(b, 300, 950, first=True)
+                time.sleep(0.05)
+                self.gates[100, 1].set()
+                self.assertEqual(self.ended(b, 3), [300, 100, 200])
+                self.assertEqual(self.log, [[(100, 0)], [(100, 1)]] + [[(300, i)] for i in range(4)] +
+                                 [[(100, 2)], [(100, 3)]] + [[(200, i)] for i in range(4)])
+                self.assertEqual(b.stats["s2mel_set_aside"], 1)
 
     def test_a_line_whose_rows_fail_fails_alone(self):
         b = self.start(True, {(100, 0): threading.Event()}, refused=(200,))

@@ -19,14 +19,18 @@ class ParseTest(unittest.TestCase):
         self.assertEqual(r.emotion.weight, 1.0)
         self.assertEqual(r.max_mel_tokens, 1500)
         self.assertEqual(r.max_text_tokens_per_segment, 120)
+        self.assertFalse(r.first)
         r = protocol.parse_synthesis({"text": "Hi.", "output_path": "/o.wav", "emotion": None, "speaker": None})
         self.assertEqual(r.emotion.mode, "speaker")
+        r = protocol.parse_synthesis({"text": "Hi.", "output_path": "/o.wav", "first": True})
+        self.assertTrue(r.first)
 
     def test_rejects(self):
         for body in ([], {"text": "x"}, {"text": "x", "output_path": "/o", "duration_factor": float("nan")},
                      {"text": "x", "output_path": "/o", "max_mel_tokens": 1.5},
                      {"text": "x", "output_path": "/o", "speaker": []},
-                     {"text": "x" * 5001, "output_path": "/o"}):
+                     {"text": "x" * 5001, "output_path": "/o"},
+                     {"text": "x", "output_path": "/o", "first": 1}):
             with self.assertRaises(HostError) as cm:
                 protocol.parse_synthesis(body)
             self.assertEqual(cm.exception.code, "invalid_input")
