@@ -72,10 +72,11 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))] if xs else 0.0
 
 
-def is_first(i, every):
-    """Whether the workload's line i is sent as an editor's retake ("first": true):
-    every every-th line, none where every is 0."""
-    return every > 0 and i % every == every - 1
+def firsts(lengths, every=0, upto=0.0):
+    """Which of the workload's lines are sent as an editor's retake ("first": true):
+    every every-th line (none where every is 0) and every line of at most upto seconds
+    (none where upto is 0)."""
+    return [(every > 0 and i % every == every - 1) or secs <= upto for i, secs in enumerate(lengths)]
 
 
 def latency_of(rs):
@@ -92,7 +93,8 @@ def latency_of(rs):
             "short_stage_seconds_mean": {k: round(v / len(short), 3) for k, v in stages.items()} if short else {}}
 
 
-def run_batch(host, lengths, refs, tmp, concurrency, first_every=0):
+def run_batch(host, lengths, refs, tmp, concurrency, first=None):
+    first = first or [False] * len(lengths)
     sem = threading.Semaphore(concurrency)
     results = [None] * len(lengths)
     peak_nvml = [0]
@@ -110,7 +112,7 @@ def run_batch(host, lengths, refs, tmp, concurrency, first_every=0):
             t = time.perf_counter()
             body = {"text": "line", "target_seconds": secs, "seed": i,
                     "speaker": {"reference_audio_path": refs[i % len(refs)]},
-                    "output_path": os.path.join(tmp, f"c{concurrency}-{i}.wav"), "first": is_first(i, first_every)}
+                    "output_path": os.path.join(tmp, f"c{concurrency}-{i}.wav"), "first": first[i]}
             status, res = host.handle("POST", "/synthesize", body)
             results[i] = (status, res, time.perf_counter() - t, secs)
         finally:
@@ -169,14 +171,13 @@ def run_batch(host, lengths, refs, tmp, concurrency, first_every=0):
         "s2mel_sms": h["batch"]["s2mel_sms"],
         # Whether lines joined s2mel at its next step (--s2mel-rolling) or in groups.
         "s2mel_rolling": h["batch"]["s2mel_rolling"],
-        # With --first-every: the lines sent as an editor's retakes, and the others.
-        "first_every": first_every,
-        "first": latency_of([r for i, r in enumerate(results) if r and r[0] == 200 and is_first(i, first_every)])
-        if first_every else None,
-        "bulk": latency_of([r for i, r in enumerate(results) if r and r[0] == 200 and not is_first(i, first_every)])
-        if first_every else None,
+        # With --first-every or --first-upto: the lines sent first, and the others.
+        "first": latency_of([r for i, r in enumerate(results) if r and r[0] == 200 and first[i]])
+        if any(first) else None,
+        "bulk": latency_of([r for i, r in enumerate(results) if r and r[0] == 200 and not first[i]])
+        if any(first) else None,
         # Every line: its slot (s), its latency (s) and its stages, in the workload's order.
-        "per_line": [{"seconds": r[3], "latency": round(r[2], 3), "first": is_first(i, first_every),
+        "per_line": [{"seconds": r[3], "latency": round(r[2], 3), "first": first[i],
                       "stages": {k: round(v, 3) for k, v in r[1]["stages"].items()}}
                      for i, r in enumerate(results) if r and r[0] == 200],
     }
@@ -450,6 +451,9 @@ def main():
                         "a while has captured s2mel's graphs for the buckets it meets (captured lazily, on first use)")
     p.add_argument("--first-every", type=int, default=0,
                    help="send every Nth line as an editor's retake (\"first\": true) and report their latency apart")
+    p.add_argument("--first-upto", type=float, default=0.0,
+                   help="send every line of at most this many seconds first too (0: none): "
+                        "priority by length, for the latency of short lines at load")
     p.add_argument("--cprofile", default="",
                    help="at these concurrencies (comma-separated), profile the GPT thread's steps with cProfile "
                         "(tables in DIR/cprofile-C.txt)")
@@ -464,7 +468,7 @@ def main():
         args += ["--kv-cache-bytes", str(a.kv_cache_bytes)]
     opts = bench_host.parse_args(args)
     report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "stride": a.stride, "beams": a.beams,
-              "host_args": a.host_args,
+              "host_args": a.host_args, "first_every": a.first_every, "first_upto": a.first_upto,
               "tf32": a.tf32, "s2mel_dtype": a.s2mel_dtype, "free_gib_at_start": round(torch.cuda.mem_get_info()[0] / 2**30, 1),
               "workload_seconds": round(sum(lengths), 1), "lines": len(lengths)}
     with tempfile.TemporaryDirectory() as tmp:
@@ -506,7 +510,7 @@ def main():
             print(json.dumps({"stage_costs": report["stage_costs"]}), flush=True)
         report["runs"] = []
         for c in conc:
-            r = run_batch(host, lengths, refs, tmp, c, a.first_every)
+            r = run_batch(host, lengths, refs, tmp, c, firsts(lengths, a.first_every, a.first_upto))
             report["runs"].append(r)
             print(json.dumps({k: v for k, v in r.items() if k != "per_line"}), flush=True)
         for c in (int(x) for x in a.cprofile.split(",") if x):
@@ -530,8 +534,8 @@ def main():
               f"{r['peak_allocated_gib']} | {r['peak_nvml_gib']} | {r['batch_rows_max']} | "
               f"{r['decode_tokens_per_second_median']} | {st['ms']} / {st['sync_ms']} / {st['cpu_ms']} / "
               f"{st['gil_ms']} | {r['lines'] - r['ok']} |")
-    if a.first_every:
-        print(f"every {a.first_every}th line first")
+    if a.first_every or a.first_upto:
+        print(f"first: every {a.first_every}th line, every line up to {a.first_upto} s")
         print("| C | first: lines | p50 s | p95 s | p95 ≤5 s | the others: p50 s | p95 ≤5 s |")
         for r in report["runs"]:
             f, b = r["first"], r["bulk"]
