@@ -27,6 +27,7 @@ the one batching core. It needs torch only when it serves; it imports without it
 """
 
 import argparse
+import collections
 import contextlib
 import dataclasses
 import math
@@ -71,6 +72,12 @@ S2MEL_WASTE = 0.25
 # turn with it, was dropped: on an H200 at 16 lines in flight p95 of lines up to 5 s was
 # 1.32-2.85 s against 1.47-1.65 s without (docs/benchmarks.md).
 S2MEL_ROLLING = False
+# The s2mel steps the s2mel thread may have launched that the card has not run. The
+# thread decides what a step holds (a first line's group, the rows set aside, a line
+# joining) when it launches it; without a bound it launched a group's 25 steps at once
+# and saw a line that got ready only at the group's end: on an H100 at 64 lines in
+# flight an editor's retake waited 0.44-0.95 s for a table whose step took about 25 ms.
+S2MEL_AHEAD = 2
 # The same for the lines the vocoder runs at once (their own frames, no prompt): it
 # gains little from a batch (on an H200, a 5 s line took 0.033 s alone and 0.028 s in
 # a batch of 16), so it runs lines of about one length together, the shortest first.
@@ -1170,6 +1177,7 @@ class Batcher:
         its steps) and leads the next group; the rows set aside are seated again, where
         they left off, once no first line waits or runs."""
         table = self.a.s2mel_table()
+        ahead = StepsAhead(S2MEL_AHEAD) if self.s2mel_stream is not None else None
         rows = []  # S2MelRow seated, in order of joining
         aside = []  # S2MelRow set aside while first lines run
         with self._stream(self.s2mel_stream), torch.inference_mode():
@@ -1205,6 +1213,8 @@ class Batcher:
                 lines = {id(r.line): r.line for r in rows}
                 try:
                     peak = self._measure(lambda: table.step(rows)) + table.graph_bytes
+                    if ahead is not None:
+                        ahead.launched()
                 except Exception as e:  # noqa: BLE001
                     table.reset()
                     self._fail_group(list(lines.values()), e)
@@ -1446,6 +1456,27 @@ def take(ready, group):
     """Removes group's lines from ready."""
     taken = {id(ln) for ln in group}
     ready[:] = [ln for ln in ready if id(ln) not in taken]
+
+
+class StepsAhead:
+    """The steps a thread has launched on its stream that the device has not run yet,
+    held to at most limit: after each launch the thread waits for the steps before
+    the last limit to have run. A thread that launches without waiting runs ahead of
+    the card by as many steps as CUDA queues, and what it decides for the next step
+    (S2MEL_AHEAD) then comes that many steps late. event makes the marker recorded
+    on the current stream after each launch (torch.cuda.Event by default)."""
+
+    def __init__(self, limit, event=None):
+        self.limit = limit
+        self.event = event or torch.cuda.Event
+        self.pending = collections.deque()
+
+    def launched(self):
+        e = self.event()
+        e.record()
+        self.pending.append(e)
+        while len(self.pending) > self.limit:
+            self.pending.popleft().synchronize()
 
 
 @dataclasses.dataclass(eq=False)

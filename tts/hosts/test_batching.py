@@ -1166,6 +1166,61 @@ class S2MelLoopTest(unittest.TestCase):
 
 
 @unittest.skipUnless(HAS_TORCH, "needs torch")
+class StepsAheadTest(unittest.TestCase):
+    """The s2mel thread launches at most S2MEL_AHEAD steps the card has not run, so
+    that a first line that gets ready leads within that many steps."""
+
+    class Marker:
+        """A stand-in for torch.cuda.Event on the CPU: it records its order."""
+
+        def __init__(self, log):
+            self.log, self.recorded, self.synced = log, False, False
+
+        def record(self):
+            self.recorded = True
+
+        def synchronize(self):
+            self.synced = True
+            self.log.append(self)
+
+    def test_it_waits_for_the_oldest_step_beyond_its_limit(self):
+        import batching
+
+        log, made = [], []
+
+        def event():
+            made.append(self.Marker(log))
+            return made[-1]
+
+        ahead = batching.StepsAhead(2, event)
+        for _ in range(5):
+            ahead.launched()
+        self.assertTrue(all(m.recorded for m in made))
+        self.assertEqual(log, made[:3], "the oldest first, the last two still pending")
+        self.assertEqual(list(ahead.pending), made[3:])
+
+    @unittest.skipUnless(DEVICE == "cuda", "runs CUDA events (BATCHING_TEST_DEVICE=cuda)")
+    def test_on_cuda_the_steps_before_the_last_limit_have_run(self):
+        """With real events on a stream of long matmuls: after each launch every step
+        but the last two is done on the device, whatever the CPU could have queued."""
+        import torch
+
+        import batching
+
+        x = torch.randn(4096, 4096, device="cuda")
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            ahead = batching.StepsAhead(2)
+            for _ in range(12):
+                for _ in range(8):
+                    x = torch.tanh(x @ x)
+                ahead.launched()
+                self.assertTrue(all(e.query() for e in list(ahead.pending)[:-2]))
+                self.assertLessEqual(len(ahead.pending), 2)
+        stream.synchronize()
+
+
+@unittest.skipUnless(HAS_TORCH, "needs torch")
 class SwitchIntervalTest(unittest.TestCase):
     def test_the_host_sets_the_switch_interval_not_the_batcher(self):
         """The GIL switch interval is the process's: the host sets it as it loads, and
