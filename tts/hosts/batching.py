@@ -1462,8 +1462,8 @@ class StepsAhead:
     """The steps a thread has launched on its stream that the device has not run yet,
     held to at most limit: after each launch the thread waits for the steps before
     the last limit to have run. A thread that launches without waiting runs ahead of
-    the card by as many steps as CUDA queues, and what it decides for the next step
-    (S2MEL_AHEAD) then comes that many steps late. event makes the marker recorded
+    the card by as many steps as CUDA queues, and what it decides for its next launch
+    takes effect that many steps late (S2MEL_AHEAD). event makes the marker recorded
     on the current stream after each launch (torch.cuda.Event by default)."""
 
     def __init__(self, limit, event=None):
