@@ -1174,13 +1174,12 @@ class StepsAheadTest(unittest.TestCase):
         """A stand-in for torch.cuda.Event on the CPU: it records its order."""
 
         def __init__(self, log):
-            self.log, self.recorded, self.synced = log, False, False
+            self.log, self.recorded = log, False
 
         def record(self):
             self.recorded = True
 
         def synchronize(self):
-            self.synced = True
             self.log.append(self)
 
     def test_it_waits_for_the_oldest_step_beyond_its_limit(self):
@@ -1201,22 +1200,27 @@ class StepsAheadTest(unittest.TestCase):
 
     @unittest.skipUnless(DEVICE == "cuda", "runs CUDA events (BATCHING_TEST_DEVICE=cuda)")
     def test_on_cuda_the_steps_before_the_last_limit_have_run(self):
-        """With real events on a stream of long matmuls: after each launch every step
-        but the last two is done on the device, whatever the CPU could have queued."""
+        """With real events on a stream of long matmuls (each step tens of ms, its
+        launch microseconds): after each launch every step but the last two is done on
+        the device, by the test's own events: without StepsAhead the CPU queues the
+        steps far faster than the card runs them."""
         import torch
 
         import batching
 
         x = torch.randn(4096, 4096, device="cuda")
         stream = torch.cuda.Stream()
+        done = []  # the test's own event after each step's work
         with torch.cuda.stream(stream):
             ahead = batching.StepsAhead(2)
-            for _ in range(12):
+            for i in range(12):
                 for _ in range(8):
                     x = torch.tanh(x @ x)
+                done.append(torch.cuda.Event())
+                done[-1].record()
                 ahead.launched()
-                self.assertTrue(all(e.query() for e in list(ahead.pending)[:-2]))
-                self.assertLessEqual(len(ahead.pending), 2)
+                self.assertEqual([e.query() for e in done[:-2]], [True] * max(0, i - 1), f"after step {i}")
+                self.assertEqual(len(ahead.pending), min(i + 1, 2))
         stream.synchronize()
 
 
