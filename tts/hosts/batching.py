@@ -76,7 +76,7 @@ S2MEL_ROLLING = False
 # thread decides what a step holds (a first line's group, the rows set aside, a line
 # joining) when it launches it; without a bound it launched a group's 25 steps at once
 # and saw a line that got ready only at the group's end: on an H100 at 64 lines in
-# flight an editor's retake waited 0.44-0.95 s for a table whose step took about 25 ms.
+# flight an editor's retake waited 0.44-0.95 s for a table whose step took 25-29 ms.
 S2MEL_AHEAD = 2
 # The same for the lines the vocoder runs at once (their own frames, no prompt): it
 # gains little from a batch (on an H200, a 5 s line took 0.033 s alone and 0.028 s in
