@@ -27,7 +27,6 @@ the one batching core. It needs torch only when it serves; it imports without it
 """
 
 import argparse
-import collections
 import contextlib
 import dataclasses
 import math
@@ -72,12 +71,11 @@ S2MEL_WASTE = 0.25
 # turn with it, was dropped: on an H200 at 16 lines in flight p95 of lines up to 5 s was
 # 1.32-2.85 s against 1.47-1.65 s without (docs/benchmarks.md).
 S2MEL_ROLLING = False
-# The s2mel steps the s2mel thread may have launched that the card has not run. The
-# thread decides what a step holds (a first line's group, the rows set aside, a line
-# joining) when it launches it; without a bound it launched a group's 25 steps at once
-# and saw a line that got ready only at the group's end: on an H100 at 64 lines in
-# flight an editor's retake waited 0.44-0.95 s for a table whose step took 25-29 ms.
-S2MEL_AHEAD = 2
+# Lines of at most this many seconds (and first lines) run s2mel and the vocoder on a
+# second s2mel thread (S2MelLane) whose streams go before the first thread's, beside its
+# group instead of after it: a short line's s2mel then waits for no long line's. 0: one
+# thread for every line.
+S2MEL_EXPRESS = 0.0
 # The same for the lines the vocoder runs at once (their own frames, no prompt): it
 # gains little from a batch (on an H200, a 5 s line took 0.033 s alone and 0.028 s in
 # a batch of 16), so it runs lines of about one length together, the shortest first.
@@ -358,6 +356,10 @@ def add_decode_args(p, prefix):
                    default=env_bool(prefix + "_S2MEL_ROLLING", S2MEL_ROLLING),
                    help="with --batch: a line joins s2mel at its next flow-matching step, each sequence at its own "
                         f"step, instead of in a group that runs its steps through ({S2MEL_ROLLING})")
+    p.add_argument("--s2mel-express", type=float, default=float(env(prefix + "_S2MEL_EXPRESS", str(S2MEL_EXPRESS))),
+                   help="with --batch: lines of at most this many seconds, and first lines, run s2mel and the vocoder "
+                        "on a second thread whose CUDA streams go before the first's, beside its group "
+                        f"(0: one thread for every line; {S2MEL_EXPRESS})")
     p.add_argument("--greedy", action="store_true", default=env_bool(prefix + "_GREEDY", False),
                    help="with --batch --beams 1: take the likeliest token instead of sampling (deterministic)")
     p.add_argument("--top-k", type=int, default=int(env(prefix + "_TOP_K", str(TOP_K))),
@@ -378,9 +380,12 @@ def decode_settings(opts, name):
         raise SystemExit(f"{name}: --s2mel-sms must not be negative (got {opts.s2mel_sms})")
     if not 0 <= opts.s2mel_waste < math.inf:
         raise SystemExit(f"{name}: --s2mel-waste must be a number, 0 or more (got {opts.s2mel_waste})")
+    if not 0 <= opts.s2mel_express < math.inf:
+        raise SystemExit(f"{name}: --s2mel-express must be a number of seconds, 0 or more (got {opts.s2mel_express})")
     return {"greedy": opts.greedy, "top_k": opts.top_k, "top_p": opts.top_p, "temperature": opts.temperature,
             "decode_graphs": opts.decode_graphs, "paged": opts.paged, "s2mel_sms": opts.s2mel_sms,
-            "s2mel_waste": opts.s2mel_waste, "s2mel_rolling": opts.s2mel_rolling}
+            "s2mel_waste": opts.s2mel_waste, "s2mel_rolling": opts.s2mel_rolling,
+            "s2mel_express": opts.s2mel_express}
 
 
 def penalise(logits, seen, penalty):
@@ -517,6 +522,7 @@ class Line:
     event: object = None
     ready_at: float = 0.0  # its GPT finished
     first: bool = False  # an editor's retake: admitted, and in s2mel, ahead of the others
+    express: bool = False  # its s2mel runs on the express lane (S2MEL_EXPRESS)
 
     def fail(self, err):
         if not self.done.is_set():
@@ -532,7 +538,7 @@ class Batcher:
     """The GPT loop (one thread) and the s2mel stage (another), over one adapter."""
 
     def __init__(self, adapter, meter, max_sequences, beams, kv_cache_bytes, decode_stride=1, s2mel_batch=16,
-                 s2mel_max_wait=S2MEL_MAX_WAIT, s2mel_waste=S2MEL_WASTE, s2mel_rolling=S2MEL_ROLLING, repetition_penalty=REPETITION_PENALTY,
+                 s2mel_max_wait=S2MEL_MAX_WAIT, s2mel_waste=S2MEL_WASTE, s2mel_rolling=S2MEL_ROLLING, s2mel_express=S2MEL_EXPRESS, repetition_penalty=REPETITION_PENALTY,
                  temperature=TEMPERATURE,
                  greedy=False, top_k=TOP_K, top_p=TOP_P, decode_graphs=True, paged=True, s2mel_sms=0):
         self.a = adapter
@@ -557,7 +563,11 @@ class Batcher:
         self.s2mel_max_wait = s2mel_max_wait
         self.s2mel_waste = s2mel_waste
         self.s2mel_rolling = s2mel_rolling
+        self.s2mel_express = s2mel_express
+        self.lanes = []  # S2MelLane, one per s2mel thread (start)
         self.lock = threading.Lock()
+        # torch's peak of allocated memory is the device's: one s2mel thread measures at a time.
+        self.measure_lock = threading.Lock()
         self.stats = {"steps": 0, "batch_rows_max": 0, "in_s2mel": 0, "graph_steps": 0, "graphs_refused": 0,
                       "prefills": 0, "graph_prefills": 0, "s2mel_set_aside": 0}
         # Where the GPT thread's time goes (seconds, summed): whole decode steps, their
@@ -618,8 +628,17 @@ class Batcher:
                       file=sys.stderr, flush=True)
         if cuda and self.decode_graphs:
             self._capture_graphs()
-        for name, fn in (("gpt", self._gpt_loop), ("s2mel", self._s2mel_loop), ("writer", self._write_loop)):
-            threading.Thread(target=fn, name=name, daemon=True).start()
+        self.lanes = [S2MelLane(False, a.s2mel_table(), self.s2mel_stream, self.vocoder_stream)]
+        if self.s2mel_express > 0:
+            # Its streams go before the first lane's and share the GPT's priority; on the
+            # whole device, with --s2mel-sms too.
+            streams = [torch.cuda.Stream(a.device, priority=-1) if cuda else None for _ in range(2)]
+            self.lanes.append(S2MelLane(True, a.s2mel_table(), *streams))
+        threading.Thread(target=self._gpt_loop, name="gpt", daemon=True).start()
+        for lane in self.lanes:
+            name = "s2mel-express" if lane.express else "s2mel"
+            threading.Thread(target=self._s2mel_loop, args=(lane,), name=name, daemon=True).start()
+        threading.Thread(target=self._write_loop, name="writer", daemon=True).start()
 
     def _row_buffers(self):
         """The decode step's per-row state, one buffer each for every row the pool can
@@ -750,7 +769,7 @@ class Batcher:
                 "graph_pool_bytes": self.graph_pool_bytes, "graphs_refused": self.stats["graphs_refused"],
                 "paged_attention": self.paged, "paged_attention_off": self.paged_off,
                 "s2mel_sms": self.s2mel_sms, "s2mel_sms_off": self.s2mel_sms_off,
-                "s2mel_rolling": self.s2mel_rolling, "s2mel_set_aside": self.stats["s2mel_set_aside"],
+                "s2mel_rolling": self.s2mel_rolling, "s2mel_express": self.s2mel_express, "s2mel_set_aside": self.stats["s2mel_set_aside"],
                 "vocoder_kernel": self.vocoder_kernel, "vocoder_kernel_off": self.vocoder_kernel_off,
                 "timing": {k: round(v, 4) for k, v in self.timing.items()},
             }
@@ -1126,6 +1145,8 @@ class Batcher:
             self._release_line(line)
             line.stages["gpt"] = time.perf_counter() - line.started
             line.frames = max(a.s2mel_frames(line.cond, q.history[0]) for q in line.sequences)
+            seconds = sum(len(q.history[0]) for q in line.sequences) / a.tokens_per_second
+            line.express = self.s2mel_express > 0 and (line.first or seconds <= self.s2mel_express)
             if self.gpt_stream is not None:
                 line.event = torch.cuda.Event()
                 line.event.record(self.gpt_stream)
@@ -1134,7 +1155,7 @@ class Batcher:
             line.ready_at = time.perf_counter()
             with self.ready_cv:
                 self.ready.append(line)
-                self.ready_cv.notify()
+                self.ready_cv.notify_all()
 
     def _release_line(self, line):
         """Gives back every block the line's sequences hold and what is left of its
@@ -1164,8 +1185,8 @@ class Batcher:
 
     # -- the s2mel stage ----------------------------------------------------------------
 
-    def _s2mel_loop(self):
-        """s2mel's table (S2MelTable), one step at a time. A group (group_of) fills the
+    def _s2mel_loop(self, lane):
+        """s2mel's table (S2MelTable) of lane's lines, one step at a time. A group (group_of) fills the
         empty table; with s2mel_rolling, lines join it at its next step, whatever the
         steps of the rows in it (joiners: while it holds fewer than s2mel_batch lines,
         within s2mel_waste of their frames, and no line waits that does not fit): a
@@ -1175,29 +1196,32 @@ class Batcher:
         A first line (an editor's retake) that gets ready while no first line is in
         the table sets the rows in it aside (S2MelTable.set_aside: each keeps its x and
         its steps) and leads the next group; the rows set aside are seated again, where
-        they left off, once no first line waits or runs."""
-        table = self.a.s2mel_table()
-        ahead = StepsAhead(S2MEL_AHEAD) if self.s2mel_stream is not None else None
+        they left off, once no first line waits or runs.
+
+        With an express lane (s2mel_express) its thread does the same for the short
+        lines and the first ones, on streams of their own, and first lines set nothing
+        aside in the other lane."""
+        table = lane.table
         rows = []  # S2MelRow seated, in order of joining
         aside = []  # S2MelRow set aside while first lines run
-        with self._stream(self.s2mel_stream), torch.inference_mode():
+        with self._stream(lane.stream), torch.inference_mode():
             while True:
                 group, leaving = None, []
                 with self.ready_cv:
-                    while not self.ready and not rows and not aside:
+                    while not (mine := [ln for ln in self.ready if ln.express == lane.express]) and not rows and not aside:
                         self.ready_cv.wait()
-                    first = any(ln.first for ln in self.ready)
+                    first = any(ln.first for ln in mine)
                     if first and rows and not any(r.line.first for r in rows):
                         leaving, rows = rows, []
                     elif not first and aside and not rows:
                         rows, aside = aside, []
                     room = self.s2mel_batch - len({id(r.line) for r in rows})
-                    if self.ready and room > 0 and not rows:
-                        group = group_of(self.ready, time.perf_counter(), room, self.s2mel_max_wait, self.s2mel_waste)
-                    elif self.ready and room > 0 and self.s2mel_rolling:
+                    if mine and room > 0 and not rows:
+                        group = group_of(mine, time.perf_counter(), room, self.s2mel_max_wait, self.s2mel_waste)
+                    elif mine and room > 0 and self.s2mel_rolling:
                         # While rows are set aside only first lines join, so that the
                         # table drains and they are seated again.
-                        waiting = [ln for ln in self.ready if ln.first] if aside else self.ready
+                        waiting = [ln for ln in mine if ln.first] if aside else mine
                         group = joiners(waiting, [r.line for r in rows], room, self.s2mel_waste) or None
                     if group is not None:
                         take(self.ready, group)
@@ -1213,8 +1237,6 @@ class Batcher:
                 lines = {id(r.line): r.line for r in rows}
                 try:
                     peak = self._measure(lambda: table.step(rows)) + table.graph_bytes
-                    if ahead is not None:
-                        ahead.launched()
                 except Exception as e:  # noqa: BLE001
                     table.reset()
                     self._fail_group(list(lines.values()), e)
@@ -1227,17 +1249,18 @@ class Batcher:
                 done = [r for r in rows if r.done == table.steps]
                 if done:
                     rows = [r for r in rows if r.done < table.steps]
-                    self._end(table, done)
+                    self._end(lane, done)
 
     def _measure(self, fn):
         """Runs fn; returns what it allocated at most beyond what was there (0 on the CPU)."""
         if self.a.device.type != "cuda":
             fn()
             return 0
-        before = torch.cuda.memory_allocated(self.a.device)
-        torch.cuda.reset_peak_memory_stats(self.a.device)
-        fn()
-        return max(0, torch.cuda.max_memory_allocated(self.a.device) - before)
+        with self.measure_lock:
+            before = torch.cuda.memory_allocated(self.a.device)
+            torch.cuda.reset_peak_memory_stats(self.a.device)
+            fn()
+            return max(0, torch.cuda.max_memory_allocated(self.a.device) - before)
 
     def _join(self, table, lines):
         """Lines' rows for the table (their latents, the adapter's row inputs with their
@@ -1270,18 +1293,19 @@ class Batcher:
             self._fail_group(lines, e)
             return []
 
-    def _end(self, table, rows):
+    def _end(self, lane, rows):
         """Rows' last step is launched: each line's mels (its rows', one per sequence: a
         line's sequences join together and so leave together), their vocoder launched
-        on the vocoder stream in batches of lines of about one length, the shortest
+        on lane's vocoder stream in batches of lines of about one length, the shortest
         first (vocoder_batches), each batch handed to the writer thread while this
         thread goes on with the next step. A line's memory is what its rows hold (at
         joining) and its share, by frames, of the most a step or its vocoder batch
         allocated beyond that."""
         lines = list({id(r.line): r.line for r in rows}.values())
         try:
-            mels = {id(r): table.mel_of(r) for r in rows}
-            self._sync()
+            mels = {id(r): lane.table.mel_of(r) for r in rows}
+            if lane.stream is not None:
+                lane.stream.synchronize()
             now = time.perf_counter()
             per_line = []
             for line in lines:
@@ -1294,7 +1318,7 @@ class Batcher:
                 out = []
                 # The allocator counts a tensor when its kernel is launched, not when it
                 # runs: the vocoder's memory is in the peak although it may still run.
-                peak = self._measure(lambda b=batch: out.append(self._vocode([m for j in b for m in per_line[j]])))
+                peak = self._measure(lambda b=batch: out.append(self._vocode(lane, [m for j in b for m in per_line[j]])))
                 size = max(1, sum(frames[j] for j in batch))
                 for j in batch:
                     lines[j].s2mel_peak = max(lines[j].s2mel_peak, int(peak * frames[j] / size))
@@ -1317,16 +1341,17 @@ class Batcher:
         with self.lock:
             self.stats["in_s2mel"] -= len(lines)
 
-    def _vocode(self, mels):
-        """The vocoder over a group's mels, on the vocoder stream where there is one:
+    def _vocode(self, lane, mels):
+        """The vocoder over a group's mels, on lane's vocoder stream where there is one:
         returns the waveforms and an event that marks them done (None on the CPU, where
         they are done on return)."""
-        if self.vocoder_stream is None:
+        stream = lane.vocoder_stream
+        if stream is None:
             return self.a.vocoder_batch(mels), None
-        self.vocoder_stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(self.vocoder_stream):
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
             for m in mels:  # read on this stream: their memory is not reused before it has
-                m.record_stream(self.vocoder_stream)
+                m.record_stream(stream)
             wavs = self.a.vocoder_batch(mels)
             done = torch.cuda.Event()
             done.record()
@@ -1357,10 +1382,6 @@ class Batcher:
                     with self.lock:
                         self.stats["in_s2mel"] -= len(lines)
 
-    def _sync(self):
-        if self.s2mel_stream is not None:
-            self.s2mel_stream.synchronize()
-
     def _write(self, line, wavs):
         a = self.a
         gap = torch.zeros(int(a.sample_rate * 0.2), dtype=torch.int16)
@@ -1390,6 +1411,7 @@ class Batcher:
                 "s2mel_wait_seconds": line.stages.get("s2mel_wait", 0.0),
                 "s2mel_seconds": line.stages.get("s2mel", 0.0), "vocoder_seconds": line.stages.get("vocoder", 0.0),
                 "batch_rows_mean": round(rows / steps, 1) if steps else 0.0, "s2mel_group": line.s2mel_group,
+                "s2mel_express": line.express,
             },
             "stages": dict(line.stages),
             "duration_factor": line.req.duration_factor or 1.0,
@@ -1458,25 +1480,16 @@ def take(ready, group):
     ready[:] = [ln for ln in ready if id(ln) not in taken]
 
 
-class StepsAhead:
-    """The steps a thread has launched on its stream that the device has not run yet,
-    held to at most limit: after each launch the thread waits for the steps before
-    the last limit to have run. A thread that launches without waiting runs ahead of
-    the card by as many steps as CUDA queues, and what it decides for its next launch
-    takes effect that many steps late (S2MEL_AHEAD). event makes the marker recorded
-    on the current stream after each launch (torch.cuda.Event by default)."""
+@dataclasses.dataclass(eq=False)
+class S2MelLane:
+    """One s2mel thread's part (Batcher._s2mel_loop): the lines it takes (the express
+    lane's: lines of at most s2mel_express seconds and first lines; the other's: the
+    rest), its table, and its streams for s2mel and the vocoder (None on the CPU)."""
 
-    def __init__(self, limit, event=None):
-        self.limit = limit
-        self.event = event or torch.cuda.Event
-        self.pending = collections.deque()
-
-    def launched(self):
-        e = self.event()
-        e.record()
-        self.pending.append(e)
-        while len(self.pending) > self.limit:
-            self.pending.popleft().synchronize()
+    express: bool
+    table: object
+    stream: object = None
+    vocoder_stream: object = None
 
 
 @dataclasses.dataclass(eq=False)

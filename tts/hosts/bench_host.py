@@ -998,7 +998,6 @@ class BenchAdapter:
         # step's 13 DiT layers and 8 WaveNet layers launch kernels by the dozen, 25 times
         # a line, and the s2mel thread's launches took time from the GPT's.
         self.s2mel_graphs = self.device.type == "cuda" and graphs
-        self.table = FlowTable(b.s2mel, self.opts.diffusion_steps, self.device, self.s2mel_graphs, self.opts.s2mel_batch)
 
     def info(self):
         return {**self.backend.info(), "batching": True, "s2mel_graphs": self.s2mel_graphs}
@@ -1101,8 +1100,9 @@ class BenchAdapter:
         return cond["prompt_condition"].shape[1] + int(len(tokens) * MEL_FRAMES_PER_TOKEN)
 
     def s2mel_table(self):
-        """s2mel's batching.S2MelTable (one: the s2mel thread's)."""
-        return self.table
+        """A new batching.S2MelTable for s2mel (one per s2mel thread: each keeps its own rows and graphs)."""
+        return FlowTable(self.backend.s2mel, self.opts.diffusion_steps, self.device, self.s2mel_graphs,
+                         self.opts.s2mel_batch)
 
     def vocoder_batch(self, mels):
         frames = [m.shape[-1] for m in mels]

@@ -203,7 +203,6 @@ class IndexTTSAdapter:
         if self.s2mel_dtype != torch.float32:
             tts.s2mel.models["cfm"].estimator.to(self.s2mel_dtype)
         self.activation_bytes_per_second = self._probe_activations()
-        self.table = CFMTable(self, self.diffusion_steps, most_rows=getattr(self.opts, "s2mel_batch", 16))
 
     def info(self):
         return {**self.backend.info(), "batching": True, "s2mel_dtype": getattr(self.opts, "s2mel_dtype", "fp32")}
@@ -534,8 +533,8 @@ class IndexTTSAdapter:
         return [h[i:i + 1, lens[i] - ns[i]:lens[i]] for i in range(len(items))]
 
     def s2mel_table(self):
-        """s2mel's batching.S2MelTable (one: the s2mel thread's)."""
-        return self.table
+        """A new batching.S2MelTable for s2mel (one per s2mel thread: each keeps its own rows and graphs)."""
+        return CFMTable(self, self.diffusion_steps, most_rows=getattr(self.opts, "s2mel_batch", 16))
 
     def vocoder_batch(self, mels):
         torch = self.torch

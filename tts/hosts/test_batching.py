@@ -324,6 +324,37 @@ class BatchingTest(HostCase, unittest.TestCase):
         self.assertLess(admitted[2], admitted[3], "first lines keep their order among themselves")
         self.assertLess(admitted[3], admitted[1], "the bulk line waited behind both")
 
+    def test_short_and_first_lines_take_the_express_lane(self):
+        """With --s2mel-express, lines of at most that many seconds and first lines run
+        s2mel on the second thread, the rest on the first; each line's audio is what a
+        host of one s2mel thread gives it."""
+        bodies = [self.body("short", 0.4, seed=1), self.body("long", 2.0, seed=2),
+                  self.body("first", 2.0, seed=3), self.body("edge", 1.0, seed=4)]
+        bodies[2]["first"] = True
+        host = self.make_host("--s2mel-express", "1.0")
+        self.assertEqual([lane.express for lane in host.batcher.lanes], [False, True])
+        self.assertEqual(host.batcher.snapshot()["s2mel_express"], 1.0)
+        got = self.run_staggered(host, bodies, gap_steps=1)
+        self.assertEqual([r["sequence"]["s2mel_express"] for r in got], [True, False, True, True])
+        paths = [b["output_path"] for b in bodies]
+        want_paths = [p + ".one.wav" for p in paths]
+        one = self.make_host()
+        self.assertEqual(len(one.batcher.lanes), 1)
+        want = self.run_staggered(one, [dict(b, output_path=p) for b, p in zip(bodies, want_paths)], gap_steps=1)
+        self.assertEqual([r["sequence"]["s2mel_express"] for r in want], [False] * 4)
+        for g, w in zip(got, want):
+            self.assertEqual(g["codes"], w["codes"])
+        self.assert_audio_close(paths, want_paths, "express")
+
+    def test_s2mel_express_must_be_seconds(self):
+        import batching
+        import bench_host
+
+        for bad in ("-1", "inf", "nan"):
+            with self.subTest(bad=bad), self.assertRaises(SystemExit) as e:
+                batching.decode_settings(bench_host.parse_args(["--batch", "--s2mel-express", bad]), "bench_host")
+            self.assertIn("--s2mel-express", str(e.exception))
+
     def test_a_line_that_never_fits_is_refused(self):
         probe = self.make_host()
         host = self.make_host(kv=probe.batcher.pool.block_bytes() * 6)
@@ -590,7 +621,7 @@ class CudaGraphTest(HostCase, unittest.TestCase):
             self.assertEqual(steps["graph_prefills"], steps["prefills"], "and every prefill")
             self.assertEqual(eager.batcher.stats["graph_steps"], 0)
             self.assertEqual(eager.batcher.stats["graph_prefills"], 0)
-            self.assertGreater(len(graphed.adapter.table.graphs), 0, "s2mel replayed graphs")
+            self.assertGreater(len(graphed.batcher.lanes[0].table.graphs), 0, "s2mel replayed graphs")
             # The tiny model's vocoder barely follows its mel (two seeds' audio is at most 32
             # LSB apart), so this checks the path end to end, not s2mel's arithmetic:
             # test_s2mel_graph_equals_the_eager_flow compares the mels themselves.
@@ -603,7 +634,7 @@ class CudaGraphTest(HostCase, unittest.TestCase):
                             (("--s2mel-dtype", "bf16", "--no-s2mel-graphs"), False), (("--s2mel-graphs",), True)):
             host = self.make_host(*extra)
             self.assertEqual(host.adapter.info()["s2mel_graphs"], want, extra)
-            self.assertEqual(host.adapter.table.graphs is not None, want, extra)
+            self.assertEqual(host.adapter.s2mel_table().graphs is not None, want, extra)
 
     def test_s2mel_graph_equals_the_eager_flow(self):
         """Rows in a graph's bucket of rows and frames give each line's mel of the
@@ -701,7 +732,7 @@ class CompiledStagesTest(HostCase, unittest.TestCase):
         want, want_paths = self.render(plain, "p-")
         for g, w in zip(got, want):
             self.assertEqual(g["codes"], w["codes"])
-        self.assertGreater(len(compiled.adapter.table.graphs), 1, "several buckets captured")
+        self.assertGreater(len(compiled.batcher.lanes[0].table.graphs), 1, "several buckets captured")
         self.assert_audio_close(got_paths, want_paths, "compiled")
 
 
@@ -1023,29 +1054,35 @@ class S2MelLoopTest(unittest.TestCase):
         def vocoder_batch(self, mels):
             return mels
 
-    def start(self, rolling, gates=None, refused=(), broken=(), s2mel_batch=16):
+    def start(self, rolling, gates=None, refused=(), broken=(), s2mel_batch=16, express=False):
+        """A Batcher's s2mel threads over the test's tables, one per lane (with express,
+        an express lane beside the other), their steps in one log."""
         import batching
         import protocol
 
         self.log, self.gates = [], gates or {}
         table = self.table(self.log, self.gates, refused, broken)
         b = batching.Batcher(self.Adapter(table), protocol.Meter(), max_sequences=8, beams=1, kv_cache_bytes=0,
-                             s2mel_batch=s2mel_batch, s2mel_rolling=rolling)
-        b.s2mel_stream = b.vocoder_stream = None
-        threading.Thread(target=b._s2mel_loop, daemon=True).start()
+                             s2mel_batch=s2mel_batch, s2mel_rolling=rolling, s2mel_express=1.0 if express else 0.0)
+        b.lanes = [batching.S2MelLane(False, table)]
+        if express:
+            b.lanes.append(batching.S2MelLane(True, self.table(self.log, self.gates, refused, broken)))
+        for lane in b.lanes:
+            threading.Thread(target=b._s2mel_loop, args=(lane,), daemon=True).start()
         return b
 
-    def ready(self, b, seed, frames, first=False):
+    def ready(self, b, seed, frames, first=False, express=False):
         import types
 
         import batching
 
-        ln = batching.Line(req=types.SimpleNamespace(seed=seed), cond={"frames": frames}, first=first)
+        ln = batching.Line(req=types.SimpleNamespace(seed=seed), cond={"frames": frames}, first=first,
+                           express=express)
         ln.sequences = [batching.Sequence(line=ln, index=0, text_tokens=None, limit=0)]
         ln.frames, ln.ready_at = frames, time.perf_counter()
         with b.ready_cv:
             b.ready.append(ln)
-            b.ready_cv.notify()
+            b.ready_cv.notify_all()
         return ln
 
     def wait_for(self, key):
@@ -1143,6 +1180,19 @@ class S2MelLoopTest(unittest.TestCase):
                                  [[(100, 2)], [(100, 3)]] + [[(200, i)] for i in range(4)])
                 self.assertEqual(b.stats["s2mel_set_aside"], 1)
 
+    def test_an_express_line_runs_beside_the_group(self):
+        """A line of the express lane runs its steps while the other lane's group is
+        held at a step, sets nothing aside, and the group goes on after."""
+        b = self.start(False, {(100, 1): threading.Event()}, express=True)
+        self.ready(b, 100, 1000)
+        self.wait_for((100, 1))
+        self.ready(b, 200, 950, express=True)
+        self.assertEqual(self.ended(b, 1), [200])
+        self.gates[100, 1].set()
+        self.assertEqual(self.ended(b, 1), [100])
+        self.assertEqual([k for s in self.log for k in s if k[0] == 100], [(100, i) for i in range(4)])
+        self.assertEqual(b.stats["s2mel_set_aside"], 0)
+
     def test_a_line_whose_rows_fail_fails_alone(self):
         b = self.start(True, {(100, 0): threading.Event()}, refused=(200,))
         self.ready(b, 100, 1000)
@@ -1163,65 +1213,6 @@ class S2MelLoopTest(unittest.TestCase):
         self.ready(b, 200, 900)
         self.assertEqual(self.ended(b, 1), [200])
         self.assertEqual(self.log[-4:], [[(200, i)] for i in range(4)])
-
-
-@unittest.skipUnless(HAS_TORCH, "needs torch")
-class StepsAheadTest(unittest.TestCase):
-    """The s2mel thread launches at most S2MEL_AHEAD steps the card has not run, so
-    that a first line that gets ready leads within that many steps."""
-
-    class Marker:
-        """A stand-in for torch.cuda.Event on the CPU: it records its order."""
-
-        def __init__(self, log):
-            self.log, self.recorded = log, False
-
-        def record(self):
-            self.recorded = True
-
-        def synchronize(self):
-            self.log.append(self)
-
-    def test_it_waits_for_the_oldest_step_beyond_its_limit(self):
-        import batching
-
-        log, made = [], []
-
-        def event():
-            made.append(self.Marker(log))
-            return made[-1]
-
-        ahead = batching.StepsAhead(2, event)
-        for _ in range(5):
-            ahead.launched()
-        self.assertTrue(all(m.recorded for m in made))
-        self.assertEqual(log, made[:3], "the oldest first, the last two still pending")
-        self.assertEqual(list(ahead.pending), made[3:])
-
-    @unittest.skipUnless(DEVICE == "cuda", "runs CUDA events (BATCHING_TEST_DEVICE=cuda)")
-    def test_on_cuda_the_steps_before_the_last_limit_have_run(self):
-        """With real events on a stream of long matmuls (each step tens of ms, its
-        launch microseconds): after each launch every step but the last two is done on
-        the device, by the test's own events: without StepsAhead the CPU queues the
-        steps far faster than the card runs them."""
-        import torch
-
-        import batching
-
-        x = torch.randn(4096, 4096, device="cuda")
-        stream = torch.cuda.Stream()
-        done = []  # the test's own event after each step's work
-        with torch.cuda.stream(stream):
-            ahead = batching.StepsAhead(2)
-            for i in range(12):
-                for _ in range(8):
-                    x = torch.tanh(x @ x)
-                done.append(torch.cuda.Event())
-                done[-1].record()
-                ahead.launched()
-                self.assertEqual([e.query() for e in done[:-2]], [True] * max(0, i - 1), f"after step {i}")
-                self.assertEqual(len(ahead.pending), min(i + 1, 2))
-        stream.synchronize()
 
 
 @unittest.skipUnless(HAS_TORCH, "needs torch")

@@ -228,8 +228,9 @@ class IndexTTSAdapterTest(unittest.TestCase):
                 self.assertTrue(torch.allclose(a.latents_batch([(cond, tokens, codes)])[0], want, atol=1e-5))
 
             cond, tokens, codes = items[1]
-            mel, = a.table.run([batching.S2MelRow(None, r, r.frames)
-                                for r in a.table.rows([(cond, batched[1], codes, 1234)])])
+            table = a.s2mel_table()
+            mel, = table.run([batching.S2MelRow(None, r, r.frames)
+                                for r in table.rows([(cond, batched[1], codes, 1234)])])
             models = a.tts.s2mel.models
             s = a.tts.semantic_codec.quantizer.vq2emb(codes.unsqueeze(1)).transpose(1, 2) + models["gpt_layer"](
                 batched[1])
@@ -258,6 +259,7 @@ class IndexTTSAdapterTest(unittest.TestCase):
 
         host = self.make_host(beams=1)
         a = host.adapter
+        table = a.s2mel_table()
         with torch.inference_mode():
             items = self.three_lines(a, "r")
             latents = a.latents_batch(items)
@@ -265,9 +267,9 @@ class IndexTTSAdapterTest(unittest.TestCase):
             inputs.append((*inputs[0][:3], 99))  # the first line
 
             def rows():
-                return [batching.S2MelRow(None, r, r.frames) for r in a.table.rows(inputs)]
+                return [batching.S2MelRow(None, r, r.frames) for r in table.rows(inputs)]
 
-            alone = [a.table.run([r])[0] for r in rows()]
+            alone = [table.run([r])[0] for r in rows()]
             pending, seated, got = rows(), [], {}
             order = list(pending)
             first = pending.pop()
@@ -275,13 +277,13 @@ class IndexTTSAdapterTest(unittest.TestCase):
                 if pending:
                     seated.append(pending.pop(0))
                 if len(seated) == 2 and first.done == 0:  # the rows seated wait at their steps
-                    a.table.set_aside(seated)
-                    got[id(first)] = a.table.run([first])[0]
-                a.table.step(seated)
+                    table.set_aside(seated)
+                    got[id(first)] = table.run([first])[0]
+                table.step(seated)
                 for r in seated:
-                    if r.done == a.table.steps:
-                        got[id(r)] = a.table.mel_of(r)
-                seated = [r for r in seated if r.done < a.table.steps]
+                    if r.done == table.steps:
+                        got[id(r)] = table.mel_of(r)
+                seated = [r for r in seated if r.done < table.steps]
         for i, (r, want) in enumerate(zip(order, alone)):
             mel = got[id(r)]
             self.assertEqual(tuple(mel.shape), tuple(want.shape))
