@@ -1,5 +1,5 @@
 #!/bin/bash
-# Planned (not yet run): the s2mel thread held to S2MEL_AHEAD steps ahead of the card
+# Call 3 (2026-12-06; planned as next/call.sh): the s2mel thread held to S2MEL_AHEAD steps ahead of the card
 # (batching.StepsAhead), at load. Call 2 showed retakes waiting 0.44-0.95 s for s2mel
 # at 64 in flight because the thread launched a group's 25 steps at once. The
 # prediction: a retake's s2mel wait at 64 falls to about a step's few tens of ms and
