@@ -431,6 +431,12 @@ func TestGPUsBatchingHost(t *testing.T) {
 	p := gpu.DefaultProfile()
 	p.Name, p.Batching, p.Concurrency, p.LongLaneLimit, p.KVCacheGiB = "batch", true, 12, 3, 4
 	var ooms atomic.Int64
+	// Once gated, the simulated host holds each line's first wait (after it has
+	// allocated its activations) until twelve lines have allocated, so that the twelve
+	// are on the card together however slowly this machine starts them.
+	var gated atomic.Bool
+	var arrived atomic.Int64
+	allIn := make(chan struct{})
 	b := setupSimGPUs(t, simGPUsOpts{profile: &p, batching: true, configure: func(_ gpu.LaunchOpts, c *tts.SimulatorConfig) {
 		c.FaultFunc = func(r tts.Request) tts.Fault {
 			if r.Text == "oom" {
@@ -438,6 +444,26 @@ func TestGPUsBatchingHost(t *testing.T) {
 				return tts.FaultOOM
 			}
 			return tts.FaultNone
+		}
+		c.Sleep = func(ctx context.Context, d time.Duration) error {
+			if gated.Load() && d > 0 {
+				if arrived.Add(1) == 12 {
+					close(allIn)
+				}
+				select {
+				case <-allIn:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			timer := time.NewTimer(d)
+			defer timer.Stop()
+			select {
+			case <-timer.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}})
 	require.Equal(t, gpu.MaxBatchSequences, b.gpus.Capacity(), "River may hand a batching GPU its sequences")
@@ -450,6 +476,7 @@ func TestGPUsBatchingHost(t *testing.T) {
 	// Twelve lines in flight at once on the one host; the thirteenth waits for a
 	// sequence; long lines keep to the long lane's three.
 	ctx := context.Background()
+	gated.Store(true)
 	var held []workflow.Permit
 	for i := range 12 {
 		s, err := b.gpus.Acquire(ctx, workflow.PermitRequest{LineID: int64(i + 1), AudioSeconds: 6, TextRunes: 60})
