@@ -649,7 +649,7 @@ class CudaGraphTest(HostCase, unittest.TestCase):
         host = self.make_host("--s2mel-graphs")
         a = host.adapter
         s2, d, steps = a.backend.s2mel, a.backend.dims, a.opts.diffusion_steps
-        table = a.table
+        table = a.s2mel_table()
         g = torch.Generator(device="cpu").manual_seed(3)
 
         def item(frames, prompt, seed):
