@@ -456,14 +456,7 @@ func TestGPUsBatchingHost(t *testing.T) {
 					return ctx.Err()
 				}
 			}
-			timer := time.NewTimer(d)
-			defer timer.Stop()
-			select {
-			case <-timer.C:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+			return tts.SleepContext(ctx, d)
 		}
 	}})
 	require.Equal(t, gpu.MaxBatchSequences, b.gpus.Capacity(), "River may hand a batching GPU its sequences")

@@ -76,14 +76,7 @@ func TestBatchingWorkerRecordsEachTakesUsage(t *testing.T) {
 					time.Sleep(5 * time.Millisecond)
 				}
 				watch()
-				t := time.NewTimer(d)
-				defer t.Stop()
-				select {
-				case <-t.C:
-					return nil
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+				return tts.SleepContext(ctx, d)
 			}},
 		Configure: func(_ gpu.LaunchOpts, c *tts.SimulatorConfig) {
 			if c.Batch != nil {

@@ -72,7 +72,7 @@ type SimulatorConfig struct {
 	// FaultFunc, when set, is asked for a fault for every request (after the injected
 	// ones are used up).
 	FaultFunc func(Request) Fault
-	// Sleep waits d or until ctx ends; nil means a timer. Tests inject a fake.
+	// Sleep waits d or until ctx ends; nil means SleepContext. Tests inject a fake.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Batch makes the simulator a batching host (protocol 2); nil: a version-1 host.
 	Batch *SimBatch
@@ -169,7 +169,7 @@ func NewSimulator(cfg SimulatorConfig) (*Simulator, error) {
 		cfg.Version = "simulator-1"
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleepContext
+		cfg.Sleep = SleepContext
 	}
 	if b := cfg.Batch; b != nil {
 		bc := *b
@@ -190,7 +190,9 @@ func NewSimulator(cfg SimulatorConfig) (*Simulator, error) {
 	return s, nil
 }
 
-func sleepContext(ctx context.Context, d time.Duration) error {
+// SleepContext waits d or until ctx ends: the simulator's Sleep unless a test sets one
+// (a test's Sleep that gates the simulator and then waits calls it).
+func SleepContext(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}

@@ -176,8 +176,10 @@ def run_batch(host, lengths, refs, tmp, concurrency, first=None):
         if any(first) else None,
         "bulk": latency_of([r for i, r in enumerate(results) if r and r[0] == 200 and not first[i]])
         if any(first) else None,
-        # Every line: its slot (s), its latency (s) and its stages, in the workload's order.
+        # Every line: its slot (s), its latency (s), its stages and whether its s2mel ran
+        # on the express lane, in the workload's order.
         "per_line": [{"seconds": r[3], "latency": round(r[2], 3), "first": first[i],
+                      "s2mel_express": r[1]["sequence"]["s2mel_express"],
                       "stages": {k: round(v, 3) for k, v in r[1]["stages"].items()}}
                      for i, r in enumerate(results) if r and r[0] == 200],
     }

@@ -535,7 +535,7 @@ class Line:
 
 
 class Batcher:
-    """The GPT loop (one thread) and the s2mel stage (another), over one adapter."""
+    """The GPT loop (one thread) and the s2mel stage (a thread per S2MelLane), over one adapter."""
 
     def __init__(self, adapter, meter, max_sequences, beams, kv_cache_bytes, decode_stride=1, s2mel_batch=16,
                  s2mel_max_wait=S2MEL_MAX_WAIT, s2mel_waste=S2MEL_WASTE, s2mel_rolling=S2MEL_ROLLING, s2mel_express=S2MEL_EXPRESS, repetition_penalty=REPETITION_PENALTY,
@@ -1186,9 +1186,9 @@ class Batcher:
     # -- the s2mel stage ----------------------------------------------------------------
 
     def _s2mel_loop(self, lane):
-        """s2mel's table (S2MelTable) of lane's lines, one step at a time. A group (group_of) fills the
-        empty table; with s2mel_rolling, lines join it at its next step, whatever the
-        steps of the rows in it (joiners: while it holds fewer than s2mel_batch lines,
+        """s2mel's table (S2MelTable) of lane's lines, one step at a time. A group
+        (group_of) fills the empty table; with s2mel_rolling, lines join it at its next
+        step, whatever the steps of the rows in it (joiners: while it holds fewer than s2mel_batch lines,
         within s2mel_waste of their frames, and no line waits that does not fit): a
         line whose GPT ends while lines of its length are in s2mel waits one step, not
         for their group's end. Without, the group runs its steps through first.
