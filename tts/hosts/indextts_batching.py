@@ -2,9 +2,9 @@
 `indextts_host.py --batch` serves (protocol version 2).
 
 It is built on the IndexTTS2 instance's own modules, loaded as the one-request host
-loads them (IndexTTSBackend: the install check, then indextts.infer_v2.IndexTTS2 or
-infer_v2_5.IndexTTS2), and does with them what IndexTTS2.infer does, per line instead of
-per process:
+loads them (indextts_model.IndexTTSBackend: the install check, then
+indextts.infer_v2.IndexTTS2 or infer_v2_5.IndexTTS2), and does with them what
+IndexTTS2.infer does, per line instead of per process:
 
     conditioning  tts.extract_features + tts.semantic_model (hidden state 17, normalised
                   by semantic_mean/std), tts.semantic_codec.quantize, tts.mel_fn,
@@ -45,7 +45,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import batching  # noqa: E402
-import indextts_host  # noqa: E402
+import indextts_model  # noqa: E402
 import protocol  # noqa: E402
 from protocol import invalid, require_file  # noqa: E402
 
@@ -158,7 +158,7 @@ class IndexTTSAdapter:
 
     def __init__(self, opts, speakers=16):
         self.opts = opts
-        self.backend = indextts_host.IndexTTSBackend(opts)
+        self.backend = indextts_model.IndexTTSBackend(opts)
         self.variant = opts.variant
         self.version = self.backend.version
         self.speakers = speakers
@@ -276,7 +276,7 @@ class IndexTTSAdapter:
         return 64 << 20
 
     def check(self, req):
-        indextts_host.model_language(self.variant, req.language, req.text)
+        indextts_model.model_language(self.variant, req.language, req.text)
         require_file(req.reference_audio_path, "reference audio")
         emo = req.emotion
         if emo.mode == "audio":
@@ -369,7 +369,7 @@ class IndexTTSAdapter:
         self._keep(self.conds, key, conds)
         lang = None
         if self.variant == "2.5":
-            code = indextts_host.model_language(self.variant, req.language, req.text)
+            code = indextts_model.model_language(self.variant, req.language, req.text)
             lang = torch.LongTensor([self._lang_token(code)]).to(self.device)
         return {**spk, "conds": conds, "lang": lang, "factor": (req.duration_factor or 1.0)
                 if self.variant == "2.5" else 1.0, "language": req.language}
@@ -453,7 +453,7 @@ class IndexTTSAdapter:
         max_seg = min(req.max_text_tokens_per_segment, self.backend.max_segment_cap)
         limit = min(req.max_mel_tokens, self.backend.max_mel_cap)
         if self.variant == "2.5":
-            lang = indextts_host.model_language(self.variant, req.language, req.text)
+            lang = indextts_model.model_language(self.variant, req.language, req.text)
             texts = self._texts_2_5(req.text, lang, max_seg)
         else:
             texts = [tok.convert_tokens_to_ids(seg) for seg in tok.split_segments(tok.tokenize(req.text), max_seg)]
