@@ -38,12 +38,27 @@ func conflictBy(ce *studio.ConflictError) string {
 	return "?"
 }
 
-func emotionSummary(e *studio.Emotion) string {
+// emotionSummary is what follows an emotion's mode where a line or its history shows
+// it: the text, or a vector's dimensions that are not zero, by name ("sad 0.3, calm
+// 0.2"), so that nobody has to count commas to read it.
+func emotionSummary(p Page, e *studio.Emotion) string {
 	switch e.Mode {
 	case studio.EmotionText:
 		return ": " + e.Text
 	case studio.EmotionVector:
-		return ": " + FormatVector(e.Vector)
+		if len(e.Vector) != len(studio.EmotionNames) {
+			return ": " + FormatVector(e.Vector)
+		}
+		var parts []string
+		for i, x := range e.Vector {
+			if x != 0 {
+				parts = append(parts, p.T("emotion.name."+studio.EmotionNames[i])+" "+FormatVector([]float64{x}))
+			}
+		}
+		if parts == nil {
+			return ": " + p.T("emotion.none")
+		}
+		return ": " + strings.Join(parts, ", ")
 	}
 	return ""
 }
@@ -101,7 +116,7 @@ func historyDiff(p Page, e studio.HistoryEntry, names map[int64]string) []diffRo
 		if e == nil {
 			return p.T("emotion.default")
 		}
-		return p.T("emotion."+string(e.Mode)) + emotionSummary(e)
+		return p.T("emotion."+string(e.Mode)) + emotionSummary(p, e)
 	}
 	add("line.emotion", emo(b.Emotion), emo(a.Emotion))
 	if e.Before != nil && e.After != nil && b.DurationLock != a.DurationLock {

@@ -1841,9 +1841,9 @@ func LineRow(p Page, v LineView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var108 string
-			templ_7745c5c3_Var108, templ_7745c5c3_Err = templ.JoinStringErrs(emotionSummary(v.Line.Emotion))
+			templ_7745c5c3_Var108, templ_7745c5c3_Err = templ.JoinStringErrs(emotionSummary(p, v.Line.Emotion))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 236, Col: 110}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/project.templ`, Line: 236, Col: 113}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var108))
 			if templ_7745c5c3_Err != nil {

@@ -321,13 +321,8 @@ func TestInlineEditAndStaleSave(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	page, _ := b.store.Lines(ctx, b.project.ID, studio.LineFilter{})
-	l := page.Lines[0]
-	path := fmt.Sprintf("/projects/%d/lines/%d", b.project.ID, l.ID)
-	form := func(text string, rev int) url.Values {
-		return url.Values{"text": {text}, "base_revision": {fmt.Sprint(rev)}, "start": {"00:00:00.000"}, "end": {"00:00:01.500"},
-			"duration_lock": {"1"}, "character_id": {fmt.Sprint(*l.CharacterID)}}
-	}
+	l, path := firstLine(t, b)
+	form := func(text string, rev int) url.Values { return lineEdit(l, text, rev) }
 	alice, bob := b.as(t, studio.RoleEditor), b.as(t, studio.RoleManager)
 
 	resp := alice.htmx("POST", path, form(`She said "<b>no</b>" & left.`, l.Revision))
@@ -359,6 +354,48 @@ func TestInlineEditAndStaleSave(t *testing.T) {
 	// History shows who changed what.
 	hist := doc(t, alice.htmx("GET", path+"/history", nil))
 	require.Contains(t, hist.Text(), b.users[studio.RoleEditor].Username)
+}
+
+// TestEmotionVectorReadsByName: a line's emotion vector shows the dimensions that are
+// not zero by name, in the user's language, in the script and in the line's history;
+// the edit form keeps the numbers as typed.
+func TestEmotionVectorReadsByName(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	l, path := firstLine(t, b)
+	c := b.as(t, studio.RoleEditor)
+	form := lineEdit(l, l.Text, l.Revision)
+	form.Set("emotion_mode", "vector")
+	form.Set("emotion_value", "0.1,0,0.3,0,0,0,0,0.25")
+	resp := c.htmx("POST", path, form)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	row := strings.Join(strings.Fields(doc(t, resp).Text()), " ")
+	require.Contains(t, row, "Emotion vector: happy 0.1, sad 0.3, calm 0.25")
+
+	hist := strings.Join(strings.Fields(doc(t, c.htmx("GET", path+"/history", nil)).Text()), " ")
+	require.Contains(t, hist, "Emotion vector: happy 0.1, sad 0.3, calm 0.25")
+
+	edit := doc(t, c.htmx("GET", path+"/edit", nil))
+	v, _ := edit.Find(`input[name=emotion_value]`).Attr("value")
+	require.Equal(t, "0.1,0,0.3,0,0,0,0,0.25", v)
+
+	require.Equal(t, http.StatusSeeOther, c.post("/me/lang", url.Values{"lang": {"zh"}}, true).StatusCode)
+	script := strings.Join(strings.Fields(doc(t, c.get(fmt.Sprintf("/projects/%d", b.project.ID))).Text()), " ")
+	require.Contains(t, script, "情感向量: 高兴 0.1, 悲伤 0.3, 平静 0.25")
+}
+
+// firstLine is the bundle's first line and its path.
+func firstLine(t *testing.T, b *testBundle) (studio.Line, string) {
+	page, err := b.store.Lines(context.Background(), b.project.ID, studio.LineFilter{})
+	require.NoError(t, err)
+	l := page.Lines[0]
+	return l, fmt.Sprintf("/projects/%d/lines/%d", b.project.ID, l.ID)
+}
+
+// lineEdit is an inline edit of l saving text from revision rev.
+func lineEdit(l studio.Line, text string, rev int) url.Values {
+	return url.Values{"text": {text}, "base_revision": {fmt.Sprint(rev)}, "start": {"00:00:00.000"}, "end": {"00:00:01.500"},
+		"duration_lock": {"1"}, "character_id": {fmt.Sprint(*l.CharacterID)}}
 }
 
 func multipartBody(t *testing.T, field, name string, data []byte) (io.Reader, string) {
