@@ -216,6 +216,15 @@ func TestReviewOfATakeTooLongForItsSlot(t *testing.T) {
 		return s.left >= r.left && s.right <= r.right })`))
 	require.NoError(t, err)
 	require.True(t, inside, "the emotion select stays inside its card")
+	// Each field of a card's form stays inside its own cell: no input or select runs
+	// under the next field (a voice's long name once ran under the emotion select).
+	overlaps, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('[data-testid=character-card] .form-grid')].flatMap(g => {
+		const cells = [...g.children].map(l => ({name: l.querySelector('input,select').name, box: l.getBoundingClientRect(),
+			field: l.querySelector('input,select').getBoundingClientRect()}));
+		return cells.flatMap(a => cells.filter(b => b !== a && a.field.right > b.box.left + 0.5 && a.field.left < b.box.right - 0.5 &&
+			a.field.bottom > b.box.top + 0.5 && a.field.top < b.box.bottom - 0.5).map(b => a.name + " over " + b.name)) })`))
+	require.NoError(t, err)
+	require.Empty(t, overlaps, "fields of a character card run into each other")
 	screenshot(t, ctx, "character-card.png")
 	fmt.Println("screenshots: e2e/artifacts/bulk-assigned.png review-overlong.png character-card.png")
 }
