@@ -78,6 +78,8 @@ func init() {
 		"export.start":         {EN: "Start export", ZH: "开始导出"},
 		"export.hint":          {EN: "A zip with one WAV per line, the assembled 48 kHz track, one stem per character, SRT and WebVTT with the final timings, and a manifest.", ZH: "压缩包内含每句台词的 WAV、按时间码拼接的 48 kHz 音轨、每个角色的分轨、最终时间的 SRT 与 WebVTT 字幕，以及清单文件。"},
 		"export.takes":         {EN: "Takes", ZH: "版本"},
+		"export.group_audio":   {EN: "Audio", ZH: "音频"},
+		"export.group_timing":  {EN: "Timecode and subtitles", ZH: "时间码与字幕"},
 		"export.progress":      {EN: "Progress", ZH: "进度"},
 		"export.download":      {EN: "Download", ZH: "下载"},
 		"export.none":          {EN: "No exports yet.", ZH: "暂无导出。"},
