@@ -55,7 +55,7 @@
       return new uPlot({
         title: m.title ? box.dataset[m.title] : undefined,
         width: width(el), height: 150, cursor: { drag: { x: false, y: false } }, legend: { live: true },
-        scales: { x: { time: true }, y: { range: m.range } }, series: ser, axes: [{}, { size: 44 }],
+        scales: { x: { time: true }, y: { range: m.range } }, series: ser, axes: [timeAxis(), { size: 44 }],
       }, [[]].concat(m.series.map(function () { return []; })), el);
     });
     box.dataset.ready = "true";
@@ -73,6 +73,21 @@
 
   function width(el) { return Math.max(el.clientWidth - 4, 200); }
 
+  // The x axis of the live charts: one line per tick, the time to the second in the
+  // browser's locale. uPlot's default writes the date under the first tick and the
+  // minute under each minute's, which on a chart a quarter of the page wide ran into
+  // each other ("12/7/26 3:03am3:04am").
+  function timeAxis() {
+    return {
+      space: 70,
+      values: function (u, splits) {
+        return splits.map(function (v) {
+          return new Date(v * 1000).toLocaleTimeString([], { hour: "numeric", minute: "2-digit", second: "2-digit" });
+        });
+      },
+    };
+  }
+
   function makeCharts(box) {
     var key = box.dataset.gpuCharts;
     charts[key] = METRICS.map(function (m) {
@@ -87,7 +102,7 @@
         scales: { x: { time: true }, y: { range: m.range } },
         series: [{ label: box.dataset.labelTime }, { label: box.dataset[m.label], stroke: m.color, width: 2, fill: m.color + "22",
           value: function (u, v) { return v == null ? "—" : (Math.round(v * 10) / 10).toString(); } }],
-        axes: [{}, { size: 44 }],
+        axes: [timeAxis(), { size: 44 }],
       };
       return new uPlot(opts, [[], []], el);
     });
