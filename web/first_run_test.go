@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/stretchr/testify/require"
 
 	"dubstudio/studio"
@@ -20,9 +21,10 @@ import (
 	"dubstudio/studio/studiotest"
 )
 
-// TestNewProjectInvitesTheFirstImport: a project without lines opens its import panel
-// with a line on the formats and a sample script that imports as it is; a project with
-// lines keeps the panel closed and says when a filter matches nothing.
+// TestNewProjectInvitesTheFirstImport: a project without lines opens its import panel,
+// first on the page, with a line on the formats and a sample script that imports as it
+// is; a project with lines keeps the panel closed below the render bar and says when a
+// filter matches nothing.
 func TestNewProjectInvitesTheFirstImport(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -32,6 +34,7 @@ func TestNewProjectInvitesTheFirstImport(t *testing.T) {
 	d := doc(t, editor.get(fmt.Sprintf("/projects/%d", empty.ID)))
 	_, open := d.Find(`[data-testid=import-panel]`).Attr("open")
 	require.True(t, open, "the import panel is open")
+	require.Equal(t, "import-panel", firstOf(d, "import-panel", "render-bar"), "and above the render bar")
 	require.Contains(t, d.Find(`[data-testid=import-first]`).Text(), "SRT and WebVTT subtitles")
 	require.Equal(t, "No lines yet: import a script above.", d.Find(`[data-testid=lines-empty]`).Text())
 	href, _ := d.Find(`[data-testid=sample-script]`).Attr("href")
@@ -48,8 +51,16 @@ func TestNewProjectInvitesTheFirstImport(t *testing.T) {
 	d = doc(t, editor.get(fmt.Sprintf("/projects/%d?q=no-such-words", b.project.ID)))
 	_, open = d.Find(`[data-testid=import-panel]`).Attr("open")
 	require.False(t, open, "a project with lines keeps the panel closed")
+	require.Equal(t, "render-bar", firstOf(d, "import-panel", "render-bar"), "below the render bar")
+	require.Equal(t, 1, d.Find(`[data-testid=import-panel]`).Length())
 	require.Zero(t, d.Find(`[data-testid=import-first]`).Length())
 	require.Contains(t, d.Find(`[data-testid=lines] td.empty`).Text(), "No lines match.")
+}
+
+// firstOf is which of two data-testid values comes first on the page.
+func firstOf(d *goquery.Document, a, b string) string {
+	first, _ := d.Find(`[data-testid=` + a + `], [data-testid=` + b + `]`).First().Attr("data-testid")
+	return first
 }
 
 // TestFaviconAndOneNotFoundMessage: the favicon is served and linked; a 404 says the
