@@ -376,7 +376,15 @@ func (s *Store) UpdateLine(ctx context.Context, userID int64, projectID, lineID 
 			out = &l
 			return nil
 		}
-		return s.saveLine(ctx, tx, userID, "edit", &before, &l, func() { out = &l })
+		audible := Audible(&before, &l)
+		if audible && Moved(&before, &l) && !l.State.Active() {
+			fits, err := takeFitsAfterMove(tx, &l)
+			if err != nil {
+				return err
+			}
+			audible = !fits
+		}
+		return s.saveLine(ctx, tx, userID, "edit", &before, &l, audible, func() { out = &l })
 	})
 	return out, err
 }
@@ -431,10 +439,46 @@ func Audible(before, after *Line) bool {
 	return !snapshotEqual(b, a)
 }
 
-// saveLine writes l (bumping its revision and resetting a finished render to draft),
-// records history and runs the LineChanged hook, all in tx.
-func (s *Store) saveLine(ctx context.Context, tx *gorm.DB, userID int64, action string, before, l *Line, done func()) error {
-	if err := writeLine(tx, userID, action, before, l); err != nil {
+// Moved reports whether after is before shifted in time and nothing else: the start
+// changed, the slot's length did not, nor anything else that is heard. A synthesis
+// depends on the slot's length (the duration it aims at), not on where the slot
+// starts.
+func Moved(before, after *Line) bool {
+	if before.StartMs == after.StartMs || before.DurationMs() != after.DurationMs() {
+		return false
+	}
+	b := *after
+	b.StartMs, b.EndMs = before.StartMs, before.EndMs
+	return !Audible(before, &b)
+}
+
+// takeFitsAfterMove reports whether l's current take, fitted where l was, still fits
+// where l is now (its row in tx not yet written): it ran into no more of the gap after
+// its slot than the new place leaves before the next line of any character starts
+// (FitInput's GapAfterMs). A line without a take has nothing to keep: true.
+func takeFitsAfterMove(tx *gorm.DB, l *Line) (bool, error) {
+	if l.CurrentTakeID == nil {
+		return true, nil
+	}
+	var borrowed, gap int
+	err := queryRow(tx, `SELECT t.borrowed_ms,
+		greatest(coalesce((SELECT min(n.start_ms) FROM lines n
+			WHERE n.project_id = ? AND n.start_ms >= ? AND n.id <> ?) - ?, 0), 0)
+		FROM takes t WHERE t.id = ?`, []any{l.ProjectID, l.StartMs, l.ID, l.EndMs, *l.CurrentTakeID}, &borrowed, &gap)
+	if errors.Is(err, sql.ErrNoRows) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return borrowed <= gap, nil
+}
+
+// saveLine writes l (bumping its revision and, where the change is audible, resetting
+// a finished render to draft), records history and runs the LineChanged hook, all in
+// tx.
+func (s *Store) saveLine(ctx context.Context, tx *gorm.DB, userID int64, action string, before, l *Line, audible bool, done func()) error {
+	if err := writeLine(tx, userID, action, before, l, audible); err != nil {
 		return err
 	}
 	if before == nil || before.StartMs != l.StartMs || before.EndMs != l.EndMs {
@@ -451,8 +495,8 @@ func (s *Store) saveLine(ctx context.Context, tx *gorm.DB, userID int64, action 
 
 // writeLine writes l as saveLine does, and its history, without refreshing the
 // project's flags or running the hook.
-func writeLine(tx *gorm.DB, userID int64, action string, before, l *Line) error {
-	stampWrite(userID, before, l, time.Now())
+func writeLine(tx *gorm.DB, userID int64, action string, before, l *Line, audible bool) error {
+	stampWrite(userID, l, time.Now(), audible)
 	err := tx.Model(&Line{}).Where("id = ?", l.ID).Updates(map[string]any{
 		"text": l.Text, "character_id": l.CharacterID, "emotion": l.Emotion, "notes": l.Notes,
 		"start_ms": l.StartMs, "end_ms": l.EndMs, "duration_lock": l.DurationLock,
@@ -465,13 +509,12 @@ func writeLine(tx *gorm.DB, userID int64, action string, before, l *Line) error 
 }
 
 // stampWrite does a write's bookkeeping on l: its revision bumped, who and when, and
-// an audible change (from before; nil for a new line) sending a line not being
-// rendered back to draft.
-func stampWrite(userID int64, before, l *Line, now time.Time) {
+// an audible change sending a line not being rendered back to draft.
+func stampWrite(userID int64, l *Line, now time.Time, audible bool) {
 	l.Revision++
 	l.UpdatedBy = &userID
 	l.UpdatedAt = now
-	if before != nil && Audible(before, l) {
+	if audible {
 		l.AudibleRevision = l.Revision
 		if !l.State.Active() {
 			l.State = StateDraft
@@ -609,7 +652,7 @@ func (s *Store) AssignCharacter(ctx context.Context, userID, projectID int64, li
 				continue
 			}
 			l.CharacterID = characterID
-			if err := s.saveLine(ctx, tx, userID, "assign", &before, &l, func() { n++ }); err != nil {
+			if err := s.saveLine(ctx, tx, userID, "assign", &before, &l, Audible(&before, &l), func() { n++ }); err != nil {
 				return err
 			}
 		}
@@ -662,11 +705,11 @@ func (s *Store) SplitLine(ctx context.Context, userID, projectID, lineID int64, 
 		}
 		before := l
 		l.Text, l.EndMs = a, atMs
-		if err := s.saveLine(ctx, tx, userID, "split", &before, &l, func() { first = &l }); err != nil {
+		if err := s.saveLine(ctx, tx, userID, "split", &before, &l, Audible(&before, &l), func() { first = &l }); err != nil {
 			return err
 		}
 		created := nl
-		return s.saveLine(ctx, tx, userID, "split", nil, &created, func() { second = &created })
+		return s.saveLine(ctx, tx, userID, "split", nil, &created, false, func() { second = &created })
 	})
 	return first, second, err
 }
@@ -714,7 +757,7 @@ func (s *Store) MergeLines(ctx context.Context, userID, projectID, lineID int64,
 		if err := s.checkTiming(l.StartMs, l.EndMs); err != nil {
 			return FieldsError{"merge": err}
 		}
-		return s.saveLine(ctx, tx, userID, "merge", &before, &l, func() { out = &l })
+		return s.saveLine(ctx, tx, userID, "merge", &before, &l, Audible(&before, &l), func() { out = &l })
 	})
 	return out, err
 }

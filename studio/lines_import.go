@@ -468,7 +468,7 @@ func writeLines(tx *gorm.DB, userID int64, action string, befores, ls []*Line) e
 	starts, ends, revs, audible := make([]int, n), make([]int, n), make([]int, n), make([]int, n)
 	locks := make([]bool, n)
 	for i, l := range ls {
-		stampWrite(userID, befores[i], l, now)
+		stampWrite(userID, l, now, befores[i] != nil && Audible(befores[i], l))
 		ids[i], texts[i], chars[i], notes[i] = l.ID, l.Text, l.CharacterID, l.Notes
 		starts[i], ends[i], locks[i] = l.StartMs, l.EndMs, l.DurationLock
 		revs[i], audible[i], states[i] = l.Revision, l.AudibleRevision, string(l.State)

@@ -117,8 +117,10 @@ func (s *Server) showTimeline(c echo.Context) error {
 // saveSlot moves a line's slot (start_ms, end_ms) from the timeline, as an edit of
 // its start and end: the same revision check (a stale base_revision is a 409 with the
 // usual conflict message and the clip as it now is), history and re-render rules
-// (web.saveLine, studio.UpdateLine). A line that had a take is then queued again,
-// so that its clip soon plays the take fitted to the new slot. It answers with the
+// (web.saveLine, studio.UpdateLine). A line moved with its length kept keeps its
+// take where the take still fits (studio.Moved); a line that had a take and lost it
+// to the change is queued again, so that its clip soon plays a take fitted to the
+// new slot. It answers with the
 // clip, re-read from the database, and the timeline's notice out of band.
 func (s *Server) saveSlot(c echo.Context) error {
 	l, err := s.line(c)
@@ -144,7 +146,11 @@ func (s *Server) saveSlot(c echo.Context) error {
 		return err
 	}
 	moved := saved.StartMs != l.StartMs || saved.EndMs != l.EndMs
-	if moved && l.CurrentTakeID != nil && !saved.State.Active() && s.renderer != nil {
+	// A move that kept the take (studio.Moved: same length, and the take still fits
+	// the gap after its new place) leaves the take current; any other change made it
+	// stale.
+	kept := moved && l.CurrentTakeID != nil && saved.AudibleRevision < saved.Revision
+	if moved && !kept && l.CurrentTakeID != nil && !saved.State.Active() && s.renderer != nil {
 		if _, err := s.renderer.RenderLines(ctx, l.ProjectID, []int64{l.ID}); err != nil {
 			return err
 		}
@@ -154,7 +160,10 @@ func (s *Server) saveSlot(c echo.Context) error {
 	}
 	c.Response().Header().Set(hxTrigger, "progress-changed")
 	msg := ""
-	if moved {
+	switch {
+	case kept:
+		msg = s.t(c, "timeline.moved_kept", saved.Idx, views.Timecode(saved.StartMs), views.Timecode(saved.EndMs))
+	case moved:
 		msg = s.t(c, "timeline.moved", saved.Idx, views.Timecode(saved.StartMs), views.Timecode(saved.EndMs))
 	}
 	return s.slotAnswer(c, http.StatusOK, saved, "ok", msg)

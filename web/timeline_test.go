@@ -131,6 +131,41 @@ func TestSlotChangeIsAnEditThatRequeuesTheLine(t *testing.T) {
 	require.Nil(t, moved.JobID)
 }
 
+// TestSlotMoveKeepsATakeThatStillFits: a rendered line dragged along the timeline
+// with its length kept is not rendered again while its take fits before the next
+// line; the notice says the take is kept. Dragged to where the take would run into
+// the next line, it is queued again.
+func TestSlotMoveKeepsATakeThatStillFits(t *testing.T) {
+	t.Parallel()
+	b := setupTimeline(t)
+	ctx := context.Background()
+	l := b.allLines(t)[1]              // 2000–3500 ms, the next line at 4000
+	takeWith(t, b, l, 1700*48, 0, 440) // runs 200 ms past its slot
+	l = *mustLine(t, b, l.ID)
+	c := b.as(t, studio.RoleEditor)
+	path := fmt.Sprintf("/projects/%d/lines/%d/slot", b.project.ID, l.ID)
+
+	resp := c.htmx("POST", path, slotForm(strconv.Itoa(l.Revision), "2240", "3740"))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, doc(t, resp).Find(`#timeline-notice[hx-swap-oob]`).Text(), "Line 2 now 00:00:02.240 – 00:00:03.740; its take is kept")
+	saved := mustLine(t, b, l.ID)
+	require.Equal(t, studio.StateDone, saved.State)
+	require.Equal(t, *l.CurrentTakeID, *saved.CurrentTakeID)
+	require.Equal(t, l.RenderSeq, saved.RenderSeq, "not rendered again")
+	var jobs int
+	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'synthesize_line' AND args->>'line_id' = $1`,
+		strconv.FormatInt(l.ID, 10)).Scan(&jobs))
+	require.Zero(t, jobs)
+
+	// 2400–3900: 100 ms before the next line, where the take needs 200.
+	resp = c.htmx("POST", path, slotForm(strconv.Itoa(saved.Revision), "2400", "3900"))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NotContains(t, doc(t, resp).Find(`#timeline-notice[hx-swap-oob]`).Text(), "kept")
+	saved = mustLine(t, b, l.ID)
+	require.Equal(t, studio.StateQueued, saved.State, "queued again for its new place")
+	require.Equal(t, l.RenderSeq+1, saved.RenderSeq)
+}
+
 func TestSlotChangeRefusesBadInputWith422(t *testing.T) {
 	t.Parallel()
 	b := setupTimeline(t)
