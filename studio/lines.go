@@ -141,6 +141,11 @@ type Line struct {
 	AudibleRevision int
 }
 
+// LatestChangeAudible reports whether the line's latest revision changed what it
+// sounds like (the store's decision when it wrote it: Audible, less a move that kept
+// the take), so that a take of an earlier revision is stale.
+func (l Line) LatestChangeAudible() bool { return l.AudibleRevision == l.Revision }
+
 // DurationMs is the slot's length: the target duration of the dubbed line.
 func (l Line) DurationMs() int { return l.EndMs - l.StartMs }
 
@@ -377,7 +382,7 @@ func (s *Store) UpdateLine(ctx context.Context, userID int64, projectID, lineID 
 			return nil
 		}
 		audible := Audible(&before, &l)
-		if audible && Moved(&before, &l) && !l.State.Active() {
+		if Moved(&before, &l) && !l.State.Active() {
 			fits, err := takeFitsAfterMove(tx, &l)
 			if err != nil {
 				return err
@@ -461,10 +466,8 @@ func takeFitsAfterMove(tx *gorm.DB, l *Line) (bool, error) {
 		return true, nil
 	}
 	var borrowed, gap int
-	err := queryRow(tx, `SELECT t.borrowed_ms,
-		greatest(coalesce((SELECT min(n.start_ms) FROM lines n
-			WHERE n.project_id = ? AND n.start_ms >= ? AND n.id <> ?) - ?, 0), 0)
-		FROM takes t WHERE t.id = ?`, []any{l.ProjectID, l.StartMs, l.ID, l.EndMs, *l.CurrentTakeID}, &borrowed, &gap)
+	err := queryRow(tx, `SELECT t.borrowed_ms, `+gapAfterSQL("?", "?", "?", "?")+` FROM takes t WHERE t.id = ?`,
+		[]any{l.ProjectID, l.StartMs, l.ID, l.EndMs, *l.CurrentTakeID}, &borrowed, &gap)
 	if errors.Is(err, sql.ErrNoRows) {
 		return true, nil
 	}

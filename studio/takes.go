@@ -377,13 +377,19 @@ type FitInput struct {
 // their order in the script (lines_project_start_idx); the ratio is that of the
 // nearest earlier line of the same character that has a take
 // (lines_project_character_idx_idx).
-const fitInputColumns = `l.render_seq, l.state, l.duration_lock, l.end_ms - l.start_ms,
+var fitInputColumns = `l.render_seq, l.state, l.duration_lock, l.end_ms - l.start_ms,
 	p.stretch_min, p.stretch_max, p.loudness_lufs, p.max_speed_step, p.gap_borrow_ms,
-	greatest(coalesce((SELECT min(n.start_ms) FROM lines n
-		WHERE n.project_id = l.project_id AND n.start_ms >= l.start_ms AND n.id <> l.id) - l.end_ms, 0), 0),
+	` + gapAfterSQL("l.project_id", "l.start_ms", "l.id", "l.end_ms") + `,
 	coalesce((SELECT t.stretch_ratio FROM lines pl JOIN takes t ON t.id = pl.current_take_id
 		WHERE pl.project_id = l.project_id AND pl.character_id = l.character_id AND pl.idx < l.idx
 		ORDER BY pl.idx DESC LIMIT 1), 0)`
+
+// gapAfterSQL is FitInput.GapAfterMs as SQL, for the slot start–end of line id in
+// project: each argument a column or a placeholder.
+func gapAfterSQL(project, start, id, end string) string {
+	return `greatest(coalesce((SELECT min(n.start_ms) FROM lines n
+		WHERE n.project_id = ` + project + ` AND n.start_ms >= ` + start + ` AND n.id <> ` + id + `) - ` + end + `, 0), 0)`
+}
 
 // scanFitInput runs q, whose columns are fitInputColumns, on db.
 func scanFitInput(db *gorm.DB, q string, args []any, lineID int64) (*FitInput, error) {

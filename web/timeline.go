@@ -120,8 +120,8 @@ func (s *Server) showTimeline(c echo.Context) error {
 // (web.saveLine, studio.UpdateLine). A line moved with its length kept keeps its
 // take where the take still fits (studio.Moved); a line that had a take and lost it
 // to the change is queued again, so that its clip soon plays a take fitted to the
-// new slot. It answers with the
-// clip, re-read from the database, and the timeline's notice out of band.
+// new slot. It answers with the clip, re-read from the database, and the timeline's
+// notice out of band.
 func (s *Server) saveSlot(c echo.Context) error {
 	l, err := s.line(c)
 	if err != nil {
@@ -149,7 +149,7 @@ func (s *Server) saveSlot(c echo.Context) error {
 	// A move that kept the take (studio.Moved: same length, and the take still fits
 	// the gap after its new place) leaves the take current; any other change made it
 	// stale.
-	kept := moved && l.CurrentTakeID != nil && saved.AudibleRevision < saved.Revision
+	kept := moved && l.CurrentTakeID != nil && !saved.LatestChangeAudible()
 	if moved && !kept && l.CurrentTakeID != nil && !saved.State.Active() && s.renderer != nil {
 		if _, err := s.renderer.RenderLines(ctx, l.ProjectID, []int64{l.ID}); err != nil {
 			return err

@@ -171,7 +171,7 @@ func (p *Pipeline) SynthesisPaused(ctx context.Context) (bool, error) {
 // being rendered (a notes-only edit leaves the render alone): the running job becomes stale and a job for the new content is
 // inserted in the same transaction as the edit.
 func (p *Pipeline) lineChanged(ctx context.Context, tx *sql.Tx, before, after *studio.Line) error {
-	if before == nil || after == nil || !before.State.Active() || !studio.Audible(before, after) {
+	if before == nil || after == nil || !before.State.Active() || !after.LatestChangeAudible() {
 		return nil
 	}
 	after.RenderSeq = before.RenderSeq + 1
