@@ -67,6 +67,7 @@ func init() {
 		"take.stretch":   {EN: "Stretch", ZH: "变速"},
 		"take.current":   {EN: "Current", ZH: "当前"},
 		"take.approved":  {EN: "Approved", ZH: "已通过"},
+		"take.refit":     {EN: "Fitted again to a shorter gap before the next line: the same performance as an earlier take, no new synthesis.", ZH: "已重新适配到下一句之前更短的间隔：与较早录音相同的表演，未重新合成。"},
 		"take.approve":   {EN: "Approve", ZH: "通过"},
 		"take.use":       {EN: "Use this take", ZH: "使用此版本"},
 		"take.play":      {EN: "Play", ZH: "播放"},

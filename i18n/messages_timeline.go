@@ -15,6 +15,8 @@ func init() {
 		"timeline.moved":    {EN: "Line %d now %s – %s.", ZH: "第 %d 句现在为 %s – %s。"},
 		"timeline.moved_kept": {EN: "Line %d now %s – %s; its take is kept (same length, and it still fits before the next line).",
 			ZH: "第 %d 句现在为 %s – %s；时长未变且仍在下一句之前结束，保留原录音。"},
+		"timeline.moved_refit": {EN: "Line %d now %s – %s; its take ran into the next line, so the same performance is being fitted to the shorter gap (no new synthesis).",
+			ZH: "第 %d 句现在为 %s – %s；原录音会延伸到下一句，正在将同一段表演重新适配到更短的间隔（不重新合成）。"},
 		"timeline.saving":    {EN: "Saving…", ZH: "保存中…"},
 		"line.conflict_slot": {EN: "%s changed this line in the meantime: its clip shows their version now; move it again to replace it.", ZH: "在此期间 %s 修改了这句台词：片段现在显示对方的版本；再次移动即可替换。"},
 		"kb.tl_nudge":        {EN: "Timeline: move the selected clip by a frame of the picture (40 ms where its rate is not known)", ZH: "时间线：将选中的片段移动画面的一帧（帧率未知时为 40 毫秒）"},

@@ -25,7 +25,9 @@ func (p DashboardParams) withDefaults() DashboardParams {
 
 // Throughput is what was rendered during a window: one take per rendered line.
 type Throughput struct {
-	Window  time.Duration
+	Window time.Duration
+	// Takes counts the takes rendered in the window; refits (Take.RefitOf), which
+	// rendered nothing, are left out.
 	Takes   int
 	AudioMs int64 // the takes' length after the duration lock
 }
@@ -159,7 +161,7 @@ func (s *Store) ProjectStats(ctx context.Context, projectIDs []int64, p Dashboar
 		AudioMs   int64
 	}
 	err = s.db.WithContext(ctx).Raw(`SELECT project_id, count(*) AS takes, coalesce(sum(duration_ms), 0) AS audio_ms
-		FROM takes WHERE project_id IN ? AND created_at > ? AND created_at <= ?
+		FROM takes WHERE project_id IN ? AND created_at > ? AND created_at <= ? AND refit_of IS NULL
 		GROUP BY project_id`, projectIDs, p.Now.Add(-p.Window), p.Now).Scan(&recent).Error
 	if err != nil {
 		return nil, fmt.Errorf("error measuring throughput: %w", err)
@@ -295,7 +297,7 @@ func (s *Store) ThroughputByMinute(ctx context.Context, projectID int64, p Dashb
 	}
 	err := s.db.WithContext(ctx).Raw(`SELECT floor(extract(epoch FROM created_at) / 60)::bigint AS minute,
 			count(*) AS takes, coalesce(sum(duration_ms), 0) AS audio_ms
-		FROM takes WHERE project_id = ? AND created_at >= ? AND created_at <= ?
+		FROM takes WHERE project_id = ? AND created_at >= ? AND created_at <= ? AND refit_of IS NULL
 		GROUP BY 1`, projectID, first, p.Now).Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("error measuring throughput by minute: %w", err)

@@ -381,14 +381,11 @@ func (s *Store) UpdateLine(ctx context.Context, userID int64, projectID, lineID 
 			out = &l
 			return nil
 		}
-		audible := Audible(&before, &l)
-		if Moved(&before, &l) && !l.State.Active() {
-			fits, err := takeFitsAfterMove(tx, &l)
-			if err != nil {
-				return err
-			}
-			audible = !fits
-		}
+		// A synthesis aims at its slot's length, not its start: a move keeps the take
+		// of a line not being rendered (whose fit may have read the old gap). Where
+		// its tail no longer fits before the next line, the GapsChanged hook fits it
+		// again.
+		audible := Audible(&before, &l) && (!Moved(&before, &l) || l.State.Active())
 		return s.saveLine(ctx, tx, userID, "edit", &before, &l, audible, func() { out = &l })
 	})
 	return out, err
@@ -457,26 +454,6 @@ func Moved(before, after *Line) bool {
 	return !Audible(before, &b)
 }
 
-// takeFitsAfterMove reports whether l's current take, fitted where l was, still fits
-// where l is now (its row in tx not yet written): it ran into no more of the gap after
-// its slot than the new place leaves before the next line of any character starts
-// (FitInput's GapAfterMs). A line without a take has nothing to keep: true.
-func takeFitsAfterMove(tx *gorm.DB, l *Line) (bool, error) {
-	if l.CurrentTakeID == nil {
-		return true, nil
-	}
-	var borrowed, gap int
-	err := queryRow(tx, `SELECT t.borrowed_ms, `+gapAfterSQL("?", "?", "?", "?")+` FROM takes t WHERE t.id = ?`,
-		[]any{l.ProjectID, l.StartMs, l.ID, l.EndMs, *l.CurrentTakeID}, &borrowed, &gap)
-	if errors.Is(err, sql.ErrNoRows) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return borrowed <= gap, nil
-}
-
 // saveLine writes l (bumping its revision and, where the change is audible, resetting
 // a finished render to draft), records history and runs the LineChanged hook, all in
 // tx.
@@ -484,13 +461,19 @@ func (s *Store) saveLine(ctx context.Context, tx *gorm.DB, userID int64, action 
 	if err := writeLine(tx, userID, action, before, l, audible); err != nil {
 		return err
 	}
-	if before == nil || before.StartMs != l.StartMs || before.EndMs != l.EndMs {
+	slots := before == nil || before.StartMs != l.StartMs || before.EndMs != l.EndMs
+	if slots {
 		if err := refreshFlags(tx, l.ProjectID); err != nil {
 			return err
 		}
 	}
 	if err := s.lineChanged(ctx, tx, before, l); err != nil {
 		return err
+	}
+	if slots {
+		if err := s.gapsChanged(ctx, tx, l.ProjectID); err != nil {
+			return err
+		}
 	}
 	done()
 	return nil
@@ -535,6 +518,18 @@ func (s *Store) lineChanged(ctx context.Context, tx *gorm.DB, before, after *Lin
 		return err
 	}
 	return s.LineChanged(ctx, t, before, after)
+}
+
+// gapsChanged runs the GapsChanged hook, if any, in tx.
+func (s *Store) gapsChanged(ctx context.Context, tx *gorm.DB, projectID int64) error {
+	if s.GapsChanged == nil {
+		return nil
+	}
+	t, err := sqlTx(tx)
+	if err != nil {
+		return err
+	}
+	return s.GapsChanged(ctx, t, projectID)
 }
 
 // RequeueLine records, in tx (the transaction a LineChanged hook was given), the

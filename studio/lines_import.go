@@ -195,7 +195,10 @@ func (s *Store) ImportScript(ctx context.Context, userID, projectID int64, lines
 				return err
 			}
 		}
-		return nil
+		if len(ids) == 0 {
+			return nil
+		}
+		return s.gapsChanged(ctx, tx, projectID)
 	})
 	if err != nil && !errors.Is(err, errDryRun) {
 		return nil, err

@@ -2,6 +2,7 @@ package studio_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,9 +12,12 @@ import (
 )
 
 // TestAMoveKeepsTheTakeThatStillFits: a finished line moved in time with its length
-// kept keeps its take, its approval and its place in an export, as long as what the
-// take borrowed of the gap after its slot is still free before the next line; a move
-// that leaves less, a change of length or a move with an edit send it back to draft.
+// kept keeps its take, its approval and its place in an export: the synthesis aimed
+// at the slot's length. A move that leaves less of the gap after it than the take
+// borrowed is no exception: the take is named to the GapsChanged hook
+// (OverrunTakes), which fits it again (workflow's
+// TestAChangeOfTheSlotsFitsOverrunTakesAgain). A change of length or a move with an
+// edit send the line back to draft.
 func TestAMoveKeepsTheTakeThatStillFits(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 4) // slots 0–1500, 2000–3500, 4000–5500, 6000–7500 ms
@@ -59,8 +63,20 @@ func TestAMoveKeepsTheTakeThatStillFits(t *testing.T) {
 	require.Equal(t, 200, out[0].Line.StartMs, "at the line's new place")
 	require.False(t, out[0].Stale())
 
-	// 400–1900: 100 ms free, less than the take ran into.
-	toDraft(move(lines[0], 200, studio.LineEdit{}))
+	// 400–1900: 100 ms free, less than the take ran into: kept, and named to the hook
+	// as overrunning; the line after it, which borrowed nothing, is not.
+	var over [][]studio.Overrun
+	b.store.GapsChanged = func(ctx context.Context, tx *sql.Tx, projectID int64) error {
+		o, err := b.store.OverrunTakes(ctx, tx, projectID)
+		over = append(over, o)
+		return err
+	}
+	kept(move(lines[0], 200, studio.LineEdit{}), first)
+	require.Len(t, over, 1, "the hook ran once, for the one change")
+	require.Len(t, over[0], 1)
+	require.Equal(t, lines[0].ID, over[0][0].LineID)
+	require.Equal(t, first.ID, over[0][0].Take.ID)
+	b.store.GapsChanged = nil
 
 	// Line 3 to 4500–6000, ending where line 4 starts: its take borrowed nothing.
 	kept(move(lines[2], 500, studio.LineEdit{}), third)

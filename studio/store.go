@@ -58,6 +58,11 @@ type Store struct {
 	// LineChanged, when set, runs inside the transaction of every change to a line
 	// (the workflow engine uses it to queue or cancel renders atomically).
 	LineChanged LineChangedFunc
+	// GapsChanged, when set, runs inside the transaction of every change to a
+	// project's slots (an edit, a split, a merge, an import), after the line's own
+	// LineChanged: the workflow engine fits again the takes whose borrowed tails the
+	// change ran into (OverrunTakes).
+	GapsChanged GapsChangedFunc
 	// Limits bound a line's length and an export's programme (zero fields: the defaults).
 	Limits Limits
 	// blobGCLocked, a tests' hook, runs after the blob collector has locked a batch.
@@ -67,6 +72,9 @@ type Store struct {
 // LineChangedFunc is called with the transaction, the line before (nil for a new line)
 // and after (nil for a deleted line) each change.
 type LineChangedFunc func(ctx context.Context, tx *sql.Tx, before, after *Line) error
+
+// GapsChangedFunc is called with the transaction and the project whose slots changed.
+type GapsChangedFunc func(ctx context.Context, tx *sql.Tx, projectID int64) error
 
 // NewStore wraps pool in gorm. No AutoMigrate: the schema comes from migrations.
 func NewStore(pool *pgxpool.Pool) (*Store, error) {

@@ -49,9 +49,13 @@ type Take struct {
 	Hint          *TakeHint `gorm:"serializer:json"`
 	AudioSHA256   string    `gorm:"column:audio_sha256"`
 	RawSHA256     *string   `gorm:"column:raw_sha256"`
-	ApprovedAt    *time.Time
-	ApprovedBy    *int64
-	CreatedAt     time.Time
+	// RefitOf is the take whose synthesis (its raw audio) this one fitted again,
+	// without a GPU, after the slots changed (Store.OverrunTakes); nil for a take
+	// synthesized for itself. Its Usage and SynthMs are that synthesis's.
+	RefitOf    *int64
+	ApprovedAt *time.Time
+	ApprovedBy *int64
+	CreatedAt  time.Time
 	// Usage is what the synthesis used and how its time went.
 	Usage TakeUsage `gorm:"embedded"`
 }
@@ -377,19 +381,16 @@ type FitInput struct {
 // their order in the script (lines_project_start_idx); the ratio is that of the
 // nearest earlier line of the same character that has a take
 // (lines_project_character_idx_idx).
-var fitInputColumns = `l.render_seq, l.state, l.duration_lock, l.end_ms - l.start_ms,
+const fitInputColumns = `l.render_seq, l.state, l.duration_lock, l.end_ms - l.start_ms,
 	p.stretch_min, p.stretch_max, p.loudness_lufs, p.max_speed_step, p.gap_borrow_ms,
-	` + gapAfterSQL("l.project_id", "l.start_ms", "l.id", "l.end_ms") + `,
+	` + gapAfterSQL + `,
 	coalesce((SELECT t.stretch_ratio FROM lines pl JOIN takes t ON t.id = pl.current_take_id
 		WHERE pl.project_id = l.project_id AND pl.character_id = l.character_id AND pl.idx < l.idx
 		ORDER BY pl.idx DESC LIMIT 1), 0)`
 
-// gapAfterSQL is FitInput.GapAfterMs as SQL, for the slot start–end of line id in
-// project: each argument a column or a placeholder.
-func gapAfterSQL(project, start, id, end string) string {
-	return `greatest(coalesce((SELECT min(n.start_ms) FROM lines n
-		WHERE n.project_id = ` + project + ` AND n.start_ms >= ` + start + ` AND n.id <> ` + id + `) - ` + end + `, 0), 0)`
-}
+// gapAfterSQL is FitInput.GapAfterMs as SQL, for the line l.
+const gapAfterSQL = `greatest(coalesce((SELECT min(n.start_ms) FROM lines n
+	WHERE n.project_id = l.project_id AND n.start_ms >= l.start_ms AND n.id <> l.id) - l.end_ms, 0), 0)`
 
 // scanFitInput runs q, whose columns are fitInputColumns, on db.
 func scanFitInput(db *gorm.DB, q string, args []any, lineID int64) (*FitInput, error) {
@@ -498,9 +499,9 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 			borrowed_ms, loudness_lufs, needs_review, hint, audio_sha256, raw_sha256, approved_at, approved_by,
 			predicted_vram_bytes, measured_vram_bytes, kv_bytes, activation_bytes, permit_wait_ms, host_queue_ms,
 			gpt_ms, s2mel_wait_ms, s2mel_ms, vocoder_ms, batch_rows_mean, s2mel_group, gpu_index,
-			cut_ms, deterministic)
+			cut_ms, deterministic, refit_of)
 			SELECT l.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?,
-				?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM l
+				?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM l
 			ON CONFLICT (line_id, render_seq) DO NOTHING RETURNING id)
 		UPDATE lines SET state = ?, last_error = '', last_traceback = '', state_changed_at = now(),
 			current_take_id = coalesce((SELECT id FROM t),
@@ -513,7 +514,7 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 		t.BorrowedMs, t.LoudnessLUFS, t.NeedsReview, hint, t.AudioSHA256, t.RawSHA256, t.ApprovedAt, t.ApprovedBy,
 		u.PredictedVRAMBytes, u.MeasuredVRAMBytes, u.KVBytes, u.ActivationBytes, u.PermitWaitMs, u.HostQueueMs,
 		u.GPTMs, u.S2MelWaitMs, u.S2MelMs, u.VocoderMs, u.BatchRowsMean, u.S2MelGroup, u.GPUIndex,
-		t.CutMs, t.Deterministic, state, t.LineID, t.RenderSeq)
+		t.CutMs, t.Deterministic, t.RefitOf, state, t.LineID, t.RenderSeq)
 	var id *int64
 	err := queryRow(s.db.WithContext(ctx), q.String(), args, &id)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -579,6 +580,59 @@ func (s *Store) UseTake(ctx context.Context, projectID, takeID int64) error {
 		}
 		return nil
 	})
+}
+
+// Overrun is a finished line whose current take runs further into the gap after its
+// slot than the gap now is (OverrunTakes).
+type Overrun struct {
+	LineID    int64
+	RenderSeq int
+	Take      Take
+}
+
+// OverrunTakes locks and returns, in tx (the one a GapsChanged hook was given), the
+// project's finished lines (done or needing review) whose current take borrowed more
+// of the gap after its slot than is now free before the next line of any character
+// starts (FitInput.GapAfterMs): a change to the slots ran its tail into that line.
+// A line being rendered is left out: its render fits to the gap as it finds it.
+func (s *Store) OverrunTakes(ctx context.Context, tx *sql.Tx, projectID int64) ([]Overrun, error) {
+	var rows []struct {
+		LineID    int64
+		RenderSeq int
+		TakeID    int64
+	}
+	err := s.onTx(ctx, tx).Raw(`SELECT l.id AS line_id, l.render_seq, t.id AS take_id
+		FROM lines l JOIN takes t ON t.id = l.current_take_id
+		WHERE l.project_id = ? AND l.state IN ? AND t.borrowed_ms > 0 AND t.borrowed_ms > `+gapAfterSQL+`
+		ORDER BY l.id FOR UPDATE OF l`, projectID, []LineState{StateDone, StateNeedsReview}).Scan(&rows).Error
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.TakeID
+	}
+	var takes []Take
+	if err := s.onTx(ctx, tx).Where("id IN ?", ids).Find(&takes).Error; err != nil {
+		return nil, err
+	}
+	byID := make(map[int64]Take, len(takes))
+	for _, t := range takes {
+		byID[t.ID] = t
+	}
+	out := make([]Overrun, len(rows))
+	for i, r := range rows {
+		out[i] = Overrun{LineID: r.LineID, RenderSeq: r.RenderSeq, Take: byID[r.TakeID]}
+	}
+	return out, nil
+}
+
+// StartRefit records, in tx, that an overrun line's take is being fitted again by job
+// (a fit of its raw audio, render renderSeq): the line is fitting, and loses its
+// approval, which was of the take that now runs into the next line.
+func (s *Store) StartRefit(ctx context.Context, tx *sql.Tx, lineID int64, renderSeq int, jobID int64) error {
+	return s.onTx(ctx, tx).Exec(`UPDATE lines SET render_seq = ?, state = 'fitting', job_id = ?, attempts = 0,
+		approved_take_id = NULL, state_changed_at = now() WHERE id = ?`, renderSeq, jobID, lineID).Error
 }
 
 // HandOffFunc hands a render on to another job (inserts a fit job) inside tx, the

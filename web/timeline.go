@@ -146,10 +146,17 @@ func (s *Server) saveSlot(c echo.Context) error {
 		return err
 	}
 	moved := saved.StartMs != l.StartMs || saved.EndMs != l.EndMs
-	// A move that kept the take (studio.Moved: same length, and the take still fits
-	// the gap after its new place) leaves the take current; any other change made it
-	// stale.
+	// A move (studio.Moved: the same length) keeps the take; where its tail no longer
+	// fits before the next line, the store's GapsChanged hook has set the line
+	// fitting again (refit), read back here. Any other change made the take stale.
 	kept := moved && l.CurrentTakeID != nil && !saved.LatestChangeAudible()
+	if kept {
+		if saved, err = s.store.Line(ctx, l.ProjectID, l.ID); err != nil {
+			return err
+		}
+	}
+	// The hook fitted it again, or rendered it again where no raw audio was kept.
+	redone := kept && saved.RenderSeq != l.RenderSeq
 	if moved && !kept && l.CurrentTakeID != nil && !saved.State.Active() && s.renderer != nil {
 		if _, err := s.renderer.RenderLines(ctx, l.ProjectID, []int64{l.ID}); err != nil {
 			return err
@@ -161,7 +168,9 @@ func (s *Server) saveSlot(c echo.Context) error {
 	c.Response().Header().Set(hxTrigger, "progress-changed")
 	msg := ""
 	switch {
-	case kept:
+	case redone && saved.State == studio.StateFitting:
+		msg = s.t(c, "timeline.moved_refit", saved.Idx, views.Timecode(saved.StartMs), views.Timecode(saved.EndMs))
+	case kept && !redone:
 		msg = s.t(c, "timeline.moved_kept", saved.Idx, views.Timecode(saved.StartMs), views.Timecode(saved.EndMs))
 	case moved:
 		msg = s.t(c, "timeline.moved", saved.Idx, views.Timecode(saved.StartMs), views.Timecode(saved.EndMs))

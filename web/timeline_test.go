@@ -134,16 +134,26 @@ func TestSlotChangeIsAnEditThatRequeuesTheLine(t *testing.T) {
 // TestSlotMoveKeepsATakeThatStillFits: a rendered line dragged along the timeline
 // with its length kept is not rendered again while its take fits before the next
 // line; the notice says the take is kept. Dragged to where the take would run into
-// the next line, it is queued again.
+// the next line, its take is fitted again from its raw audio (a fit job, no
+// synthesis), or, where no raw audio was kept, it is rendered again.
 func TestSlotMoveKeepsATakeThatStillFits(t *testing.T) {
 	t.Parallel()
 	b := setupTimeline(t)
 	ctx := context.Background()
-	l := b.allLines(t)[1]              // 2000–3500 ms, the next line at 4000
-	takeWith(t, b, l, 1700*48, 0, 440) // runs 200 ms past its slot
+	lines := b.allLines(t)
+	l := lines[1]                            // 2000–3500 ms, the next line at 4000
+	tk := takeWith(t, b, l, 1700*48, 0, 440) // runs 200 ms past its slot
+	studiotest.Exec(t, b.store, `UPDATE takes SET raw_sha256 = audio_sha256 WHERE id = $1`, tk.ID)
 	l = *mustLine(t, b, l.ID)
 	c := b.as(t, studio.RoleEditor)
 	path := fmt.Sprintf("/projects/%d/lines/%d/slot", b.project.ID, l.ID)
+	jobs := func(kind string, id int64) int {
+		t.Helper()
+		var n int
+		require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = $1 AND args->>'line_id' = $2`,
+			kind, strconv.FormatInt(id, 10)).Scan(&n))
+		return n
+	}
 
 	resp := c.htmx("POST", path, slotForm(strconv.Itoa(l.Revision), "2240", "3740"))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -152,18 +162,42 @@ func TestSlotMoveKeepsATakeThatStillFits(t *testing.T) {
 	require.Equal(t, studio.StateDone, saved.State)
 	require.Equal(t, *l.CurrentTakeID, *saved.CurrentTakeID)
 	require.Equal(t, l.RenderSeq, saved.RenderSeq, "not rendered again")
-	var jobs int
-	require.NoError(t, b.store.Pool().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'synthesize_line' AND args->>'line_id' = $1`,
-		strconv.FormatInt(l.ID, 10)).Scan(&jobs))
-	require.Zero(t, jobs)
+	require.Zero(t, jobs("synthesize_line", l.ID))
 
 	// 2400–3900: 100 ms before the next line, where the take needs 200.
 	resp = c.htmx("POST", path, slotForm(strconv.Itoa(saved.Revision), "2400", "3900"))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.NotContains(t, doc(t, resp).Find(`#timeline-notice[hx-swap-oob]`).Text(), "kept")
+	notice := doc(t, resp).Find(`#timeline-notice[hx-swap-oob]`).Text()
+	require.Contains(t, notice, "its take ran into the next line, so the same performance is being fitted to the shorter gap")
 	saved = mustLine(t, b, l.ID)
-	require.Equal(t, studio.StateQueued, saved.State, "queued again for its new place")
+	require.Equal(t, studio.StateFitting, saved.State, "fitted again for its new place")
 	require.Equal(t, l.RenderSeq+1, saved.RenderSeq)
+	require.Equal(t, 1, jobs("fit_line", l.ID))
+	require.Zero(t, jobs("synthesize_line", l.ID), "no synthesis")
+	// The fit job's take, as workflow's fit worker records it, says so in the takes.
+	refit := &studio.Take{LineID: l.ID, ProjectID: l.ProjectID, Revision: tk.Revision, RenderSeq: saved.RenderSeq, Engine: "test",
+		SpokenText: l.Text, DurationMs: 1600, StretchRatio: 1.06, BorrowedMs: 100, AudioSHA256: tk.AudioSHA256,
+		RawSHA256: &tk.AudioSHA256, RefitOf: &tk.ID}
+	ok, err := b.store.FinishRender(ctx, refit)
+	require.NoError(t, err)
+	require.True(t, ok)
+	d := doc(t, c.get(fmt.Sprintf("/projects/%d/lines/%d/takes", b.project.ID, l.ID)))
+	require.Equal(t, 2, d.Find(`[data-testid=take-row]`).Length())
+	require.Equal(t, 1, d.Find(`[data-testid=take-refit]`).Length(), "the new take only")
+	require.Contains(t, d.Find(`[data-testid=take-refit]`).Text(), "no new synthesis")
+
+	// A take without raw audio cannot be fitted again: the first line, 0–1500 with
+	// a take 200 ms longer, moved to 800–2300 ms, 100 ms before line 2 (now at 2400).
+	first := lines[0]
+	takeWith(t, b, first, 1700*48, 0, 330)
+	first = *mustLine(t, b, first.ID)
+	resp = c.htmx("POST", fmt.Sprintf("/projects/%d/lines/%d/slot", b.project.ID, first.ID), slotForm(strconv.Itoa(first.Revision), "800", "2300"))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NotContains(t, doc(t, resp).Find(`#timeline-notice[hx-swap-oob]`).Text(), "kept")
+	saved = mustLine(t, b, first.ID)
+	require.Equal(t, studio.StateQueued, saved.State, "rendered again for its new place")
+	require.Equal(t, first.RenderSeq+1, saved.RenderSeq)
+	require.Equal(t, 1, jobs("synthesize_line", first.ID))
 }
 
 func TestSlotChangeRefusesBadInputWith422(t *testing.T) {

@@ -88,6 +88,9 @@ func (w *Worker) fitTake(ctx context.Context, job *rivertype.JobRow, a FitArgs, 
 		AudioMs: int(a.AudioSeconds * 1000), DurationMs: blob.DurationMs, StretchRatio: res.Ratio, NeededRatio: res.NeededRatio,
 		BorrowedMs: res.BorrowedMs, CutMs: res.CutMs, Deterministic: a.Deterministic, LoudnessLUFS: res.LoudnessLUFS, NeedsReview: res.NeedsReview,
 		AudioSHA256: blob.SHA256, RawSHA256: &raw256, Usage: a.Usage}
+	if a.RefitOf != 0 {
+		take.RefitOf = &a.RefitOf
+	}
 	if a.AudioSeconds > 0 {
 		take.RTF = float64(a.SynthMs) / 1000 / a.AudioSeconds
 	}

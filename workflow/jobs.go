@@ -53,6 +53,9 @@ type FitArgs struct {
 	AudioSeconds  float64 `json:"audio_seconds"`
 	// Usage is the synthesis's resource usage, for the take.
 	Usage studio.TakeUsage `json:"usage"`
+	// RefitOf, when not 0, is the take whose raw audio this fit fits again
+	// (Pipeline.gapsChanged): its synthesis, SynthMs and Usage are that take's.
+	RefitOf int64 `json:"refit_of,omitempty"`
 }
 
 // Kind implements river.JobArgs.

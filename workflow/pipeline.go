@@ -59,7 +59,8 @@ const DefaultFirstLines = 3
 
 // NewPipeline makes a pipeline that inserts jobs through the store's own
 // transactions, and installs itself as the store's line-change hook so that editing a
-// line that is being rendered re-queues it.
+// line that is being rendered re-queues it, and as its gap-change hook so that a
+// take whose tail a change of the slots ran into is fitted again.
 func NewPipeline(store *studio.Store, logger *slog.Logger) (*Pipeline, error) {
 	// FetchCooldown here only spaces out the notifications that tell workers about
 	// new jobs; at River's default (100 ms) a render asked for right after another
@@ -71,6 +72,7 @@ func NewPipeline(store *studio.Store, logger *slog.Logger) (*Pipeline, error) {
 	}
 	p := &Pipeline{store: store, inserter: client, logger: logger, FirstLines: DefaultFirstLines}
 	store.LineChanged = p.lineChanged
+	store.GapsChanged = p.gapsChanged
 	return p, nil
 }
 
@@ -181,4 +183,43 @@ func (p *Pipeline) lineChanged(ctx context.Context, tx *sql.Tx, before, after *s
 		return err
 	}
 	return p.store.RequeueLine(ctx, tx, after.ID, after.RenderSeq, ids[0])
+}
+
+// gapsChanged fits again, in tx, every finished take of the project whose borrowed
+// tail the change of the slots ran into the next line (studio.Store.OverrunTakes):
+// a fit job of the take's raw audio, to the gap as it now is, on the fit queue, with
+// no GPU and the same performance. A take without its raw audio (none recorded) is
+// rendered again instead.
+func (p *Pipeline) gapsChanged(ctx context.Context, tx *sql.Tx, projectID int64) error {
+	over, err := p.store.OverrunTakes(ctx, tx, projectID)
+	if err != nil {
+		return err
+	}
+	for _, o := range over {
+		seq := o.RenderSeq + 1
+		t := o.Take
+		if t.RawSHA256 == nil {
+			ids, err := p.insertJobs(p.priorityOf(1))(ctx, tx, []studio.QueuedLine{{Line: studio.Line{ID: o.LineID, ProjectID: projectID, RenderSeq: seq}}})
+			if err != nil {
+				return err
+			}
+			if err := p.store.RequeueLine(ctx, tx, o.LineID, seq, ids[0]); err != nil {
+				return err
+			}
+			continue
+		}
+		fit := FitArgs{LineID: o.LineID, RenderSeq: seq, ProjectID: projectID, Revision: t.Revision,
+			RawSHA256: *t.RawSHA256, SpokenText: t.SpokenText, Engine: t.Engine, ModelVersion: t.ModelVersion,
+			Device: t.GPU, Worker: t.Worker, Seed: t.Seed, Deterministic: t.Deterministic,
+			PeakBytes: t.PeakVRAMBytes, SynthMs: t.SynthMs, AudioSeconds: float64(t.AudioMs) / 1000,
+			Usage: t.Usage, RefitOf: t.ID}
+		res, err := p.inserter.InsertTx(ctx, tx, fit, &river.InsertOpts{Priority: PriorityFirst})
+		if err != nil {
+			return fmt.Errorf("error inserting a fit job: %w", err)
+		}
+		if err := p.store.StartRefit(ctx, tx, o.LineID, seq, res.Job.ID); err != nil {
+			return err
+		}
+	}
+	return nil
 }
