@@ -28,26 +28,33 @@ func setupLive(t *testing.T) *liveBundle {
 	t.Helper()
 	store := studiotest.Store(t)
 	cfg := appConfig(t, t.TempDir())
-
-	broker := live.NewBroker(live.BrokerConfig{})
 	// A slow first retry, so that a change made while the listener is away is surely
 	// missed and only the resync after reconnecting can show it.
-	l := live.NewListener(store.Pool(), broker, live.ListenerConfig{MinBackoff: 600 * time.Millisecond, MaxBackoff: time.Second})
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { l.Run(ctx); close(done) }() //nolint:errcheck // nil when ctx ends
-	t.Cleanup(func() { stop(); <-done })
-
+	broker, l := startListener(t, store, live.ListenerConfig{MinBackoff: 600 * time.Millisecond, MaxBackoff: time.Second})
 	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: slog.New(slog.DiscardHandler), Live: broker})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	t.Cleanup(srv.StopStreams) // before Close, which waits for the streams
+	return &liveBundle{testBundle: &testBundle{store: store, server: ts, editor: studiotest.User(t, store, studio.RoleEditor)}, listener: l}
+}
+
+// startListener runs a real listener on store's database, publishing to a new
+// broker, as the server's main does, until the test ends; it returns once the
+// listener listens.
+func startListener(t *testing.T, store *studio.Store, cfg live.ListenerConfig) (*live.Broker, *live.Listener) {
+	t.Helper()
+	broker := live.NewBroker(live.BrokerConfig{})
+	l := live.NewListener(store.Pool(), broker, cfg)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }() //nolint:errcheck // nil when ctx ends
+	t.Cleanup(func() { stop(); <-done })
 	select {
 	case <-l.Ready():
 	case <-time.After(20 * time.Second):
 		t.Fatal("the listener did not start")
 	}
-	return &liveBundle{testBundle: &testBundle{store: store, server: ts, editor: studiotest.User(t, store, studio.RoleEditor)}, listener: l}
+	return broker, l
 }
 
 func (b *liveBundle) exec(t *testing.T, sql string, args ...any) {

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
 
+	"dubstudio/live"
 	"dubstudio/studio"
 	"dubstudio/studio/studiotest"
 	"dubstudio/tts"
@@ -66,7 +67,10 @@ func setupReviewWith(t *testing.T, lines []studio.NewLine) *reviewBundle {
 		defer cancel()
 		require.NoError(t, w.Stop(c))
 	})
-	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: logger, Renderer: pipeline, Exporter: pipeline, Proxies: pipeline})
+	// Live updates from a real listener, as in the server: rows follow renders and
+	// refits made elsewhere.
+	broker, _ := startListener(t, store, live.ListenerConfig{})
+	srv := web.New(web.Deps{Config: cfg, Store: store, Logger: logger, Renderer: pipeline, Exporter: pipeline, Proxies: pipeline, Live: broker})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	t.Cleanup(srv.StopStreams)

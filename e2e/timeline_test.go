@@ -118,7 +118,8 @@ func TestTimelineNudgesByAFrameOfThePicture(t *testing.T) {
 // TestTimelineUnderThePicture opens the editor of a rendered project with a video:
 // the timeline draws a track per character with each line's clip, a click selects
 // the line in the script, dragging an edge changes the slot in the database and
-// queues the line again (a new take follows), an edge snaps to a neighbour's, and
+// queues the line again (a new take follows), an edge snaps to a neighbour's (whose
+// take, running into the new start, is fitted again, and its row follows live), and
 // Alt+Right nudges the selected clip by a frame.
 func TestTimelineUnderThePicture(t *testing.T) {
 	b, ctx, _ := editorWithPicture(t)
@@ -178,6 +179,28 @@ func TestTimelineUnderThePicture(t *testing.T) {
 	dx = -math.Round(float64(bob.StartMs-alice1.EndMs-20) / 1000 * pps)
 	require.NoError(t, chromedp.Do(ctx, drag(r.Left+2, (r.Top+r.Bottom)/2, dx)...))
 	b.waitSlot(t, bob.ID, alice1.EndMs, wantEnd)
+	// Alice's first take ran into the gap that Bob's line now starts in: it is fitted
+	// again from its raw audio, with no new synthesis, and her row shows the new take.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		l := b.line(t, alice1.ID)
+		if l.CurrentTakeID != nil && *l.CurrentTakeID != *alice1.CurrentTakeID && !l.State.Active() {
+			tk, err := b.store.Take(context.Background(), b.project.ID, *l.CurrentTakeID)
+			require.NoError(t, err)
+			require.NotNil(t, tk.RefitOf, "fitted again, not synthesized")
+			require.Equal(t, *alice1.CurrentTakeID, *tk.RefitOf)
+			require.Zero(t, tk.BorrowedMs, "Bob's line starts where hers ends")
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "Alice's first line was not fitted again (%s)", l.State)
+		time.Sleep(100 * time.Millisecond)
+	}
+	old, err := b.store.Take(context.Background(), b.project.ID, *alice1.CurrentTakeID)
+	require.NoError(t, err)
+	require.Positive(t, old.BorrowedMs)
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`!document.getElementById('line-%d').textContent.includes('with %d ms borrowed')`, alice1.ID, old.BorrowedMs),
+		chromedp.WithPollingTimeout(10*time.Second)))
+	require.NoError(t, err, "her row shows the new take, live")
 
 	// Alt+Right twice: the selected clip moves two frames (80 ms), sent once.
 	_, err = chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`(() => { const c = document.getElementById('clip-%d'); return c && c.getAttribute('data-start') === '%d' })()`, bob.ID, alice1.EndMs),
@@ -194,6 +217,21 @@ func TestTimelineUnderThePicture(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 7, marker, "Alt+Left/Right do not leave the page")
 	require.Equal(t, alice3.StartMs, b.line(t, alice3.ID).StartMs, "the other lines stay")
+	// The nudge ran Bob's own tail into Alice's next line: fitted again, and his row
+	// and the progress end done.
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`(() => { const r = document.getElementById('line-%d');
+		return r && r.classList.contains('st-row-done') })()`, bob.ID), chromedp.WithPollingTimeout(10*time.Second)))
+	if err != nil {
+		l := b.line(t, bob.ID)
+		row, _ := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`document.getElementById('line-%d').className`, bob.ID)))
+		t.Fatalf("Bob's row did not end done: %q, the line %s (seq %d)", row, l.State, l.RenderSeq)
+	}
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`(() => { const p = document.querySelector('#project-progress .progress-legend');
+		return p && p.querySelectorAll('.badge').length === 1 && p.querySelector('.badge.st-done') !== null })()`, chromedp.WithPollingTimeout(10*time.Second)))
+	if err != nil {
+		legend, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#project-progress .progress-legend').textContent`))
+		t.Fatalf("the progress did not end all done: %q", legend)
+	}
 
 	shot(t, ctx, "editor-timeline.png", `main`)
 
