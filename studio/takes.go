@@ -627,12 +627,13 @@ func (s *Store) OverrunTakes(ctx context.Context, tx *sql.Tx, projectID int64) (
 	return out, nil
 }
 
-// StartRefit records, in tx, that an overrun line's take is being fitted again by job
-// (a fit of its raw audio, render renderSeq): the line is fitting, and loses its
-// approval, which was of the take that now runs into the next line.
-func (s *Store) StartRefit(ctx context.Context, tx *sql.Tx, lineID int64, renderSeq int, jobID int64) error {
-	return s.onTx(ctx, tx).Exec(`UPDATE lines SET render_seq = ?, state = 'fitting', job_id = ?, attempts = 0,
-		approved_take_id = NULL, state_changed_at = now() WHERE id = ?`, renderSeq, jobID, lineID).Error
+// StartRefit records, in tx, that an overrun line's take is being done again by job,
+// render renderSeq: state is StateFitting for a fit of its raw audio, StateQueued for
+// a synthesis (a take without raw audio). The line loses its approval, which was of
+// the take that now runs into the next line.
+func (s *Store) StartRefit(ctx context.Context, tx *sql.Tx, lineID int64, renderSeq int, jobID int64, state LineState) error {
+	return s.onTx(ctx, tx).Exec(`UPDATE lines SET render_seq = ?, state = ?, job_id = ?, attempts = 0,
+		approved_take_id = NULL, state_changed_at = now() WHERE id = ?`, renderSeq, state, jobID, lineID).Error
 }
 
 // HandOffFunc hands a render on to another job (inserts a fit job) inside tx, the

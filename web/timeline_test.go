@@ -189,7 +189,9 @@ func TestSlotMoveKeepsATakeThatStillFits(t *testing.T) {
 	// A take without raw audio cannot be fitted again: the first line, 0–1500 with
 	// a take 200 ms longer, moved to 800–2300 ms, 100 ms before line 2 (now at 2400).
 	first := lines[0]
-	takeWith(t, b, first, 1700*48, 0, 330)
+	ftk := takeWith(t, b, first, 1700*48, 0, 330)
+	_, err = b.store.ApproveTakeAs(ctx, b.users[studio.RoleEditor].ID, b.project.ID, ftk.ID)
+	require.NoError(t, err)
 	first = *mustLine(t, b, first.ID)
 	resp = c.htmx("POST", fmt.Sprintf("/projects/%d/lines/%d/slot", b.project.ID, first.ID), slotForm(strconv.Itoa(first.Revision), "800", "2300"))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -198,6 +200,7 @@ func TestSlotMoveKeepsATakeThatStillFits(t *testing.T) {
 	require.Equal(t, studio.StateQueued, saved.State, "rendered again for its new place")
 	require.Equal(t, first.RenderSeq+1, saved.RenderSeq)
 	require.Equal(t, 1, jobs("synthesize_line", first.ID))
+	require.Nil(t, saved.ApprovedTakeID, "its approval was of a take that ran into the next line")
 }
 
 func TestSlotChangeRefusesBadInputWith422(t *testing.T) {

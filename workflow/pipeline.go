@@ -203,7 +203,7 @@ func (p *Pipeline) gapsChanged(ctx context.Context, tx *sql.Tx, projectID int64)
 			if err != nil {
 				return err
 			}
-			if err := p.store.RequeueLine(ctx, tx, o.LineID, seq, ids[0]); err != nil {
+			if err := p.store.StartRefit(ctx, tx, o.LineID, seq, ids[0], studio.StateQueued); err != nil {
 				return err
 			}
 			continue
@@ -217,7 +217,7 @@ func (p *Pipeline) gapsChanged(ctx context.Context, tx *sql.Tx, projectID int64)
 		if err != nil {
 			return fmt.Errorf("error inserting a fit job: %w", err)
 		}
-		if err := p.store.StartRefit(ctx, tx, o.LineID, seq, res.Job.ID); err != nil {
+		if err := p.store.StartRefit(ctx, tx, o.LineID, seq, res.Job.ID, studio.StateFitting); err != nil {
 			return err
 		}
 	}
