@@ -21,6 +21,7 @@ func init() {
 		"review.region_speech":       {EN: "speech", ZH: "语音"},
 		"review.region_borrowed":     {EN: "borrowed", ZH: "借用间隙"},
 		"review.legend":              {EN: "Blue: the slot. Green: the take's speech. Orange: time borrowed from the gap after the slot.", ZH: "蓝色：时间槽。绿色：录音中的语音。橙色：从时间槽后的间隙借用的时长。"},
+		"review.refit_of":            {EN: "Fitted again from take %d", ZH: "由第 %d 条录音重新适配"},
 		"review.take_meta":           {EN: "%s · stretch ×%s · %s", ZH: "%s · 变速 ×%s · %s"},
 		"review.play":                {EN: "Play / stop", ZH: "播放 / 停止"},
 		"review.approve":             {EN: "Approve", ZH: "通过"},

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -185,6 +186,10 @@ func TestSlotMoveKeepsATakeThatStillFits(t *testing.T) {
 	require.Equal(t, 2, d.Find(`[data-testid=take-row]`).Length())
 	require.Equal(t, 1, d.Find(`[data-testid=take-refit]`).Length(), "the new take only")
 	require.Contains(t, d.Find(`[data-testid=take-refit]`).Text(), "no new synthesis")
+	d = doc(t, c.get(fmt.Sprintf("/projects/%d/review?line=%d", b.project.ID, l.ID)))
+	require.Equal(t, "Fitted again from take 1", strings.TrimSpace(d.Find(`#take-`+strconv.FormatInt(refit.ID, 10)+` [data-testid=review-refit]`).Text()),
+		"the review names the take it came from")
+	require.Equal(t, 1, d.Find(`[data-testid=review-refit]`).Length())
 
 	// A take without raw audio cannot be fitted again: the first line, 0–1500 with
 	// a take 200 ms longer, moved to 800–2300 ms, 100 ms before line 2 (now at 2400).
