@@ -520,8 +520,9 @@ func (s *Store) lineChanged(ctx context.Context, tx *gorm.DB, before, after *Lin
 	return s.LineChanged(ctx, t, before, after)
 }
 
-// gapsChanged runs the GapsChanged hook, if any, in tx.
-func (s *Store) gapsChanged(ctx context.Context, tx *gorm.DB, projectID int64) error {
+// gapsChanged runs the GapsChanged hook, if any, in tx, for lineIDs of the project
+// (all of them where none are given).
+func (s *Store) gapsChanged(ctx context.Context, tx *gorm.DB, projectID int64, lineIDs ...int64) error {
 	if s.GapsChanged == nil {
 		return nil
 	}
@@ -529,7 +530,14 @@ func (s *Store) gapsChanged(ctx context.Context, tx *gorm.DB, projectID int64) e
 	if err != nil {
 		return err
 	}
-	return s.GapsChanged(ctx, t, projectID)
+	return s.GapsChanged(ctx, t, projectID, lineIDs)
+}
+
+// CheckOverrun runs the GapsChanged hook for one line, in a transaction of its own:
+// a render records its take after it read the gap, and a change of the slots that
+// committed meanwhile skipped the line, which was being rendered then.
+func (s *Store) CheckOverrun(ctx context.Context, projectID, lineID int64) error {
+	return s.inTx(ctx, func(tx *gorm.DB) error { return s.gapsChanged(ctx, tx, projectID, lineID) })
 }
 
 // RequeueLine records, in tx (the transaction a LineChanged hook was given), the

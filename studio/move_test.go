@@ -66,8 +66,8 @@ func TestAMoveKeepsTheTakeThatStillFits(t *testing.T) {
 	// 400–1900: 100 ms free, less than the take ran into: kept, and named to the hook
 	// as overrunning; the line after it, which borrowed nothing, is not.
 	var over [][]studio.Overrun
-	b.store.GapsChanged = func(ctx context.Context, tx *sql.Tx, projectID int64) error {
-		o, err := b.store.OverrunTakes(ctx, tx, projectID)
+	b.store.GapsChanged = func(ctx context.Context, tx *sql.Tx, projectID int64, lineIDs []int64) error {
+		o, err := b.store.OverrunTakes(ctx, tx, projectID, lineIDs)
 		over = append(over, o)
 		return err
 	}

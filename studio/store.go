@@ -73,8 +73,9 @@ type Store struct {
 // and after (nil for a deleted line) each change.
 type LineChangedFunc func(ctx context.Context, tx *sql.Tx, before, after *Line) error
 
-// GapsChangedFunc is called with the transaction and the project whose slots changed.
-type GapsChangedFunc func(ctx context.Context, tx *sql.Tx, projectID int64) error
+// GapsChangedFunc is called with the transaction and the project whose slots changed;
+// lineIDs, when not empty, are the only lines to look at (CheckOverrun).
+type GapsChangedFunc func(ctx context.Context, tx *sql.Tx, projectID int64, lineIDs []int64) error
 
 // NewStore wraps pool in gorm. No AutoMigrate: the schema comes from migrations.
 func NewStore(pool *pgxpool.Pool) (*Store, error) {

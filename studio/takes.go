@@ -594,17 +594,24 @@ type Overrun struct {
 // project's finished lines (done or needing review) whose current take borrowed more
 // of the gap after its slot than is now free before the next line of any character
 // starts (FitInput.GapAfterMs): a change to the slots ran its tail into that line.
-// A line being rendered is left out: its render fits to the gap as it finds it.
-func (s *Store) OverrunTakes(ctx context.Context, tx *sql.Tx, projectID int64) ([]Overrun, error) {
+// A line being rendered is left out: its render fits to the gap as it finds it, and
+// checks again once it has recorded its take (CheckOverrun). lineIDs, when not empty,
+// are the only lines looked at.
+func (s *Store) OverrunTakes(ctx context.Context, tx *sql.Tx, projectID int64, lineIDs []int64) ([]Overrun, error) {
 	var rows []struct {
 		LineID    int64
 		RenderSeq int
 		TakeID    int64
 	}
-	err := s.onTx(ctx, tx).Raw(`SELECT l.id AS line_id, l.render_seq, t.id AS take_id
+	q := `SELECT l.id AS line_id, l.render_seq, t.id AS take_id
 		FROM lines l JOIN takes t ON t.id = l.current_take_id
-		WHERE l.project_id = ? AND l.state IN ? AND t.borrowed_ms > 0 AND t.borrowed_ms > `+gapAfterSQL+`
-		ORDER BY l.id FOR UPDATE OF l`, projectID, []LineState{StateDone, StateNeedsReview}).Scan(&rows).Error
+		WHERE l.project_id = ? AND l.state IN ? AND t.borrowed_ms > 0 AND t.borrowed_ms > ` + gapAfterSQL
+	args := []any{projectID, []LineState{StateDone, StateNeedsReview}}
+	if len(lineIDs) > 0 {
+		q += ` AND l.id IN ?`
+		args = append(args, lineIDs)
+	}
+	err := s.onTx(ctx, tx).Raw(q+` ORDER BY l.id FOR UPDATE OF l`, args...).Scan(&rows).Error
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}

@@ -97,8 +97,13 @@ func (w *Worker) fitTake(ctx context.Context, job *rivertype.JobRow, a FitArgs, 
 	if res.NeedsReview {
 		take.Hint = &studio.TakeHint{Key: res.Hint.Key, Args: res.Hint.Args}
 	}
-	_, err = w.store.FinishRender(ctx, take, blob)
-	return err
+	recorded, err := w.store.FinishRender(ctx, take, blob)
+	if err != nil || !recorded || take.BorrowedMs == 0 {
+		return err
+	}
+	// The fit read the gap before it recorded the take; a change of the slots that
+	// committed meanwhile skipped this line, which was being rendered.
+	return w.store.CheckOverrun(ctx, a.ProjectID, a.LineID)
 }
 
 // fitHere claims a place for a synthesis to fit its own take: one of as many

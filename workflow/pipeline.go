@@ -190,8 +190,8 @@ func (p *Pipeline) lineChanged(ctx context.Context, tx *sql.Tx, before, after *s
 // a fit job of the take's raw audio, to the gap as it now is, on the fit queue, with
 // no GPU and the same performance. A take without its raw audio (none recorded) is
 // rendered again instead.
-func (p *Pipeline) gapsChanged(ctx context.Context, tx *sql.Tx, projectID int64) error {
-	over, err := p.store.OverrunTakes(ctx, tx, projectID)
+func (p *Pipeline) gapsChanged(ctx context.Context, tx *sql.Tx, projectID int64, lineIDs []int64) error {
+	over, err := p.store.OverrunTakes(ctx, tx, projectID, lineIDs)
 	if err != nil {
 		return err
 	}
