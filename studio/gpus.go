@@ -527,15 +527,15 @@ func (s *Store) LineStateCounts(ctx context.Context) (map[LineState]int64, error
 
 // SynthesisHistogram counts takes whose synthesis took at most each bound (seconds,
 // ascending), with their total and sum of seconds: a cumulative histogram of
-// synthesis latency over every take kept (but refits, Take.RefitOf: they used no
-// GPU), for /metrics.
+// synthesis latency over every take kept but refits (Take.RefitOf), which used no
+// GPU, for /metrics.
 func (s *Store) SynthesisHistogram(ctx context.Context, bounds []float64) (count uint64, sum float64, buckets map[float64]uint64, err error) {
 	var q strings.Builder
 	q.WriteString("SELECT count(*), coalesce(sum(synth_ms), 0)::float8")
 	for _, b := range bounds {
 		fmt.Fprintf(&q, ", count(*) FILTER (WHERE synth_ms <= %d)", int64(b*1000))
 	}
-	q.WriteString(" FROM takes WHERE refit_of IS NULL") // a refit used no GPU
+	q.WriteString(" FROM takes WHERE refit_of IS NULL")
 	vals := make([]any, 2+len(bounds))
 	var n int64
 	var sumMs float64

@@ -142,8 +142,8 @@ type Line struct {
 }
 
 // LatestChangeAudible reports whether the line's latest revision changed what it
-// sounds like (the store's decision when it wrote it: Audible, less a move that kept
-// the take), so that a take of an earlier revision is stale.
+// sounds like (the store's decision when it wrote it: Audible, less a move of a line
+// not being rendered), so that a take of an earlier revision is stale.
 func (l Line) LatestChangeAudible() bool { return l.AudibleRevision == l.Revision }
 
 // DurationMs is the slot's length: the target duration of the dubbed line.
@@ -544,8 +544,15 @@ func (s *Store) CheckOverrun(ctx context.Context, projectID, lineID int64) error
 // render that the hook queued for a line whose audible content changed while it was
 // being rendered: its render sequence number, the state queued and the job.
 func (s *Store) RequeueLine(ctx context.Context, tx *sql.Tx, lineID int64, renderSeq int, jobID int64) error {
-	return s.onTx(ctx, tx).Exec(`UPDATE lines SET render_seq = ?, state = 'queued', job_id = ?, attempts = 0,
-		state_changed_at = now() WHERE id = ?`, renderSeq, jobID, lineID).Error
+	return s.setRender(ctx, tx, lineID, renderSeq, jobID, StateQueued, false)
+}
+
+// setRender points line lineID, in tx, at render renderSeq, worked by job, in state,
+// its attempts counted afresh; clearApproval drops its approval too.
+func (s *Store) setRender(ctx context.Context, tx *sql.Tx, lineID int64, renderSeq int, jobID int64, state LineState, clearApproval bool) error {
+	return s.onTx(ctx, tx).Exec(`UPDATE lines SET render_seq = ?, state = ?, job_id = ?, attempts = 0,
+		approved_take_id = CASE WHEN ? THEN NULL ELSE approved_take_id END, state_changed_at = now() WHERE id = ?`,
+		renderSeq, state, jobID, clearApproval, lineID).Error
 }
 
 func addHistory(tx *gorm.DB, userID int64, action string, before, after *Line) error {

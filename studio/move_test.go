@@ -74,8 +74,11 @@ func TestAMoveKeepsTheTakeThatStillFits(t *testing.T) {
 	kept(move(lines[0], 200, studio.LineEdit{}), first)
 	require.Len(t, over, 1, "the hook ran once, for the one change")
 	require.Len(t, over[0], 1)
-	require.Equal(t, lines[0].ID, over[0][0].LineID)
+	require.Equal(t, lines[0].ID, over[0][0].Take.LineID)
 	require.Equal(t, first.ID, over[0][0].Take.ID)
+	require.Equal(t, first.AudioSHA256, over[0][0].Take.AudioSHA256, "the whole take")
+	require.Equal(t, 200, over[0][0].Take.BorrowedMs)
+	require.Equal(t, first.RenderSeq, over[0][0].RenderSeq, "and the line's render")
 	b.store.GapsChanged = nil
 
 	// Line 3 to 4500–6000, ending where line 4 starts: its take borrowed nothing.

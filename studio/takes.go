@@ -582,12 +582,12 @@ func (s *Store) UseTake(ctx context.Context, projectID, takeID int64) error {
 	})
 }
 
-// Overrun is a finished line whose current take runs further into the gap after its
-// slot than the gap now is (OverrunTakes).
+// Overrun is a finished line's current take that runs further into the gap after its
+// slot than the gap now is (OverrunTakes), with the line's render sequence number
+// (the take's own is older where the line went back to an earlier take).
 type Overrun struct {
-	LineID    int64
-	RenderSeq int
-	Take      Take
+	Take      Take `gorm:"embedded"`
+	RenderSeq int  `gorm:"column:line_render_seq"`
 }
 
 // OverrunTakes locks and returns, in tx (the one a GapsChanged hook was given), the
@@ -598,40 +598,16 @@ type Overrun struct {
 // checks again once it has recorded its take (CheckOverrun). lineIDs, when not empty,
 // are the only lines looked at.
 func (s *Store) OverrunTakes(ctx context.Context, tx *sql.Tx, projectID int64, lineIDs []int64) ([]Overrun, error) {
-	var rows []struct {
-		LineID    int64
-		RenderSeq int
-		TakeID    int64
-	}
-	q := `SELECT l.id AS line_id, l.render_seq, t.id AS take_id
-		FROM lines l JOIN takes t ON t.id = l.current_take_id
-		WHERE l.project_id = ? AND l.state IN ? AND t.borrowed_ms > 0 AND t.borrowed_ms > ` + gapAfterSQL
+	q := `SELECT t.*, l.render_seq AS line_render_seq FROM lines l JOIN takes t ON t.id = l.current_take_id
+		WHERE l.project_id = ? AND l.state IN ? AND t.borrowed_ms > ` + gapAfterSQL
 	args := []any{projectID, []LineState{StateDone, StateNeedsReview}}
 	if len(lineIDs) > 0 {
 		q += ` AND l.id IN ?`
 		args = append(args, lineIDs)
 	}
-	err := s.onTx(ctx, tx).Raw(q+` ORDER BY l.id FOR UPDATE OF l`, args...).Scan(&rows).Error
-	if err != nil || len(rows) == 0 {
-		return nil, err
-	}
-	ids := make([]int64, len(rows))
-	for i, r := range rows {
-		ids[i] = r.TakeID
-	}
-	var takes []Take
-	if err := s.onTx(ctx, tx).Where("id IN ?", ids).Find(&takes).Error; err != nil {
-		return nil, err
-	}
-	byID := make(map[int64]Take, len(takes))
-	for _, t := range takes {
-		byID[t.ID] = t
-	}
-	out := make([]Overrun, len(rows))
-	for i, r := range rows {
-		out[i] = Overrun{LineID: r.LineID, RenderSeq: r.RenderSeq, Take: byID[r.TakeID]}
-	}
-	return out, nil
+	var out []Overrun
+	err := s.onTx(ctx, tx).Raw(q+` ORDER BY l.id FOR UPDATE OF l`, args...).Scan(&out).Error
+	return out, err
 }
 
 // StartRefit records, in tx, that an overrun line's take is being done again by job,
@@ -639,8 +615,7 @@ func (s *Store) OverrunTakes(ctx context.Context, tx *sql.Tx, projectID int64, l
 // a synthesis (a take without raw audio). The line loses its approval, which was of
 // the take that now runs into the next line.
 func (s *Store) StartRefit(ctx context.Context, tx *sql.Tx, lineID int64, renderSeq int, jobID int64, state LineState) error {
-	return s.onTx(ctx, tx).Exec(`UPDATE lines SET render_seq = ?, state = ?, job_id = ?, attempts = 0,
-		approved_take_id = NULL, state_changed_at = now() WHERE id = ?`, renderSeq, state, jobID, lineID).Error
+	return s.setRender(ctx, tx, lineID, renderSeq, jobID, state, true)
 }
 
 // HandOffFunc hands a render on to another job (inserts a fit job) inside tx, the

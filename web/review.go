@@ -84,12 +84,12 @@ func (s *Server) reviewVM(c echo.Context, p *studio.Project, l *studio.Line) (vi
 			comments[*h.TakeID] = append(comments[*h.TakeID], h)
 		}
 	}
-	number := make(map[int64]int, len(takes))
+	number := make(map[int64]int, len(takes)) // takes come newest first; the first is 1
 	for i, t := range takes {
 		number[t.ID] = len(takes) - i
 	}
-	for i, t := range takes {
-		rt := views.ReviewTake{Take: t, Number: len(takes) - i, Comments: comments[t.ID],
+	for _, t := range takes {
+		rt := views.ReviewTake{Take: t, Number: number[t.ID], Comments: comments[t.ID],
 			Current:  l.CurrentTakeID != nil && *l.CurrentTakeID == t.ID,
 			Approved: l.ApprovedTakeID != nil && *l.ApprovedTakeID == t.ID}
 		if t.RefitOf != nil {

@@ -196,19 +196,18 @@ func (p *Pipeline) gapsChanged(ctx context.Context, tx *sql.Tx, projectID int64,
 		return err
 	}
 	for _, o := range over {
-		seq := o.RenderSeq + 1
-		t := o.Take
+		seq, t := o.RenderSeq+1, o.Take
 		if t.RawSHA256 == nil {
-			ids, err := p.insertJobs(p.priorityOf(1))(ctx, tx, []studio.QueuedLine{{Line: studio.Line{ID: o.LineID, ProjectID: projectID, RenderSeq: seq}}})
+			ids, err := p.insertJobs(p.priorityOf(1))(ctx, tx, []studio.QueuedLine{{Line: studio.Line{ID: t.LineID, ProjectID: projectID, RenderSeq: seq}}})
 			if err != nil {
 				return err
 			}
-			if err := p.store.StartRefit(ctx, tx, o.LineID, seq, ids[0], studio.StateQueued); err != nil {
+			if err := p.store.StartRefit(ctx, tx, t.LineID, seq, ids[0], studio.StateQueued); err != nil {
 				return err
 			}
 			continue
 		}
-		fit := FitArgs{LineID: o.LineID, RenderSeq: seq, ProjectID: projectID, Revision: t.Revision,
+		fit := FitArgs{LineID: t.LineID, RenderSeq: seq, ProjectID: projectID, Revision: t.Revision,
 			RawSHA256: *t.RawSHA256, SpokenText: t.SpokenText, Engine: t.Engine, ModelVersion: t.ModelVersion,
 			Device: t.GPU, Worker: t.Worker, Seed: t.Seed, Deterministic: t.Deterministic,
 			PeakBytes: t.PeakVRAMBytes, SynthMs: t.SynthMs, AudioSeconds: float64(t.AudioMs) / 1000,
@@ -217,7 +216,7 @@ func (p *Pipeline) gapsChanged(ctx context.Context, tx *sql.Tx, projectID int64,
 		if err != nil {
 			return fmt.Errorf("error inserting a fit job: %w", err)
 		}
-		if err := p.store.StartRefit(ctx, tx, o.LineID, seq, res.Job.ID, studio.StateFitting); err != nil {
+		if err := p.store.StartRefit(ctx, tx, t.LineID, seq, res.Job.ID, studio.StateFitting); err != nil {
 			return err
 		}
 	}

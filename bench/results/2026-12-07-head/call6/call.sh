@@ -2,11 +2,11 @@
 # Call 6 (2026-12-07, third session): call 5's H200 plan, which has never run, at HEAD
 # (the hosts and the batching core unchanged since 097ee89; only studio and web code
 # since). On an H100 the hosts' Python tests on CUDA alone (test_batching,
-# test_indextts_batching, test_bench_host): its comparison is calls 1-5. On a card of 100 GB or more (the issue's H200),
-# s2mel bf16, stride 4, the film workload, most important first: the fixed N = 16 under
-# MPS (the best pool measured on H200s), the batching host at 128 lines, the card shrunk
-# to 24 GiB with the rule's N = 3 and the batching host at 64, and the batching host at
-# 128 again.
+# test_indextts_batching, test_bench_host): its comparison is calls 1-5. On a card of
+# 100 GB or more (the issue's H200), the graph tests, then call5/call.sh itself, whose
+# H200 branch runs: s2mel bf16, stride 4, the film workload, the fixed N = 16 under MPS,
+# the batching host at 128 lines, the card shrunk to 24 GiB with the rule's N = 3 and
+# the batching host at 64, and the batching host at 128 again.
 # Prediction: tests OK; batched 128 at 2.9-3.3x the MPS pool (3.23x at 85687f5); 24 GiB
 # 4.2-4.8x (4.77x at 8d25bc8); no failure or OOM of the batching host.
 O=$OUT; R=$OUT/r; mkdir -p $R
@@ -19,24 +19,5 @@ fi
 # On the H200 the graph tests alone: the runs need the rest of the call's ten minutes.
 (cd tts/hosts && BATCHING_TEST_DEVICE=cuda timeout 80 python3 -m unittest test_batching.CudaGraphTest > $R/tests.log 2>&1; echo "tests rc=$?" >> $R/tests.log)
 tail -3 $R/tests.log
-source <(sed -n 15,34p bench/gpu/batch_compare.sh)
-OUT=$R; LIMIT=110
-BF="--s2mel-dtype bf16"
-# After each run: its host logs go and the archive is remade, so a call cut off still
-# returns what ran.
-keep() { rm -f $R/*/hosts.log; tar czf $O/r.tgz -C $O r; }
-nvidia-cuda-mps-control -d; sleep 1
-cmp 0 0 fixed16-mps fixed 16 4 150 "$BF"
-echo quit | nvidia-cuda-mps-control; sleep 2
-keep
-MAXSEQ=128 cmp 0 0 batched128 batched 8 4 150 "$BF"
-keep
-LIMIT=130 cmp 0 24 24gib-fixed3 fixed 3 4 150 "$BF"
-keep
-cmp 0 24 24gib-batched64 batched 3 4 150 "$BF"
-keep
-MAXSEQ=128 cmp 0 0 batched128-2 batched 8 4 150 "$BF"
-keep
-for d in $R/*/run.log; do echo "$d"; grep "^| \(fixed\|batched\) " $d; done
-rm -rf $R
-echo "== done"
+# Then call 5's H200 plan as written there: on this card its H200 branch runs.
+exec bash bench/results/2026-12-07-head/call5/call.sh
