@@ -52,14 +52,43 @@ func StartHost(ctx context.Context, cfg HostProcessConfig) (*HostProcess, error)
 	cmd := exec.Command(cfg.Command[0], args...)
 	cmd.Dir = cfg.Dir
 	cmd.Env = append(os.Environ(), cfg.Env...)
-	cmd.Stderr = cfg.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a signal to the worker's group does not reach it first
+	// The log goes through a pipe of our own, not one exec copies: cmd.Wait would
+	// wait for every process holding it, so a worker the host forked would keep its
+	// exit from being noticed.
+	var logR, logW *os.File
+	switch w := cfg.Stderr.(type) {
+	case nil:
+	case *os.File:
+		cmd.Stderr = w
+	default:
+		var err error
+		if logR, logW, err = os.Pipe(); err != nil {
+			return nil, fmt.Errorf("starting model host: %w", err)
+		}
+		cmd.Stderr = logW
+	}
+	closeLog := func() {
+		if logW != nil {
+			_ = logW.Close()
+			_ = logR.Close()
+		}
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		closeLog()
 		return nil, fmt.Errorf("starting model host: %w", err)
 	}
 	if err := cmd.Start(); err != nil {
+		closeLog()
 		return nil, fmt.Errorf("starting model host %s: %w", cfg.Command[0], err)
+	}
+	if logW != nil {
+		_ = logW.Close()
+		go func() {
+			_, _ = io.Copy(cfg.Stderr, logR)
+			_ = logR.Close()
+		}()
 	}
 	p := &HostProcess{cmd: cmd, done: make(chan struct{})}
 	lines := make(chan string, 1)
@@ -78,6 +107,9 @@ func StartHost(ctx context.Context, cfg HostProcessConfig) (*HostProcess, error)
 	}()
 	go func() {
 		err := cmd.Wait()
+		// What the host forked is in its process group: it ends with the host, so
+		// that no worker outlives it holding GPU memory (or the log pipe).
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		p.mu.Lock()
 		p.err = err
 		p.mu.Unlock()
@@ -142,8 +174,11 @@ func (p *HostProcess) Stop(ctx context.Context) error {
 	}
 }
 
+// kill ends the host's process group at once and waits a moment for the exit.
 func (p *HostProcess) kill() {
-	_ = p.cmd.Process.Kill()
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		_ = p.cmd.Process.Kill()
+	}
 	select {
 	case <-p.done:
 	case <-time.After(5 * time.Second):
