@@ -589,14 +589,25 @@ var hasRubberband = sync.OnceValue(func() bool {
 	return false
 })
 
-// fitLength pads y with silence or cuts it to n samples. A cut fades out over
-// fadeOut; one that removes more than fadeOut of audio (speech cut short) over
-// cutFade.
+// fitLength pads y with silence or cuts it to n samples. The take fades in over
+// fadeOut, and where it is padded fades out over fadeOut too: a take whose file
+// starts or ends mid-waveform (a generation cut off by its token cap, speech
+// without leading silence) would otherwise meet the slot's silence with a step, a
+// click; where the trim kept silence either side, the fades touch only that. A cut
+// fades out over fadeOut; one that removes more than fadeOut of audio (speech cut
+// short) over cutFade.
 func fitLength(y []float32, n int64, rate int) []float32 {
+	short := samplesIn(fadeOut, rate)
+	in := min(len(y), short)
+	for i := range in {
+		y[i] *= float32(i) / float32(in)
+	}
 	if int64(len(y)) <= n {
+		for i := range in {
+			y[len(y)-1-i] *= float32(i) / float32(in)
+		}
 		return append(y, make([]float32, n-int64(len(y)))...)
 	}
-	short := samplesIn(fadeOut, rate)
 	fade := short
 	if int64(len(y))-n > int64(short) {
 		fade = samplesIn(cutFade, rate)

@@ -541,3 +541,53 @@ func TestFitFadesSpeechItCuts(t *testing.T) {
 	require.Less(t, peakIn(10, 15), steady*0.6, "10-15 ms before the end it is half faded")
 	require.Less(t, peakIn(0, 3), steady*0.15, "and it ends near silence")
 }
+
+// TestFitDoesNotClickWhereTheTakeStartsOrEndsLoud fits takes whose file starts and
+// ends mid-waveform at full level (a generation cut off by its token cap, a take
+// without leading silence): the silence around the speech in the slot must not
+// meet it with a step, which is a click. Each output is checked for its largest
+// sample-to-sample step, the silence before its first sample included, against the
+// tone's own largest step.
+func TestFitDoesNotClickWhereTheTakeStartsOrEndsLoud(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name   string
+		rate   int
+		slotMs int
+		gapMs  int
+	}{
+		{name: "padded", rate: 22050, slotMs: 1500},
+		{name: "padded at 48 kHz", rate: 48000, slotMs: 1500},
+		{name: "borrowed", rate: 24000, slotMs: 950, gapMs: 1000},
+		{name: "stretched", rate: 24000, slotMs: 800, gapMs: 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// One second of a 440 Hz cosine starting at its peak and ending at a quarter
+			// period (a peak too), with no silence at either end.
+			n := tc.rate + tc.rate/(4*440)
+			s := make([]int16, n)
+			for i := range s {
+				s[i] = int16(math.Round(16000 * math.Cos(2*math.Pi*440*float64(i)/float64(tc.rate))))
+			}
+			in := filepath.Join(dir, strconv.Itoa(tc.rate)+"-"+strconv.Itoa(tc.slotMs)+".wav")
+			require.NoError(t, WriteWAVFile(in, PCM{SampleRate: tc.rate, Channels: 1, Samples: s}))
+			res, err := Fit(ctxT(t), FitParams{InputPath: in, OutputPath: in + ".fit.wav", SlotMs: tc.slotMs, GapMs: tc.gapMs})
+			require.NoError(t, err)
+			out := requireFitted(t, res)
+			var pk, step float64
+			prev := 0.0 // the silence before the take
+			for _, v := range out.Samples {
+				pk = max(pk, math.Abs(float64(v)))
+				step = max(step, math.Abs(float64(v)-prev))
+				prev = float64(v)
+			}
+			step = max(step, math.Abs(prev)) // and the silence after it
+			require.Greater(t, pk, 1000.0)
+			// A 440 Hz sine at 48 kHz moves at most 2π·440/48000 ≈ 0.058 of its peak a
+			// sample; twice that leaves room for the stretch, a step is near 1.
+			require.Less(t, step/pk, 0.12, "a step of %.0f at a peak of %.0f", step, pk)
+		})
+	}
+}
