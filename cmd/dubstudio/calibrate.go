@@ -77,10 +77,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 		samples        = fs.String("samples-out", "", "write the NVML samples taken during the run (every second) as JSON to this file")
 		timeout        = fs.Duration("timeout", 0, "give up after this long (0: never)")
 	)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	if *apply && !*useDB {

@@ -62,10 +62,7 @@ func doctorCmd(ctx context.Context, cfg *config.Config, args []string) error {
 	fs.BoolVar(&opts.qwenEmo, "qwen-emo", false, "check the Qwen emotion model too (profiles with emotion from text)")
 	fs.BoolVar(&opts.noKernel, "no-cuda-kernel", false, "hosts run without BigVGAN's CUDA kernel")
 	fs.DurationVar(&opts.timeout, "timeout", 20*time.Minute, "how long the checks may take (building the BigVGAN kernel takes minutes the first time)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	if opts.modelDir == "" {

@@ -60,8 +60,8 @@ func main() {
 	}
 }
 
-// usageError is a command line that names no command or a flag no command takes:
-// the process exits 2 with the command's usage.
+// usageError is a command line that names no command, a flag no command takes, or
+// arguments its command cannot run with: the process exits 2 with the command's usage.
 type usageError string
 
 func (e usageError) Error() string { return string(e) }
@@ -96,6 +96,23 @@ func helpOrBadFlag(cmd string, args []string) (done bool, err error) {
 		case strings.HasPrefix(a, "-"):
 			return false, usageError(fmt.Sprintf("%s takes no flag %s\nUsage:\n%s", cmd, a, commandUsage(cmd)))
 		}
+	}
+	return false, nil
+}
+
+// parseFlags parses the flags of a command that has some (calibrate, doctor): help
+// is true for -h/--help (the usage is printed, nothing runs); a flag it does not
+// know, or an argument after the flags (it takes none: `calibrate 1` is not
+// `calibrate -gpu 1`), is a usage error.
+func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, nil
+		}
+		return false, usageError(fmt.Sprintf("%s: %v (%s -h lists the flags)", fs.Name(), err, fs.Name()))
+	}
+	if fs.NArg() > 0 {
+		return false, usageError(fmt.Sprintf("%s takes flags only, not %q (%s -h lists the flags)", fs.Name(), fs.Arg(0), fs.Name()))
 	}
 	return false, nil
 }
@@ -251,26 +268,43 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	return srv.Serve(ctx, ln)
 }
 
-func userCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, args []string) error {
+// userForms are the user subcommands and their arguments, as the usage shows them.
+var userForms = map[string]string{"add": "add NAME ROLE", "list": "list", "set-role": "set-role NAME ROLE",
+	"reset-password": "reset-password NAME"}
+
+// checkUserArgs refuses a user command line that cannot run (no or an unknown
+// subcommand, the wrong number of arguments, an unknown role) as a usage error,
+// before anything connects to the database.
+func checkUserArgs(args []string) error {
 	if len(args) == 0 {
-		return errors.New("user needs a subcommand: add, list, set-role, reset-password")
+		return usageError("user needs a subcommand\nUsage:\n" + commandUsage("user"))
+	}
+	form, ok := userForms[args[0]]
+	if !ok {
+		return usageError(fmt.Sprintf("unknown user subcommand %q\nUsage:\n%s", args[0], commandUsage("user")))
+	}
+	if len(args) != len(strings.Fields(form)) {
+		return usageError("usage: dubstudio user " + form)
+	}
+	if args[0] == "add" || args[0] == "set-role" {
+		if _, err := studio.ParseRole(args[2]); err != nil {
+			return usageError(fmt.Sprintf("%v\nusage: dubstudio user %s", err, form))
+		}
+	}
+	return nil
+}
+
+func userCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, args []string) error {
+	if err := checkUserArgs(args); err != nil {
+		return err
 	}
 	store, err := open(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer store.Pool().Close()
-	need := func(n int, form string) error {
-		if len(args) != n {
-			return fmt.Errorf("usage: dubstudio user %s", form)
-		}
-		return nil
-	}
 	switch args[0] {
 	case "add":
-		if err := need(3, "add NAME ROLE"); err != nil {
-			return err
-		}
 		role, err := studio.ParseRole(args[2])
 		if err != nil {
 			return err
@@ -292,9 +326,6 @@ func userCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, args 
 		}
 		return w.Flush()
 	case "set-role":
-		if err := need(3, "set-role NAME ROLE"); err != nil {
-			return err
-		}
 		role, err := studio.ParseRole(args[2])
 		if err != nil {
 			return err
@@ -308,9 +339,6 @@ func userCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, args 
 		}
 		fmt.Printf("%s is now %s\n", u.Username, role)
 	case "reset-password":
-		if err := need(2, "reset-password NAME"); err != nil {
-			return err
-		}
 		u, err := store.UserByUsername(ctx, args[1])
 		if err != nil {
 			return err
