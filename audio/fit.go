@@ -382,6 +382,9 @@ func decodeMono(ctx context.Context, path string, b []byte, fallbackRate int) (x
 	if err == nil {
 		return x, f.SampleRate, release, nil
 	}
+	if errors.Is(err, errNoRecording) {
+		return nil, 0, nil, userError(ErrNotAudio, fmt.Errorf("error decoding %s: %w", path, err), "audio.unreadable")
+	}
 	x, rate, err = decodeFFmpeg(ctx, path, fallbackRate)
 	return x, rate, func() {}, err
 }

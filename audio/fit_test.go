@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -285,6 +286,18 @@ func TestFitErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(text, []byte("not audio"), 0o644))
 	_, err = Fit(ctxT(t), FitParams{InputPath: text, OutputPath: out, SlotMs: 1000})
 	require.ErrorIs(t, err, ErrNotAudio)
+
+	// A header no recorder writes (7 Hz, or 2 MHz) is refused before ffmpeg sees it.
+	for _, rate := range []int{7, 2_000_000} {
+		b, release, err := encodeMonoWAV(make([]float32, 4000), 1, rate)
+		require.NoError(t, err)
+		odd := filepath.Join(dir, fmt.Sprintf("rate%d.wav", rate))
+		require.NoError(t, os.WriteFile(odd, b, 0o644))
+		release()
+		_, err = Fit(ctxT(t), FitParams{InputPath: odd, OutputPath: out, SlotMs: 1000})
+		require.ErrorIs(t, err, ErrNotAudio, "%d Hz", rate)
+		require.NoFileExists(t, out)
+	}
 
 	_, err = Fit(ctxT(t), FitParams{InputPath: take, OutputPath: filepath.Join(dir, "no", "such", "dir.wav"), SlotMs: 1000})
 	require.Error(t, err)

@@ -40,7 +40,16 @@ const (
 	wavFormatPCM        = 1
 	wavFormatExtensible = 0xFFFE
 	wavHeaderSize       = 44
+
+	// A WAV header's rate and channels outside these are no recording: the file is
+	// refused as not audio, and not handed to ffmpeg either, where a few samples
+	// claimed at 1 Hz would decode to 48,000 times as many at the output's rate.
+	minWAVRate, maxWAVRate = 1000, 768000
+	maxWAVChannels         = 64
 )
+
+// errNoRecording is a 16-bit PCM WAV header whose rate or channels are out of range.
+var errNoRecording = errors.New("WAV header outside any recording's rate or channels")
 
 // wavFormat is what a WAV header says about the data that follows.
 type wavFormat struct {
@@ -88,8 +97,8 @@ func readWAVHeader(r io.Reader) (wavFormat, error) {
 			if tag != wavFormatPCM || bits != 16 {
 				return wavFormat{}, fmt.Errorf("%w: WAV is not 16-bit PCM (format %#x, %d bits)", ErrInvalid, tag, bits)
 			}
-			if f.Channels < 1 || f.SampleRate < 1 {
-				return wavFormat{}, fmt.Errorf("%w: WAV with %d channels at %d Hz", ErrNotAudio, f.Channels, f.SampleRate)
+			if f.Channels < 1 || f.Channels > maxWAVChannels || f.SampleRate < minWAVRate || f.SampleRate > maxWAVRate {
+				return wavFormat{}, fmt.Errorf("%w: %w: %d channels at %d Hz", ErrNotAudio, errNoRecording, f.Channels, f.SampleRate)
 			}
 			haveFmt = true
 		case "data":
