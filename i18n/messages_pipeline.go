@@ -31,6 +31,7 @@ func init() {
 		"render.no_character":   {EN: "This line has no character: assign one before rendering.", ZH: "这句台词没有角色：请先分配角色再合成。"},
 		"render.empty_text":     {EN: "This line has no text to speak.", ZH: "这句台词没有可合成的文本。"},
 		"render.internal":       {EN: "The render failed: %s", ZH: "合成失败：%s"},
+		"render.speaker_failed": {EN: "The reference voice of %s could not be prepared (%s): retry, or upload another on the Characters page first.", ZH: "%s 的参考音色无法处理（%s）：请重试，或先在角色页面上传其他音频。"},
 		"render.no_slot_length": {EN: "This line's slot has no length: fix its timing.", ZH: "这句台词的时间槽长度为零：请修正时间。"},
 		"render.too_long":       {EN: "This line is longer than the GPU profile allows (%.0f s): split it.", ZH: "这句台词超过 GPU 配置允许的长度（%.0f 秒）：请拆分。"},
 

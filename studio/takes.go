@@ -458,16 +458,20 @@ func (s *Store) RenderFailure(ctx context.Context, lineID int64, renderSeq, atte
 
 // FinishRender stores a take for the line's current render and marks the line done
 // (or needs review). A stale render stores nothing and returns false; a render that
-// already has its take (a retried job) returns true without a second one. blobs (the
-// take's audio, moved into the blob store with BlobStore.Put) are recorded first,
-// whatever the outcome, as PutBlob would have.
+// already has its take (a retried job) returns true without a second one, and
+// changes the line only while the render is still active: a line the render
+// finished and an editor has changed since (edited back to draft, gone back to an
+// earlier take) is left as it is. blobs (the take's audio, moved into the blob store
+// with BlobStore.Put) are recorded first, whatever the outcome, as PutBlob would
+// have.
 //
 // It is one statement, so one round trip and one commit: the line is locked, the
 // take inserted unless its render has one, and the line updated. The commit is
 // synchronous, since it is the job's last write (commitAsync). Where two runs of
 // the same render race (a rescued job and its original), the second waits for the
-// first's lock and then finds its take by the line's current take: the statement's
-// snapshot predates the first's commit, but the locked row is read as committed.
+// first's lock and then reads the line as the first left it (the locked row is read
+// as committed, though the statement's snapshot predates the first's commit): no
+// longer active, it is left alone, and the take is found by a second query.
 func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool, error) {
 	state := StateDone
 	if t.NeedsReview {
@@ -493,7 +497,7 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 		q.WriteString("WITH ")
 	}
 	// The placeholders are in the order of args.
-	q.WriteString(`l AS (SELECT id FROM lines WHERE id = ? AND render_seq = ? AND state <> 'cancelled' FOR UPDATE),
+	q.WriteString(`l AS (SELECT id, state FROM lines WHERE id = ? AND render_seq = ? AND state <> 'cancelled' FOR UPDATE),
 		t AS (INSERT INTO takes (line_id, project_id, revision, render_seq, engine, model_version, gpu, worker, seed,
 			spoken_text, peak_vram_bytes, synth_ms, fit_ms, audio_ms, duration_ms, rtf, stretch_ratio, needed_ratio,
 			borrowed_ms, loudness_lufs, needs_review, hint, audio_sha256, raw_sha256, approved_at, approved_by,
@@ -506,7 +510,7 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 		UPDATE lines SET state = ?, last_error = '', last_traceback = '', state_changed_at = now(),
 			current_take_id = coalesce((SELECT id FROM t),
 				(SELECT id FROM takes WHERE line_id = ? AND render_seq = ?), current_take_id)
-		WHERE id = (SELECT id FROM l)
+		WHERE id = (SELECT id FROM l) AND (EXISTS (SELECT 1 FROM t) OR (SELECT state FROM l) IN ?)
 		RETURNING current_take_id`)
 	args = append(args, t.LineID, t.RenderSeq,
 		t.ProjectID, t.Revision, t.RenderSeq, t.Engine, t.ModelVersion, t.GPU, t.Worker, t.Seed, t.SpokenText,
@@ -514,11 +518,19 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 		t.BorrowedMs, t.LoudnessLUFS, t.NeedsReview, hint, t.AudioSHA256, t.RawSHA256, t.ApprovedAt, t.ApprovedBy,
 		u.PredictedVRAMBytes, u.MeasuredVRAMBytes, u.KVBytes, u.ActivationBytes, u.PermitWaitMs, u.HostQueueMs,
 		u.GPTMs, u.S2MelWaitMs, u.S2MelMs, u.VocoderMs, u.BatchRowsMean, u.S2MelGroup, u.GPUIndex,
-		t.CutMs, t.Deterministic, t.RefitOf, state, t.LineID, t.RenderSeq)
+		t.CutMs, t.Deterministic, t.RefitOf, state, t.LineID, t.RenderSeq, activeStates)
 	var id *int64
 	err := queryRow(s.db.WithContext(ctx), q.String(), args, &id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+		// Stale, or finished already: then its take is there (committed before this
+		// query's snapshot, where a twin raced this run).
+		err = queryRow(s.db.WithContext(ctx), `SELECT t.id FROM takes t JOIN lines l ON l.id = t.line_id
+			AND l.render_seq = t.render_seq AND l.state <> 'cancelled' WHERE t.line_id = ? AND t.render_seq = ?`,
+			[]any{t.LineID, t.RenderSeq}, &t.ID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return err == nil, err
 	}
 	if err != nil {
 		return false, err
@@ -692,11 +704,35 @@ func (s *Store) SpeakerConditioning(ctx context.Context, refSHA, modelVersion st
 	return paths[0], true, nil
 }
 
-// SaveSpeakerConditioning records a computed conditioning cache.
+// SaveSpeakerConditioning records a computed conditioning cache, and forgets an
+// earlier failure to compute it.
 func (s *Store) SaveSpeakerConditioning(ctx context.Context, refSHA, modelVersion, path, worker string) error {
-	return s.db.WithContext(ctx).Exec(`INSERT INTO speaker_conditioning (ref_sha256, model_version, cache_path, worker)
+	return s.db.WithContext(ctx).Exec(`WITH f AS (DELETE FROM speaker_conditioning_failures
+		WHERE ref_sha256 = ? AND model_version = ?)
+		INSERT INTO speaker_conditioning (ref_sha256, model_version, cache_path, worker)
 		VALUES (?, ?, ?, ?) ON CONFLICT (ref_sha256, model_version) DO UPDATE SET cache_path = excluded.cache_path,
-		worker = excluded.worker, created_at = now()`, refSHA, modelVersion, path, worker).Error
+		worker = excluded.worker, created_at = now()`, refSHA, modelVersion, refSHA, modelVersion, path, worker).Error
+}
+
+// SpeakerConditioningFailed records that computing the conditioning of a reference
+// audio for a model version failed for good, with the error, at the database's now.
+func (s *Store) SpeakerConditioningFailed(ctx context.Context, refSHA, modelVersion, msg string) error {
+	return s.db.WithContext(ctx).Exec(`INSERT INTO speaker_conditioning_failures (ref_sha256, model_version, error)
+		VALUES (?, ?, ?) ON CONFLICT (ref_sha256, model_version) DO UPDATE SET error = excluded.error, failed_at = now()`,
+		refSHA, modelVersion, msg).Error
+}
+
+// SpeakerConditioningFailure returns the error of the last preparation of a
+// reference audio for a model version that failed for good at or after since (a
+// render queued before it was waiting for it); ok is false where there is none.
+func (s *Store) SpeakerConditioningFailure(ctx context.Context, refSHA, modelVersion string, since time.Time) (string, bool, error) {
+	var msgs []string
+	err := s.db.WithContext(ctx).Raw(`SELECT error FROM speaker_conditioning_failures
+		WHERE ref_sha256 = ? AND model_version = ? AND failed_at >= ?`, refSHA, modelVersion, since).Scan(&msgs).Error
+	if err != nil || len(msgs) == 0 {
+		return "", false, err
+	}
+	return msgs[0], true, nil
 }
 
 // TakesByIDs returns the takes with the given IDs, by ID.

@@ -468,3 +468,69 @@ func TestQueueRendersRefusesLinesOverTheLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 }
+
+// TestFinishRenderOfAFinishedRenderChangesNothing: a second run of a render that
+// has recorded its take (a rescued synthesis and the fit job it handed the take to,
+// whichever finishes second) finds the take and leaves the line as it is by then.
+// Before the fix it set the line back to done on its take: an edit made since was
+// shown done with the old text's take (and left out of "render pending"), and a
+// take the editor went back to was replaced by the render's.
+func TestFinishRenderOfAFinishedRenderChangesNothing(t *testing.T) {
+	t.Parallel()
+	b, bs, l := setupLine(t, 1)
+	ctx := context.Background()
+	requeue(t, b, l.ID)
+	queued, err := b.store.Line(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	fitted := blobFile(t, bs, "fitted")
+	take := func(line *studio.Line) *studio.Take {
+		return &studio.Take{LineID: line.ID, ProjectID: line.ProjectID, Revision: line.Revision, RenderSeq: line.RenderSeq,
+			Engine: "test", SpokenText: line.Text, DurationMs: 1000, StretchRatio: 1, AudioSHA256: fitted.SHA256}
+	}
+	first := take(queued)
+	ok, err := b.store.FinishRender(ctx, first, fitted)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	// The editor changes the text: the line goes back to draft, its render_seq kept.
+	text := "Something else entirely."
+	edited, err := b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: queued.Revision, Text: &text})
+	require.NoError(t, err)
+	require.Equal(t, studio.StateDraft, edited.State)
+	require.Equal(t, queued.RenderSeq, edited.RenderSeq)
+
+	// The render's twin finishes now.
+	twin := take(queued)
+	ok, err = b.store.FinishRender(ctx, twin, fitted)
+	require.NoError(t, err)
+	require.True(t, ok, "its take is there")
+	require.Equal(t, first.ID, twin.ID)
+	got, err := b.store.Line(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, studio.StateDraft, got.State, "the edit stands: the take is of the old text")
+
+	// A second render done, the editor goes back to the first take; a retry of the
+	// second render's job keeps the editor's choice.
+	requeue(t, b, l.ID)
+	again, err := b.store.Line(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	second := take(again)
+	second.AudioSHA256 = blobFile(t, bs, "second").SHA256
+	ok, err = b.store.FinishRender(ctx, second, studio.Blob{SHA256: second.AudioSHA256, SizeBytes: 6, Format: "wav",
+		DurationMs: 1000, SampleRate: 48000, Channels: 1})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, b.store.UseTake(ctx, b.project.ID, first.ID))
+	retry := take(again)
+	retry.AudioSHA256 = second.AudioSHA256
+	ok, err = b.store.FinishRender(ctx, retry)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, second.ID, retry.ID)
+	got, err = b.store.Line(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, first.ID, *got.CurrentTakeID, "the take the editor went back to")
+	takes, err := b.store.Takes(ctx, b.project.ID, l.ID)
+	require.NoError(t, err)
+	require.Len(t, takes, 2)
+}

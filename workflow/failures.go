@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -39,6 +40,31 @@ func errorText(err error) (msg, detail string) {
 	return string(b), err.Error()
 }
 
+// recordedError is an attempt's error that fail has recorded on its line, returned
+// to River for the retry.
+type recordedError struct{ error }
+
+func (e recordedError) Unwrap() error { return e.error }
+
+// recordTimeout bounds the write of a failure whose job's context has ended.
+const recordTimeout = 10 * time.Second
+
+// settle records on the line an error of a render's attempt that no step recorded
+// (a database or blob store call, the permits, the job's timeout while it waited for
+// a permit or a fit), as fail does: the line waits in queued with the error while
+// River retries the job, and shows failed once River gives up on it. Returned as it
+// was, such an error left the line queued, waiting for the GPU, synthesizing or
+// fitting after its last attempt, with no job left to move it.
+func (w *Worker) settle(ctx context.Context, job *rivertype.JobRow, lineID int64, seq int, err error) error {
+	var recorded recordedError
+	var cancel *river.JobCancelError
+	var snooze *river.JobSnoozeError
+	if err == nil || errors.As(err, &recorded) || errors.As(err, &cancel) || errors.As(err, &snooze) {
+		return err
+	}
+	return w.fail(ctx, job, lineID, seq, err)
+}
+
 // fail records a failed attempt and returns what River should do with the job.
 func (w *Worker) fail(ctx context.Context, job *rivertype.JobRow, lineID int64, seq int, err error) error {
 	if diskFull(err) {
@@ -56,14 +82,20 @@ func (w *Worker) fail(ctx context.Context, job *rivertype.JobRow, lineID int64, 
 	}
 	final := permanent || job.Attempt >= job.MaxAttempts
 	msg, detail := errorText(err)
-	if _, serr := w.store.RenderFailure(ctx, lineID, seq, job.Attempt, msg, detail, final); serr != nil {
+	// The job's context may have ended (its timeout): the failure is written all the
+	// same, or the line would show a step it is no longer at.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if _, serr := w.store.RenderFailure(rctx, lineID, seq, job.Attempt, msg, detail, final); serr != nil {
 		return errors.Join(err, serr)
 	}
-	w.logger.WarnContext(ctx, "render attempt failed", "line", lineID, "attempt", job.Attempt, "final", final, "err", err)
+	if !errors.Is(err, context.Canceled) {
+		w.logger.WarnContext(ctx, "render attempt failed", "line", lineID, "attempt", job.Attempt, "final", final, "err", err)
+	}
 	if final {
 		return river.JobCancel(err)
 	}
-	return err
+	return recordedError{err}
 }
 
 // diskFull reports whether err says the disk is full, from this process or in the

@@ -19,7 +19,12 @@ type fitWorker struct {
 	w *Worker
 }
 
+// Work fits the take; an error no step recorded is recorded on the line (settle).
 func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
+	return f.w.settle(ctx, job.JobRow, job.Args.LineID, job.Args.RenderSeq, f.work(ctx, job))
+}
+
+func (f *fitWorker) work(ctx context.Context, job *river.Job[FitArgs]) error {
 	if err := f.w.acquireFit(ctx); err != nil {
 		return err
 	}

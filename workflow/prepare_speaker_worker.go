@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"time"
 
 	"github.com/riverqueue/river"
 
@@ -18,7 +19,34 @@ type prepareWorker struct {
 	w *Worker
 }
 
+// Work prepares the conditioning. A preparation that fails for good (a reference
+// the engine refuses, or its last attempt) is recorded, so that the syntheses
+// waiting for it fail with its error (conditioning) rather than wait and queue it
+// again for ever.
 func (p *prepareWorker) Work(ctx context.Context, job *river.Job[PrepareSpeakerArgs]) error {
+	err := p.prepare(ctx, job)
+	var cancel *river.JobCancelError
+	var snooze *river.JobSnoozeError
+	if err == nil || errors.As(err, &snooze) || !errors.As(err, &cancel) && job.Attempt < job.MaxAttempts {
+		return err
+	}
+	cause := err
+	if cancel != nil && errors.Unwrap(cancel) != nil {
+		cause = errors.Unwrap(cancel)
+	}
+	msg := cause.Error()
+	if te := (*tts.Error)(nil); errors.As(cause, &te) && te.Message != "" {
+		msg = te.Message
+	}
+	rctx, cancelRecord := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancelRecord()
+	if ferr := p.w.store.SpeakerConditioningFailed(rctx, job.Args.RefSHA256, job.Args.ModelVersion, msg); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return err
+}
+
+func (p *prepareWorker) prepare(ctx context.Context, job *river.Job[PrepareSpeakerArgs]) error {
 	w := p.w
 	if _, ok, err := w.store.SpeakerConditioning(ctx, job.Args.RefSHA256, job.Args.ModelVersion); err != nil || ok {
 		return err
@@ -44,8 +72,30 @@ func (p *prepareWorker) Work(ctx context.Context, job *river.Job[PrepareSpeakerA
 }
 
 // conditioning reports whether the speaker conditioning of a reference exists for the
-// engine's model, queueing its preparation (once) when it does not.
-func (w *Worker) conditioning(ctx context.Context, refSHA string) (bool, string, error) {
+// engine's model, queueing its preparation (once) when it does not. Where a
+// preparation failed for good at or after since (when the render's job was queued,
+// so that it was waiting for it), it returns the preparation's error as failed
+// instead: a render queued after the failure queues the preparation again.
+func (w *Worker) conditioning(ctx context.Context, refSHA string, since time.Time) (ready bool, path, failed string, err error) {
+	ready, path, err = w.findConditioning(ctx, refSHA)
+	if ready || err != nil {
+		return ready, path, "", err
+	}
+	info, err := w.permits.Model(ctx)
+	if err != nil {
+		return false, "", "", err
+	}
+	msg, failedThen, err := w.store.SpeakerConditioningFailure(ctx, refSHA, info.Version, since)
+	if err != nil || failedThen {
+		return false, "", msg, err
+	}
+	_, err = w.pipeline.inserter.Insert(ctx, PrepareSpeakerArgs{RefSHA256: refSHA, ModelVersion: info.Version}, nil)
+	return false, "", "", err
+}
+
+// findConditioning returns the path of the speaker conditioning of a reference for
+// the engine's model, if it exists.
+func (w *Worker) findConditioning(ctx context.Context, refSHA string) (bool, string, error) {
 	info, err := w.permits.Model(ctx)
 	if err != nil {
 		return false, "", err
@@ -60,9 +110,5 @@ func (w *Worker) conditioning(ctx context.Context, refSHA string) (bool, string,
 		// need to ask the database again for every line.
 		w.conditioned.Store(key, path)
 	}
-	if err != nil || ok {
-		return ok, path, err
-	}
-	_, err = w.pipeline.inserter.Insert(ctx, PrepareSpeakerArgs{RefSHA256: refSHA, ModelVersion: info.Version}, nil)
-	return false, "", err
+	return ok, path, err
 }

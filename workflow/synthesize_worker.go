@@ -36,8 +36,13 @@ func (s *synthesizeWorker) Timeout(*river.Job[SynthesizeArgs]) time.Duration {
 
 // Work renders a line in steps. A step that ends the job (the render is stale, a
 // failure was recorded, the line waits for its speaker) returns what Work returns:
-// an error, or nil with no result.
+// an error, or nil with no result. An error no step recorded is recorded on the
+// line (settle).
 func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeArgs]) error {
+	return s.w.settle(ctx, job.JobRow, job.Args.LineID, job.Args.RenderSeq, s.work(ctx, job))
+}
+
+func (s *synthesizeWorker) work(ctx context.Context, job *river.Job[SynthesizeArgs]) error {
 	w := s.w
 	in, err := w.loadRender(ctx, job.Args)
 	if in == nil || err != nil {
@@ -91,9 +96,12 @@ func (w *Worker) loadRender(ctx context.Context, a SynthesizeArgs) (*studio.Rend
 func (w *Worker) ensureSpeaker(ctx context.Context, job *river.Job[SynthesizeArgs], in *studio.RenderInput, req *tts.Request) error {
 	engines := w.permits.Engines()
 	if in.Character != nil && in.Character.RefAudioSHA256 != nil {
-		ready, cond, err := w.conditioning(ctx, *in.Character.RefAudioSHA256)
+		ready, cond, failed, err := w.conditioning(ctx, *in.Character.RefAudioSHA256, job.CreatedAt)
 		if err != nil {
 			return err
+		}
+		if failed != "" {
+			return w.fail(ctx, job.JobRow, job.Args.LineID, job.Args.RenderSeq, userKey("render.speaker_failed", in.Character.Name, failed))
 		}
 		if !ready {
 			// Wait without holding a permit: the prepare job runs first.
