@@ -56,7 +56,7 @@ func (e Emotion) Validate() error {
 		if e.AudioSHA256 == "" && e.SourceEndMs <= e.SourceStartMs {
 			return i18n.Errorf(ErrInvalid, "emotion.audio_missing")
 		}
-		if e.Weight < 0 || e.Weight > 1 {
+		if !inRange(e.Weight, 0, 1) {
 			return i18n.Errorf(ErrInvalid, "emotion.bad_weight")
 		}
 	case EmotionVector:
@@ -65,7 +65,7 @@ func (e Emotion) Validate() error {
 		}
 		sum := 0.0
 		for _, v := range e.Vector {
-			if v < 0 || v > 1 {
+			if !inRange(v, 0, 1) {
 				return i18n.Errorf(ErrInvalid, "emotion.bad_vector")
 			}
 			sum += v

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -137,14 +138,28 @@ func TestImportScriptRefusalsChangeNothing(t *testing.T) {
 	bad := []studio.NewLine{
 		{SourceLine: 1, StartMs: 0, EndMs: 1000, CharacterName: "New", Text: "fine"},
 		{SourceLine: 4, StartMs: 2000, EndMs: 1000, Text: "backwards"},
+		// NaN, which Go's parser reads from "nan", failed no range check: the vector
+		// was stored, or the JSON encoder refused it with a 500.
+		{SourceLine: 6, StartMs: 3000, EndMs: 4000, Text: "not a number", Emotion: "nan,0,0,0,0,0,0,0"},
 	}
 	for _, m := range studio.ImportModes {
 		_, err := b.store.ImportScript(ctx, b.editor.ID, b.project.ID, bad, studio.ImportOpts{Mode: m})
 		var ie *studio.ImportError
 		require.ErrorAs(t, err, &ie)
+		require.Len(t, ie.Problems, 2)
 		require.Equal(t, 4, ie.Problems[0].Line)
+		require.Equal(t, 6, ie.Problems[1].Line)
+		require.Equal(t, "emotion.bad_vector", ie.Problems[1].Err.Key)
 		require.Equal(t, before, projectState(t, b.store, b.project.ID))
 	}
+	for _, f := range []studio.FitSettings{
+		{StretchMin: math.NaN(), StretchMax: 1.2, LoudnessLUFS: -23},
+		{StretchMin: 0.9, StretchMax: 1.2, LoudnessLUFS: math.Inf(1)},
+		{StretchMin: 0.9, StretchMax: 1.2, LoudnessLUFS: -23, MaxSpeedStep: math.NaN()},
+	} {
+		require.ErrorIs(t, f.Validate(), studio.ErrInvalid, "%+v", f)
+	}
+	require.ErrorIs(t, studio.Emotion{Mode: studio.EmotionAudio, AudioSHA256: "x", Weight: math.NaN()}.Validate(), studio.ErrInvalid)
 	_, err := b.store.ImportScript(ctx, b.editor.ID, b.project.ID, bad[:1], studio.ImportOpts{Mode: "overwrite"})
 	require.ErrorIs(t, err, studio.ErrInvalid)
 

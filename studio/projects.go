@@ -200,22 +200,26 @@ type FitSettings struct {
 	MaxSpeedStep float64
 }
 
+// inRange says whether x is a number from lo to hi. NaN is in no range: it fails
+// every comparison, so "x < lo || x > hi" let it through.
+func inRange(x, lo, hi float64) bool { return x >= lo && x <= hi }
+
 // Validate checks the limits, field by field.
 func (f FitSettings) Validate() error {
 	fe := FieldsError{}
-	if f.StretchMin < 0.5 || f.StretchMin > 1 {
+	if !inRange(f.StretchMin, 0.5, 1) {
 		fe["stretch_min"] = i18n.Errorf(ErrInvalid, "project.bad_stretch_min")
 	}
-	if f.StretchMax < 1 || f.StretchMax > 2 {
+	if !inRange(f.StretchMax, 1, 2) {
 		fe["stretch_max"] = i18n.Errorf(ErrInvalid, "project.bad_stretch_max")
 	}
 	if f.GapBorrowMs < 0 || f.GapBorrowMs > 2000 {
 		fe["gap_borrow_ms"] = i18n.Errorf(ErrInvalid, "project.bad_gap_borrow")
 	}
-	if f.LoudnessLUFS < -40 || f.LoudnessLUFS > -5 {
+	if !inRange(f.LoudnessLUFS, -40, -5) {
 		fe["loudness_lufs"] = i18n.Errorf(ErrInvalid, "project.bad_loudness")
 	}
-	if f.MaxSpeedStep < 0 || f.MaxSpeedStep > 1 {
+	if !inRange(f.MaxSpeedStep, 0, 1) {
 		fe["max_speed_step"] = i18n.Errorf(ErrInvalid, "project.bad_speed_step")
 	}
 	if len(fe) > 0 {

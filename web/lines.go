@@ -2,13 +2,16 @@ package web
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"dubstudio/studio"
+	"dubstudio/studio/script"
 	"dubstudio/views"
 )
 
@@ -34,7 +37,9 @@ func (s *Server) listLines(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if isHTMX(c) {
+	// The filter and the pager push this URL: going back to it may be a history
+	// restore, which needs the whole page.
+	if wantsFragment(c) {
 		return s.render(c, http.StatusOK, views.LinesTable(s.page(c, p.Name, "projects"), vm))
 	}
 	return s.render(c, http.StatusOK, views.ProjectPage(s.page(c, p.Name, "projects"), vm))
@@ -212,7 +217,8 @@ func parseEmotion(mode, value string) (*studio.Emotion, error) {
 		return &studio.Emotion{Mode: studio.EmotionSpeaker}, nil
 	case string(studio.EmotionVector):
 		e, err := studio.ParseEmotionColumn(value)
-		if err == nil && (e == nil || e.Mode != studio.EmotionVector) {
+		if err == nil && (e == nil || e.Mode != studio.EmotionVector || !finite(e.Vector)) {
+			// Not a vector, or NaN in one (every range check lets it through).
 			e = &studio.Emotion{Mode: studio.EmotionVector}
 			return nil, e.Validate()
 		}
@@ -224,6 +230,21 @@ func parseEmotion(mode, value string) (*studio.Emotion, error) {
 	e := &studio.Emotion{Mode: studio.EmotionMode(mode)}
 	return nil, e.Validate()
 }
+
+// finite says whether every number of v is finite (not NaN, not infinite).
+func finite(v []float64) bool {
+	for _, x := range v {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// maxTimeMs is the latest start or end an edit gives a line, in the inline editor
+// and on the timeline alike: an import's latest timecode, so that an imported line
+// can be saved again as it is.
+const maxTimeMs = int(script.MaxTimecode / time.Millisecond)
 
 // parseTimecode reads HH:MM:SS.mmm, MM:SS.mmm or SS.mmm (comma or dot) into ms.
 func parseTimecode(s string) (int, bool) {
@@ -248,7 +269,7 @@ func parseTimecode(s string) (int, bool) {
 		total = total*60 + v
 	}
 	ms := total*1000 + 0.5
-	if ms > 1e9 {
+	if ms > float64(maxTimeMs) {
 		return 0, false
 	}
 	return int(ms), true

@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +12,14 @@ import (
 	"dubstudio/studio"
 	"dubstudio/views"
 )
+
+// parseNumber reads a number as a user types it into a form. NaN and the infinities,
+// which strconv.ParseFloat takes ("NaN", "inf"), are not numbers here: NaN passes
+// every range check, and neither can be stored as JSON.
+func parseNumber(v string) (float64, bool) {
+	x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	return x, err == nil && !math.IsNaN(x) && !math.IsInf(x, 0)
+}
 
 func paramID(c echo.Context, name string) (int64, error) {
 	id, err := strconv.ParseInt(c.Param(name), 10, 64)
@@ -110,6 +119,14 @@ func (s *Server) projectVM(c echo.Context, p *studio.Project) (views.ProjectVM, 
 	if vm.Lines, err = s.store.Lines(ctx, p.ID, vm.Filter); err != nil {
 		return vm, err
 	}
+	// A page past the last (its lines left the filter after an action on them, or
+	// the URL says so) is the last page there is, not an empty "page 3 of 2".
+	if last := vm.Lines.Pages(); vm.Lines.Total > 0 && vm.Lines.Page > last {
+		vm.Filter.Page = last
+		if vm.Lines, err = s.store.Lines(ctx, p.ID, vm.Filter); err != nil {
+			return vm, err
+		}
+	}
 	if vm.Rows, err = s.lineViews(c, vm.Lines.Lines, vm.Characters); err != nil {
 		return vm, err
 	}
@@ -172,8 +189,8 @@ func (s *Server) saveFitSettings(c echo.Context) error {
 		GapBorrowMs: c.FormValue("gap_borrow_ms"), LoudnessLUFS: c.FormValue("loudness_lufs"), MaxSpeedStep: c.FormValue("max_speed_step")}
 	var f studio.FitSettings
 	parse := func(field, v string, dst *float64) {
-		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil {
+		x, ok := parseNumber(v)
+		if !ok {
 			vm.Errors[field] = s.t(c, "form.not_a_number")
 		}
 		*dst = x

@@ -202,7 +202,7 @@ func (s *Server) showFailed(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.render(c, http.StatusOK, views.FailedPage(s.page(c, p.Name, "projects"), *p, page.Lines))
+	return s.render(c, http.StatusOK, views.FailedPage(s.page(c, p.Name, "projects"), *p, page.Lines, int(page.Total)))
 }
 
 func (s *Server) pauseQueue(c echo.Context) error {

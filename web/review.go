@@ -48,7 +48,7 @@ func (s *Server) showReview(c echo.Context) error {
 // renderReview answers with the review panel for htmx, the whole page otherwise.
 func (s *Server) renderReview(c echo.Context, status int, vm views.ReviewVM) error {
 	page := s.page(c, s.t(c, "review.title")+" · "+vm.Project.Name, "projects")
-	if isHTMX(c) && c.Request().Header.Get(hxHistoryRestore) != "true" {
+	if wantsFragment(c) {
 		return s.render(c, status, views.ReviewPanel(page, vm))
 	}
 	src := views.SourceVM{Project: vm.Project, Source: vm.Source, LimitMB: s.cfg.SourceMaxUploadBytes >> 20}

@@ -389,6 +389,13 @@ func (s *Server) render(c echo.Context, status int, comp templ.Component) error 
 
 func isHTMX(c echo.Context) bool { return c.Request().Header.Get(hxRequest) == "true" }
 
+// wantsFragment says whether a route that answers htmx with a fragment should do so:
+// an htmx request that is not htmx restoring a pushed URL from history, which puts
+// the answer in place of the whole body and so needs the page.
+func wantsFragment(c echo.Context) bool {
+	return isHTMX(c) && c.Request().Header.Get(hxHistoryRestore) != "true"
+}
+
 func cacheStatic(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=3600")

@@ -133,6 +133,9 @@ func (s *Server) saveSlot(c echo.Context) error {
 	if errBase != nil || errStart != nil || errEnd != nil || start < 0 || end < start {
 		return s.slotAnswer(c, http.StatusUnprocessableEntity, l, "error", s.t(c, "timeline.bad_slot"))
 	}
+	if end > maxTimeMs {
+		return s.slotAnswer(c, http.StatusUnprocessableEntity, l, "error", s.t(c, "timeline.slot_too_late", views.Timecode(maxTimeMs)))
+	}
 	ctx := c.Request().Context()
 	saved, err := s.store.UpdateLine(ctx, currentUser(c).ID, l.ProjectID, l.ID, studio.LineEdit{BaseRevision: base, StartMs: &start, EndMs: &end})
 	var ce *studio.ConflictError

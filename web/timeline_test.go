@@ -222,6 +222,9 @@ func TestSlotChangeRefusesBadInputWith422(t *testing.T) {
 		"end before start":   slotForm(rev, "2000", "1960"),
 		"no revision":        slotForm("", "0", "1000"),
 		"longer than a line": slotForm(rev, "0", strconv.Itoa(studio.DefaultMaxLineMs+1)),
+		// Past what the database's integer milliseconds hold (about 596 h): a 500.
+		"past the integer":  slotForm(rev, "3000000000", "3000000500"),
+		"past the import's": slotForm(rev, "1800000000", "1800000500"),
 	} {
 		resp := c.htmx("POST", path, form)
 		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, name)
@@ -231,6 +234,8 @@ func TestSlotChangeRefusesBadInputWith422(t *testing.T) {
 	}
 	resp := c.htmx("POST", path, slotForm(rev, "0", strconv.Itoa(studio.DefaultMaxLineMs+1)))
 	require.Contains(t, doc(t, resp).Find(`#timeline-notice`).Text(), "at most 60 s")
+	resp = c.htmx("POST", path, slotForm(rev, "3000000000", "3000000500"))
+	require.Contains(t, doc(t, resp).Find(`#timeline-notice`).Text(), "A slot ends by 499:59:59.999 at the latest.")
 }
 
 func TestSlotChangeNeedsAMemberAndAnActiveProject(t *testing.T) {

@@ -28,14 +28,21 @@ document.addEventListener("click", function (ev) {
   if (ev.target.closest && (ev.target.closest("[data-kb-close]") || ev.target.id === "kb-help")) toggleHelp(false);
 });
 
-function typing(el) {
+// typing says whether key belongs to the focused field: every key of a text field,
+// a select, a radio button (its arrows pick) or an editable element; of a checkbox
+// (a line's box, which a click on it focuses) only the space bar that ticks it, so
+// that the shortcuts go on working after ticking lines.
+function typing(el, key) {
   if (!el || !el.closest) return false;
-  return !!el.closest("input, textarea, select, [contenteditable=''], [contenteditable=true]");
+  const field = el.closest("input, textarea, select, [contenteditable=''], [contenteditable=true]");
+  if (!field) return false;
+  if (field.matches("input[type=checkbox]")) return key === " ";
+  return true;
 }
 
 // Capture phase: a shortcut is handled before a focused button sees the key.
 window.addEventListener("keydown", function (ev) {
-  if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.isComposing || typing(ev.target)) return;
+  if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.isComposing || typing(ev.target, ev.key)) return;
   let map = null, root = null;
   for (const m of maps) {
     root = document.getElementById(m.rootID);

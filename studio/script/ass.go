@@ -233,7 +233,7 @@ func WriteASS(w io.Writer, cues []Cue) error {
 // that would round past what a timecode may hold is rounded down instead.
 func assTime(d time.Duration) string {
 	cs := (d.Milliseconds() + 5) / 10
-	if time.Duration(cs)*10*time.Millisecond > maxTimecode {
+	if time.Duration(cs)*10*time.Millisecond > MaxTimecode {
 		cs = d.Milliseconds() / 10
 	}
 	return fmt.Sprintf("%d:%02d:%02d.%02d", cs/360000, cs/6000%60, cs/100%60, cs%100)

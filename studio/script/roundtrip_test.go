@@ -38,7 +38,7 @@ func keepable(cues []Cue, f Format) []Cue {
 func centi(d time.Duration) time.Duration {
 	const cs = 10 * time.Millisecond
 	r := (d + cs/2).Truncate(cs)
-	if r > maxTimecode {
+	if r > MaxTimecode {
 		r = d.Truncate(cs)
 	}
 	return r

@@ -7,10 +7,11 @@ import (
 	"unicode"
 )
 
-// maxTimecode is the latest time a timecode may give: a script is not 500 hours long,
-// and the bound keeps the arithmetic far from overflowing, and the milliseconds within
-// the database's integer columns (596 hours: 999 h was a 500).
-const maxTimecode = 500*time.Hour - time.Millisecond
+// MaxTimecode is the latest time a timecode may give, and the latest an edit gives a
+// line: a script is not 500 hours long, and the bound keeps the arithmetic far from
+// overflowing, and the milliseconds within the database's integer columns (596
+// hours: 999 h was a 500).
+const MaxTimecode = 500*time.Hour - time.Millisecond
 
 // FormatTimecode formats d as HH:MM:SS.mmm (hours grow past two digits when needed),
 // rounded to the millisecond, for display and for WebVTT and CSV files.
@@ -68,7 +69,7 @@ func parseTimecode(s string) (time.Duration, bool) {
 		total += time.Duration(ns)
 	}
 	total = total.Round(time.Millisecond)
-	if total > maxTimecode {
+	if total > MaxTimecode {
 		return 0, false
 	}
 	return total, true

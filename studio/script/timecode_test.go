@@ -28,7 +28,7 @@ func TestParseTimecode(t *testing.T) {
 		{"00:00:01.0005", ms(1001), true},
 		{"00:00:01.123456789", ms(1123), true},
 		{"100:00:00.000", 100 * time.Hour, true},
-		{"499:59:59.999", maxTimecode, true},
+		{"499:59:59.999", MaxTimecode, true},
 		{"499:59:59.9996", 0, false},
 		{"500:00:00.000", 0, false},
 		{"999:00:00.000", 0, false},

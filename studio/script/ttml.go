@@ -161,7 +161,7 @@ func (r ttmlRates) time(v string) (time.Duration, bool) {
 	} else {
 		return 0, false
 	}
-	if math.IsNaN(sec) || sec > maxTimecode.Seconds() {
+	if math.IsNaN(sec) || sec > MaxTimecode.Seconds() {
 		return 0, false
 	}
 	return time.Duration(math.Round(sec*1000)) * time.Millisecond, true
@@ -590,7 +590,7 @@ func ttmlAddCue(s *source, b *cueBuilder, c *ttmlCue, agents map[string]string) 
 		s.add(c.line, "script.ttml_no_end")
 		return
 	}
-	if c.begin > maxTimecode || c.end > maxTimecode {
+	if c.begin > MaxTimecode || c.end > MaxTimecode {
 		s.add(c.line, "script.ttml_bad_time", FormatTimecode(c.end))
 		return
 	}

@@ -1,0 +1,55 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"dubstudio/studio"
+	"dubstudio/studio/studiotest"
+)
+
+// TestShortcutsWorkAfterTickingALine: an editor ticks a line's box (the click also
+// moves the keyboard focus to its row) and goes on with the keyboard. The box has the
+// browser's focus then; the shortcuts took any focused input for a text field and
+// ignored every key, so j, k, a, r and e did nothing until the editor clicked
+// elsewhere. The space bar stays the box's own: it ticks it.
+func TestShortcutsWorkAfterTickingALine(t *testing.T) {
+	b := setup(t)
+	p := studiotest.Project(t, b.store, b.editor, 3)
+	page, err := b.store.Lines(t.Context(), p.ID, studio.LineFilter{})
+	require.NoError(t, err)
+	first, second := page.Lines[0], page.Lines[1]
+	ctx := browser(t)
+	require.NoError(t, chromedp.Do(ctx, login(b, b.editor)...))
+	box := fmt.Sprintf(`#line-%d input[name=line_id]`, first.ID)
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(fmt.Sprintf("%s/projects/%d", b.server.URL, p.ID)),
+		chromedp.WaitVisible(css(`[data-testid=lines]`)),
+		chromedp.Click(css(box)),
+		chromedp.WaitVisible(css(fmt.Sprintf(`#line-%d.kb-focus`, first.ID))),
+	))
+	focused, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.activeElement.matches('input[name=line_id]')`))
+	require.NoError(t, err)
+	require.True(t, focused, "the box has the browser's focus")
+	checked, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%q).checked`, box)))
+	require.NoError(t, err)
+	require.True(t, checked)
+
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.KeyEvent("j"),
+		chromedp.WaitVisible(css(fmt.Sprintf(`#line-%d.kb-focus`, second.ID))),
+	))
+	// The space bar on the box still unticks it, and plays nothing.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Focus(css(box)), chromedp.KeyEvent(" ")))
+	checked, err = chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`document.querySelector(%q).checked`, box)))
+	require.NoError(t, err)
+	require.False(t, checked, "space ticks the box, as always")
+	// And e opens the focused line's editor.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.KeyEvent("e"),
+		chromedp.WaitVisible(css(`[data-testid=line-form] textarea`)),
+	))
+}
