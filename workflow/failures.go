@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -49,13 +51,20 @@ func (e recordedError) Unwrap() error { return e.error }
 // recordTimeout bounds the write of a failure whose job's context has ended.
 const recordTimeout = 10 * time.Second
 
-// settle records on the line an error of a render's attempt that no step recorded
-// (a database or blob store call, the permits, the job's timeout while it waited for
-// a permit or a fit), as fail does: the line waits in queued with the error while
-// River retries the job, and shows failed once River gives up on it. Returned as it
-// was, such an error left the line queued, waiting for the GPU, synthesizing or
-// fitting after its last attempt, with no job left to move it.
-func (w *Worker) settle(ctx context.Context, job *rivertype.JobRow, lineID int64, seq int, err error) error {
+// settle runs an attempt of a render (work) and records on the line an error that
+// no step recorded (a database or blob store call, the permits, the job's timeout
+// while it waited for a permit or a fit) or a panic, as fail does: the line waits in
+// queued with the error while River retries the job, and shows failed once River
+// gives up on it. Returned as it was, such an error (and a panic, which River turns
+// into one) left the line queued, waiting for the GPU, synthesizing or fitting after
+// its last attempt, with no job left to move it.
+func (w *Worker) settle(ctx context.Context, job *rivertype.JobRow, lineID int64, seq int, work func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = w.fail(ctx, job, lineID, seq, fmt.Errorf("panic: %v\n%s", r, debug.Stack()))
+		}
+	}()
+	err = work()
 	var recorded recordedError
 	var cancel *river.JobCancelError
 	var snooze *river.JobSnoozeError

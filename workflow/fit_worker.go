@@ -21,7 +21,7 @@ type fitWorker struct {
 
 // Work fits the take; an error no step recorded is recorded on the line (settle).
 func (f *fitWorker) Work(ctx context.Context, job *river.Job[FitArgs]) error {
-	return f.w.settle(ctx, job.JobRow, job.Args.LineID, job.Args.RenderSeq, f.work(ctx, job))
+	return f.w.settle(ctx, job.JobRow, job.Args.LineID, job.Args.RenderSeq, func() error { return f.work(ctx, job) })
 }
 
 func (f *fitWorker) work(ctx context.Context, job *river.Job[FitArgs]) error {

@@ -59,6 +59,21 @@ func TestLastAttemptErrorFailsTheLine(t *testing.T) {
 	require.Equal(t, 1, got.Attempts)
 }
 
+// TestLastAttemptPanicFailsTheLine: a panic in the render (a bug in an engine or
+// a step) on its last attempt. River recovers it and discards the job; before the
+// fix the line stayed waiting for the GPU for good.
+func TestLastAttemptPanicFailsTheLine(t *testing.T) {
+	t.Parallel()
+	permits := failingPermits{Permits: NewLocalPermits(tts.NewEspeak(tts.EspeakConfig{}), 1),
+		acquire: func(context.Context) error { panic("index out of range in the engine") }}
+	got, res, err := workLastAttempt(context.Background(), t, permits)
+	require.NoError(t, err)
+	require.Equal(t, river.EventKindJobCancelled, res.EventKind)
+	require.Equal(t, studio.StateFailed, got.State, "the line shows its render failed, not stuck in %s", got.State)
+	require.Contains(t, got.LastError, "index out of range in the engine")
+	require.Contains(t, got.LastTraceback, "stuck_internal_test.go", "the stack is kept for the failure's detail")
+}
+
 // TestLastAttemptTimeoutFailsTheLine: the job's context ends (its timeout, while it
 // waited for a GPU) on its last attempt. The failure is recorded all the same,
 // not with the context that has ended.

@@ -39,7 +39,7 @@ func (s *synthesizeWorker) Timeout(*river.Job[SynthesizeArgs]) time.Duration {
 // an error, or nil with no result. An error no step recorded is recorded on the
 // line (settle).
 func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeArgs]) error {
-	return s.w.settle(ctx, job.JobRow, job.Args.LineID, job.Args.RenderSeq, s.work(ctx, job))
+	return s.w.settle(ctx, job.JobRow, job.Args.LineID, job.Args.RenderSeq, func() error { return s.work(ctx, job) })
 }
 
 func (s *synthesizeWorker) work(ctx context.Context, job *river.Job[SynthesizeArgs]) error {
