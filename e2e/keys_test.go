@@ -53,3 +53,31 @@ func TestShortcutsWorkAfterTickingALine(t *testing.T) {
 		chromedp.WaitVisible(css(`[data-testid=line-form] textarea`)),
 	))
 }
+
+// TestFilterReplacesTheTable: the filter's answer is the table's whole block
+// (<div id="lines">), which the filter put inside the block it had (htmx's default
+// swap): a second #lines in the first, and the shortcuts and the bulk form found
+// the outer one. The block is replaced, and the shortcuts go on working in it.
+func TestFilterReplacesTheTable(t *testing.T) {
+	b := setup(t)
+	p := studiotest.Project(t, b.store, b.editor, 3)
+	page, err := b.store.Lines(t.Context(), p.ID, studio.LineFilter{})
+	require.NoError(t, err)
+	last := page.Lines[2]
+	ctx := browser(t)
+	require.NoError(t, chromedp.Do(ctx, login(b, b.editor)...))
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(fmt.Sprintf("%s/projects/%d", b.server.URL, p.ID)),
+		chromedp.WaitVisible(css(`[data-testid=lines]`)),
+		chromedp.SendKeys(css(`input[name=q]`), "number 3"), // the last line's text alone
+		chromedp.WaitNotPresent(css(fmt.Sprintf(`#line-%d`, page.Lines[0].ID))),
+	))
+	blocks, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#lines').length`))
+	require.NoError(t, err)
+	require.Equal(t, 1, blocks, "one table block after the filter")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(css(`h1`)),
+		chromedp.KeyEvent("j"),
+		chromedp.WaitVisible(css(fmt.Sprintf(`#line-%d.kb-focus`, last.ID))),
+	))
+}
