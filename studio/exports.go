@@ -189,6 +189,13 @@ func (s *Store) ExportProgress(ctx context.Context, id int64, progress int) erro
 	return s.db.WithContext(ctx).Exec(`UPDATE exports SET state = 'running', progress = ? WHERE id = ?`, progress, id).Error
 }
 
+// RetryExport puts an export whose attempt failed back in the queue, with the error,
+// while its job waits for the next attempt.
+func (s *Store) RetryExport(ctx context.Context, id int64, exportErr string) error {
+	return s.db.WithContext(ctx).Exec(`UPDATE exports SET state = ?, progress = 0, error = ? WHERE id = ?`,
+		ExportQueued, exportErr, id).Error
+}
+
 // FinishExport records an export's outcome.
 // leftOut (nil for none) is what the export left out.
 func (s *Store) FinishExport(ctx context.Context, id int64, lines int, size int64, leftOut []LeftOutLine, exportErr string) error {

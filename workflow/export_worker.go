@@ -49,20 +49,40 @@ func (e *exportWorker) Work(ctx context.Context, job *river.Job[ExportArgs]) err
 		return err
 	}
 	n, size, leftOut, err := w.buildExport(ctx, ex)
-	if err != nil {
-		msg := err.Error()
-		if errors.Is(err, audio.ErrNoSpace) {
-			msg = "no space left on the data disk"
-		}
-		if ferr := w.store.FinishExport(ctx, ex.ID, 0, 0, nil, msg); ferr != nil {
+	if err == nil {
+		return w.store.FinishExport(ctx, ex.ID, n, size, leftOut, "")
+	}
+	// What the export lacks (takes) fails it at once; anything else is tried again,
+	// the row queued with the error meanwhile, and failed on the last attempt. The
+	// row is written even when the job's own context has ended (its timeout).
+	var f *failure
+	final := errors.As(err, &f) || job.Attempt >= job.MaxAttempts
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if final {
+		if ferr := w.store.FinishExport(rctx, ex.ID, 0, 0, nil, exportError(err)); ferr != nil {
 			return errors.Join(err, ferr)
 		}
-		if job.Attempt >= job.MaxAttempts {
-			return river.JobCancel(err)
-		}
-		return err
+		return river.JobCancel(err)
 	}
-	return w.store.FinishExport(ctx, ex.ID, n, size, leftOut, "")
+	if ferr := w.store.RetryExport(rctx, ex.ID, exportError(err)); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return err
+}
+
+// exportError is what an export's row says of err, as a message key and its
+// arguments (views.RenderError shows it in the reader's language).
+func exportError(err error) string {
+	var f *failure
+	switch {
+	case errors.As(err, &f):
+	case errors.Is(err, audio.ErrNoSpace):
+		f = &failure{key: "export.no_space"}
+	default:
+		f = &failure{key: "export.internal", args: []any{err.Error()}}
+	}
+	return f.text()
 }
 
 // safeName turns a character name into a file name part: letters and digits of any
@@ -128,10 +148,10 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 		return 0, 0, nil, err
 	}
 	if len(lines) == 0 && len(leftOut) > 0 {
-		return 0, 0, nil, errors.New("no takes to export: every take is of a line changed since it was rendered; render them again, or include changed lines")
+		return 0, 0, nil, userKey("export.no_takes_stale")
 	}
 	if len(lines) == 0 {
-		return 0, 0, nil, errors.New("no takes to export: approve takes first, or export all done takes")
+		return 0, 0, nil, userKey("export.no_takes")
 	}
 	programme, err := w.store.ProgrammeMs(ctx, ex.ProjectID)
 	if err != nil {

@@ -27,11 +27,16 @@ func (f *failure) Error() string { return "render failed: " + f.key }
 
 func userKey(key string, args ...any) error { return &failure{key: key, args: args} }
 
+// text is the failure as a line or an export stores it: its key and arguments.
+func (f *failure) text() string {
+	b, _ := json.Marshal(map[string]any{"key": f.key, "args": f.args})
+	return string(b)
+}
+
 func errorText(err error) (msg, detail string) {
 	var f *failure
 	if errors.As(err, &f) {
-		b, _ := json.Marshal(map[string]any{"key": f.key, "args": f.args})
-		return string(b), ""
+		return f.text(), ""
 	}
 	var te *tts.Error
 	if errors.As(err, &te) {
