@@ -56,6 +56,10 @@ func (e recordedError) Unwrap() error { return e.error }
 // recordTimeout bounds the write of a failure whose job's context has ended.
 const recordTimeout = 10 * time.Second
 
+// recordRetry is how long a job whose last attempt could not record its failure
+// waits before it runs again.
+const recordRetry = 10 * time.Second
+
 // settle runs an attempt of a render (work) and records on the line an error that
 // no step recorded (a database or blob store call, the permits, the job's timeout
 // while it waited for a permit or a fit) or a panic, as fail does: the line waits in
@@ -101,6 +105,13 @@ func (w *Worker) fail(ctx context.Context, job *rivertype.JobRow, lineID int64, 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	if _, serr := w.store.RenderFailure(rctx, lineID, seq, job.Attempt, msg, detail, final); serr != nil {
+		if final {
+			// The line cannot be told (the database is away): River would discard the
+			// job and leave the line active for good. The job comes back to run again,
+			// without spending an attempt, and records its outcome then.
+			w.logger.WarnContext(ctx, "render failure not recorded: the job runs again", "line", lineID, "err", errors.Join(err, serr))
+			return river.JobSnooze(recordRetry)
+		}
 		return errors.Join(err, serr)
 	}
 	if !errors.Is(err, context.Canceled) {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"dubstudio/studio"
+	"dubstudio/studio/studiotest"
 	"dubstudio/tts"
 )
 
@@ -72,6 +73,38 @@ func TestLastAttemptPanicFailsTheLine(t *testing.T) {
 	require.Equal(t, studio.StateFailed, got.State, "the line shows its render failed, not stuck in %s", got.State)
 	require.Contains(t, got.LastError, "index out of range in the engine")
 	require.Contains(t, got.LastTraceback, "stuck_internal_test.go", "the stack is kept for the failure's detail")
+}
+
+// TestLastAttemptThatCannotRecordRunsAgain: the last attempt's failure cannot be
+// written (the database refuses it: here a trigger, as a server going away would).
+// River discarded the job and the line stayed active for good; the job is snoozed
+// instead, without spending an attempt, and its next run records the failure.
+func TestLastAttemptThatCannotRecordRunsAgain(t *testing.T) {
+	t.Parallel()
+	store, project, w, lines := renderQueued(t, 1, 1)
+	w.permits = failingPermits{Permits: w.permits, acquire: func(context.Context) error { return errors.New("host lost") }}
+	studiotest.Exec(t, store, `CREATE FUNCTION refuse_failed() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN RAISE EXCEPTION 'the server is going away'; END $$`)
+	studiotest.Exec(t, store, `CREATE TRIGGER refuse_failed BEFORE UPDATE ON lines FOR EACH ROW
+		WHEN (NEW.state = 'failed') EXECUTE FUNCTION refuse_failed()`)
+	l := lines[0]
+	tx, err := store.Pool().Begin(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	synth := rivertest.NewWorker(t, riverpgxv5.New(store.Pool()), &river.Config{}, river.Worker[SynthesizeArgs](&synthesizeWorker{w: w}))
+	work := func() river.EventKind {
+		res, err := synth.Work(context.Background(), t, tx, SynthesizeArgs{LineID: l.ID, RenderSeq: l.RenderSeq, ProjectID: project.ID},
+			&river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{}})
+		require.NoError(t, err)
+		return res.EventKind
+	}
+	require.Equal(t, river.EventKindJobSnoozed, work(), "the job comes back")
+	studiotest.Exec(t, store, `DROP TRIGGER refuse_failed ON lines`)
+	require.Equal(t, river.EventKindJobCancelled, work())
+	got, err := store.Line(context.Background(), project.ID, l.ID)
+	require.NoError(t, err)
+	require.Equal(t, studio.StateFailed, got.State)
+	require.Contains(t, got.LastError, "host lost")
 }
 
 // TestLastAttemptTimeoutFailsTheLine: the job's context ends (its timeout, while it
