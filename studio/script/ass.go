@@ -19,8 +19,10 @@ func isASSHeader(line string) bool {
 
 // parseASS reads the Dialogue events of an SSA/ASS file's [Events] section, in the
 // field order of its Format line. The Name (Actor) field is the character; override
-// blocks ({\an8}, {\i1}...) are removed, \N and \n break lines, \h is a space. Comment
-// events and every other section (styles, fonts, graphics) are skipped.
+// blocks ({\an8}, {\i1}...) are removed, \N and \n break lines, \h is a space, and
+// vector drawings ({\p1}m 0 0 l ...) are not text. Comment events, events that are
+// only a drawing (a sign's shape) and every other section (styles, fonts, graphics)
+// are skipped.
 func parseASS(s *source) []Cue {
 	b := cueBuilder{src: s}
 	section := ""
@@ -49,10 +51,19 @@ func parseASS(s *source) []Cue {
 				return nil
 			}
 		case "dialogue":
+			fields := strings.SplitN(value, ",", len(format))
+			var lines []string
+			var guarded, drawing bool
+			if len(fields) == len(format) {
+				lines, guarded, drawing = assText(fields[len(fields)-1])
+				if drawing && len(lines) == 0 {
+					// A shape ({\p1}m 0 0 l ...), a typeset sign's box or mask: nothing to voice.
+					continue
+				}
+			}
 			if !b.next(i + 1) {
 				return b.cues
 			}
-			fields := strings.SplitN(value, ",", len(format))
 			if len(fields) < len(format) {
 				s.add(i+1, "script.ass_fields", len(fields), len(format))
 				continue
@@ -75,7 +86,6 @@ func parseASS(s *source) []Cue {
 			if n := max(assField(format, "name"), assField(format, "actor")); n >= 0 {
 				name = canonName(fields[n])
 			}
-			lines, guarded := assText(fields[len(fields)-1])
 			character, text := name, strings.Join(lines, "\n")
 			if name == "" && !guarded {
 				pl := make([]plainLine, len(lines))
@@ -103,13 +113,20 @@ func assField(format []string, name string) int {
 // assText reads the Text field of an event. It returns its lines, trimmed, with
 // every block in braces removed (overrides such as {\an8}, and comments), \N and \n
 // as line breaks, \h as a space, \{ and \} as braces, and a backslash before an
-// empty block ("\{}") as a backslash; an unclosed "{" is kept as text. guarded
-// reports whether the first line, read with its comment blocks left in, is not a name
-// prefix where the plain line is one: a writer's "BOB{}: hi", text and no speaker.
-func assText(text string) (lines []string, guarded bool) {
+// empty block ("\{}") as a backslash; an unclosed "{" is kept as text. What an
+// override \p1 (or any \p above 0) makes a vector drawing, up to a \p0, is drawing
+// commands ("m 0 0 l 100 0"), not text, and is left out; drawing reports whether
+// there was any. guarded reports whether the first line, read with its comment
+// blocks left in, is not a name prefix where the plain line is one: a writer's
+// "BOB{}: hi", text and no speaker.
+func assText(text string) (lines []string, guarded, drawing bool) {
 	var plain, kept strings.Builder
+	drawn := false // in drawing mode
 	for i := 0; i < len(text); i++ {
 		c := text[i]
+		if drawn && c != '{' {
+			continue
+		}
 		switch {
 		case c == '\\' && i+1 < len(text):
 			next := text[i+1]
@@ -143,8 +160,12 @@ func assText(text string) (lines []string, guarded bool) {
 				i = len(text)
 				continue
 			}
-			if block := text[i : i+end+1]; !strings.HasPrefix(block, "{\\") {
+			block := text[i : i+end+1]
+			if !strings.HasPrefix(block, "{\\") {
 				kept.WriteString(block)
+			} else if p, ok := assDrawingMode(block); ok {
+				drawn = p
+				drawing = drawing || p
 			}
 			i += end
 		default:
@@ -160,7 +181,29 @@ func assText(text string) (lines []string, guarded bool) {
 			guarded = !prefix
 		}
 	}
-	return lines, guarded
+	return lines, guarded, drawing
+}
+
+// assDrawingMode returns what the last \p tag of an override block sets: true for a
+// drawing (\p1, \p4: its scale), false for text (\p0, or \p with no number, which
+// libass reads as 0); ok is false when the block has no \p tag. \pos and \pbo are
+// other tags.
+func assDrawingMode(block string) (drawing, ok bool) {
+	for rest := block; ; {
+		k := strings.Index(rest, `\p`)
+		if k < 0 {
+			return drawing, ok
+		}
+		rest = rest[k+2:]
+		if strings.HasPrefix(rest, "o") || strings.HasPrefix(rest, "b") {
+			continue
+		}
+		n := 0
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		drawing, ok = strings.TrimLeft(rest[:n], "0") != "", true
+	}
 }
 
 // assHeader is the head of an ASS file the writer makes: the [Script Info] and one

@@ -55,6 +55,7 @@ func FuzzParseASS(f *testing.F) {
 	f.Add(readTestdata(f, "cafe.ass"))
 	f.Add([]byte("[Script Info]\n[Events]\nFormat: Start, End, Text\nDialogue: 0:00:01.00,0:00:02.00,{\\an8\n"))
 	f.Add([]byte("[Script Info]\n[Events]\nDialogue: 0,0:00:01.00,0:00:02.00,Default,,0,0,0,,BOB{}: hi \\{x\\} a\\{}N\n"))
+	f.Add([]byte("[Script Info]\n[Events]\nDialogue: 0,0:00:01.00,0:00:02.00,Sign,,0,0,0,,{\\pos(1,1)\\p1}m 0 0 l 1 1{\\p0}EXIT{\\p2}m 0 0\n"))
 	fuzzParse(f, ParseASS, WriteASS, ParseASS, FormatASS)
 }
 

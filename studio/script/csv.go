@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // CSV column roles.
@@ -75,14 +76,11 @@ func (r csvRow) blank() bool {
 
 // parseCSV reads a CSV script: a header row, then one cue per row.
 func parseCSV(s *source) []Cue {
-	first := 0
-	for first < len(s.lines) && isBlank(s.lines[first]) {
-		first++
-	}
-	if first == len(s.lines) {
+	first, delim, ok := csvHeader(s.lines)
+	if !ok {
 		return nil
 	}
-	rows := readCSV(s, first, csvDelimiter(s.lines[first]))
+	rows := readCSV(s, first, delim)
 	if len(rows) == 0 {
 		return nil // the header's quote is never closed, which is reported
 	}
@@ -154,6 +152,45 @@ func csvTimecode(s *source, f csvField) (time.Duration, bool) {
 	return d, ok
 }
 
+// csvHeader returns the index of the header line of lines, a CSV file, and the
+// separator: the first non-blank line and the separator it uses most (csvDelimiter),
+// or, after Excel's "sep=;" line, which names the separator for Excel to open the
+// file with, the next non-blank line and that separator. ok is false when no line is
+// left for a header.
+func csvHeader(lines []string) (header int, delim byte, ok bool) {
+	i := 0
+	for i < len(lines) && isBlank(lines[i]) {
+		i++
+	}
+	if i == len(lines) {
+		return 0, 0, false
+	}
+	if d, sep := excelSeparator(lines[i]); sep {
+		for i++; i < len(lines) && isBlank(lines[i]); i++ {
+		}
+		return i, d, i < len(lines)
+	}
+	return i, csvDelimiter(lines[i]), true
+}
+
+// excelSeparator reads Excel's separator line, "sep=" (in any case) and one
+// character, possibly quoted as a cell: "sep=;".
+func excelSeparator(line string) (delim byte, ok bool) {
+	line = strings.TrimRight(line, " ")
+	if len(line) > 2 && line[0] == '"' && line[len(line)-1] == '"' {
+		line = line[1 : len(line)-1]
+	}
+	if len(line) != len("sep=;") || !strings.EqualFold(line[:4], "sep=") {
+		return 0, false
+	}
+	switch d := line[4]; d {
+	case '"', '\r', '\n':
+		return 0, false
+	default:
+		return d, d < utf8.RuneSelf
+	}
+}
+
 // csvDelimiter picks the separator a header line uses most: a comma, a semicolon (what
 // spreadsheets write where the comma is the decimal mark) or a tab.
 func csvDelimiter(header string) byte {
@@ -176,10 +213,15 @@ func csvDelimiter(header string) byte {
 	return best
 }
 
-// looksLikeCSVHeader reports whether line names at least two known columns.
-func looksLikeCSVHeader(line string) bool {
-	src := &source{lines: []string{line}}
-	rows := readCSV(src, 0, csvDelimiter(line))
+// looksLikeCSVHeader reports whether the header of lines, a file whose first line
+// is not blank, names at least two known columns (see csvHeader).
+func looksLikeCSVHeader(lines []string) bool {
+	i, delim, ok := csvHeader(lines[:min(len(lines), 64)])
+	if !ok {
+		return false
+	}
+	src := &source{lines: []string{lines[i]}}
+	rows := readCSV(src, 0, delim)
 	if len(rows) == 0 {
 		return false
 	}

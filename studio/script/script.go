@@ -221,7 +221,8 @@ func ParseTTML(data []byte) ([]Cue, error) { return parseSource(FormatTTML, deco
 // ParseCSV reads a CSV file whose first row names the columns: start, end, character,
 // text and, optionally, emotion (in any order and case; common aliases such as "speaker"
 // or "dialogue" are accepted, other columns are ignored). The separator is a comma, a
-// semicolon or a tab, whichever the header row uses.
+// semicolon or a tab, whichever the header row uses, or the one named by a first line
+// "sep=;", which tools write for Excel.
 func ParseCSV(data []byte) ([]Cue, error) { return parseSource(FormatCSV, decode(data)) }
 
 // Write writes cues to w in format f.
@@ -294,7 +295,7 @@ func detect(filename string, src *source) Format {
 		if isTTML(lines, i) {
 			return FormatTTML
 		}
-		if looksLikeCSVHeader(first) {
+		if looksLikeCSVHeader(lines[i:]) {
 			return FormatCSV
 		}
 	}

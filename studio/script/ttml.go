@@ -266,8 +266,16 @@ func parseTTML(s *source) []Cue {
 		inName    bool
 		agentName strings.Builder
 		root      bool
+		// hidden is the depth inside metadata (ttmlMetadata): what it holds is
+		// never shown, so it is neither text nor timing, whatever its elements are
+		// named (foreign markup may have a p of its own).
+		hidden int
 	)
 	for {
+		// Where the token starts: a start tag's attributes may be on lines of their
+		// own, and a cue is on the line of its "<p", a bad time on its attribute's.
+		tagLine, _ := d.InputPos()
+		tagOff := d.InputOffset()
 		tok, err := d.Token()
 		if errors.Is(err, io.EOF) {
 			break
@@ -288,12 +296,12 @@ func parseTTML(s *source) []Cue {
 			if !root {
 				root = true
 				if name != "tt" {
-					s.add(pos(), "script.ttml_root", name)
+					s.add(lineOf(tagLine), "script.ttml_root", name)
 					return nil
 				}
 				var ok bool
 				if rates, ok = ttmlRatesOf(t.Attr); !ok {
-					s.add(pos(), "script.ttml_rates")
+					s.add(lineOf(tagLine), "script.ttml_rates")
 					return nil
 				}
 			}
@@ -303,6 +311,10 @@ func parseTTML(s *source) []Cue {
 			case name == "name" && agentID != "":
 				inName = true
 				agentName.Reset()
+			}
+			if hidden > 0 || ttmlMetadata(name) {
+				hidden++
+				continue
 			}
 			if name == "style" {
 				styles.add(t.Attr)
@@ -317,7 +329,8 @@ func parseTTML(s *source) []Cue {
 			if len(stack) > 0 {
 				parent = stack[len(stack)-1]
 			}
-			n, ok := ttmlInterval(s, rates, parent, t.Attr, pos())
+			tag := text[tagOff:min(d.InputOffset(), int64(len(text)))]
+			n, ok := ttmlInterval(s, rates, parent, t.Attr, func(a xml.Attr) int { return lineOf(tagLine + ttmlAttrLine(tag, a)) })
 			if !ok {
 				n = parent
 				n.seq = false
@@ -337,7 +350,7 @@ func parseTTML(s *source) []Cue {
 			stack = append(stack, n)
 			switch {
 			case name == "p" && cue == nil:
-				cue = &ttmlCue{line: pos(), begin: n.begin, end: n.end, hasEnd: n.hasEnd, agent: n.agent, own: n.timed, spanEnds: true}
+				cue = &ttmlCue{line: lineOf(tagLine), begin: n.begin, end: n.end, hasEnd: n.hasEnd, agent: n.agent, own: n.timed, spanEnds: true}
 				if !ok {
 					cue.line = 0 // reported already
 				}
@@ -366,6 +379,10 @@ func parseTTML(s *source) []Cue {
 			case name == "agent":
 				agentID = ""
 			}
+			if hidden > 0 {
+				hidden--
+				continue
+			}
 			if !ttmlTimed(name) || len(stack) == 0 {
 				continue
 			}
@@ -385,7 +402,7 @@ func parseTTML(s *source) []Cue {
 			if inName {
 				agentName.Write(t)
 			}
-			if top := len(stack) - 1; cue != nil && top >= 0 && !stack[top].inactive && !stack[top].annotation &&
+			if top := len(stack) - 1; cue != nil && hidden == 0 && top >= 0 && !stack[top].inactive && !stack[top].annotation &&
 				(!stack[top].rubyFrame || !xmlSpace(t)) {
 				if stack[top].preserve {
 					cue.text.Write(t)
@@ -494,6 +511,37 @@ func ttmlTimed(name string) bool {
 	return false
 }
 
+// ttmlMetadata reports whether an element is one of TTML's metadata elements, which
+// body, div, p and span may hold as well as the head: <metadata> (with whatever
+// foreign markup it carries) and the ttm: elements of its class.
+func ttmlMetadata(name string) bool {
+	switch name {
+	case "metadata", "agent", "copyright", "desc", "title":
+		return true
+	}
+	return false
+}
+
+// ttmlAttrLine returns the line of attribute a in tag, the source text of its start
+// tag, counted from the tag's first line (0).
+func ttmlAttrLine(tag string, a xml.Attr) int {
+	for i := 0; ; {
+		k := strings.Index(tag[i:], a.Name.Local)
+		if k < 0 {
+			return 0
+		}
+		at := i + k
+		i = at + len(a.Name.Local)
+		before, after := byte(' '), strings.TrimLeft(tag[i:], " \t\r\n")
+		if at > 0 {
+			before = tag[at-1]
+		}
+		if strings.ContainsRune(" \t\r\n:", rune(before)) && strings.HasPrefix(after, "=") {
+			return strings.Count(tag[:at], "\n")
+		}
+	}
+}
+
 // ttmlAttr returns the value of the attribute with local name local, "" if none.
 func ttmlAttr(attrs []xml.Attr, local string) string {
 	for _, a := range attrs {
@@ -506,8 +554,9 @@ func ttmlAttr(attrs []xml.Attr, local string) string {
 
 // ttmlInterval computes an element's absolute interval from its begin, end and dur,
 // relative to its parent's begin (par) or its previous sibling's end (seq), and
-// clipped to the parent's end. A bad time expression is reported on line.
-func ttmlInterval(s *source, r ttmlRates, parent ttmlNode, attrs []xml.Attr, line int) (ttmlNode, bool) {
+// clipped to the parent's end. A bad time expression is reported on the line that
+// lineOf gives its attribute.
+func ttmlInterval(s *source, r ttmlRates, parent ttmlNode, attrs []xml.Attr, lineOf func(xml.Attr) int) (ttmlNode, bool) {
 	base := parent.begin
 	if parent.seq {
 		base = parent.cursor
@@ -542,22 +591,25 @@ func ttmlInterval(s *source, r ttmlRates, parent ttmlNode, attrs []xml.Attr, lin
 		}
 		v, ok := r.time(a.Value)
 		if !ok {
-			s.add(line, "script.ttml_bad_time", strings.TrimSpace(a.Value))
+			s.add(lineOf(a), "script.ttml_bad_time", strings.TrimSpace(a.Value))
 			return n, false
 		}
 		*d, *has = v, true
 		n.timed = true
 	}
+	// Each time is at most MaxTimecode and a sum is held at ttmlTooLate, so that no
+	// nesting of begins adds up past what a Duration holds (and wraps to a negative
+	// time): a paragraph that late is refused (ttmlAddCue).
 	if hasBegin {
-		n.begin = base + begin
+		n.begin = min(base+begin, ttmlTooLate)
 	}
 	switch {
 	case hasEnd && hasDur:
-		n.end, n.hasEnd = min(base+end, n.begin+dur), true
+		n.end, n.hasEnd = min(base+end, n.begin+dur, ttmlTooLate), true
 	case hasEnd:
-		n.end, n.hasEnd = base+end, true
+		n.end, n.hasEnd = min(base+end, ttmlTooLate), true
 	case hasDur:
-		n.end, n.hasEnd = n.begin+dur, true
+		n.end, n.hasEnd = min(n.begin+dur, ttmlTooLate), true
 	}
 	if parent.hasEnd && n.hasEnd {
 		n.end = min(n.end, parent.end)
@@ -572,6 +624,9 @@ func ttmlInterval(s *source, r ttmlRates, parent ttmlNode, attrs []xml.Attr, lin
 	n.cursor = n.begin
 	return n, true
 }
+
+// ttmlTooLate is where element times are held: past MaxTimecode, so refused.
+const ttmlTooLate = MaxTimecode + time.Millisecond
 
 // ttmlAddCue checks and keeps a paragraph read to its end.
 func ttmlAddCue(s *source, b *cueBuilder, c *ttmlCue, agents map[string]string) {
