@@ -9,18 +9,24 @@ import (
 // DashboardParams fix the moment a dashboard's numbers are taken at, so that they can
 // be computed for any time (and tested without a clock).
 type DashboardParams struct {
-	Now    time.Time     // the end of the throughput window; zero: time.Now()
+	Now    time.Time     // the end of the throughput window; zero: the database's now()
 	Window time.Duration // how far back throughput looks; zero: 15 minutes
 }
 
-func (p DashboardParams) withDefaults() DashboardParams {
+// withDefaults fills in p's defaults. The window ends by the database's clock, the
+// one that stamped the takes (created_at DEFAULT now()): by the web server's, a
+// database ahead of it put the latest takes after the window's end, and one behind
+// it emptied the window's first minutes.
+func (s *Store) withDefaults(ctx context.Context, p DashboardParams) (DashboardParams, error) {
 	if p.Now.IsZero() {
-		p.Now = time.Now()
+		if err := queryRow(s.db.WithContext(ctx), `SELECT now()`, nil, &p.Now); err != nil {
+			return p, fmt.Errorf("error reading the database's clock: %w", err)
+		}
 	}
 	if p.Window <= 0 {
 		p.Window = 15 * time.Minute
 	}
-	return p
+	return p, nil
 }
 
 // Throughput is what was rendered during a window: one take per rendered line.
@@ -107,10 +113,13 @@ var doneStates = []LineState{StateDone, StateNeedsReview}
 // ProjectStats returns the dashboard numbers of each of the projects (every project
 // asked for is in the map, with zeros when it has no lines).
 func (s *Store) ProjectStats(ctx context.Context, projectIDs []int64, p DashboardParams) (map[int64]*ProjectStats, error) {
-	p = p.withDefaults()
 	out := make(map[int64]*ProjectStats, len(projectIDs))
 	if len(projectIDs) == 0 {
 		return out, nil
+	}
+	p, err := s.withDefaults(ctx, p)
+	if err != nil {
+		return nil, err
 	}
 	for _, id := range projectIDs {
 		out[id] = &ProjectStats{ProjectID: id, Counts: StateCounts{}, Recent: Throughput{Window: p.Window}}
@@ -286,7 +295,10 @@ type ThroughputPoint struct {
 // ThroughputByMinute returns one point per minute of the window ending at p.Now
 // (the minute in progress last), oldest first, minutes without takes included.
 func (s *Store) ThroughputByMinute(ctx context.Context, projectID int64, p DashboardParams) ([]ThroughputPoint, error) {
-	p = p.withDefaults()
+	p, err := s.withDefaults(ctx, p)
+	if err != nil {
+		return nil, err
+	}
 	last := p.Now.Truncate(time.Minute)
 	n := max(1, int(p.Window/time.Minute))
 	first := last.Add(-time.Duration(n-1) * time.Minute)
@@ -295,7 +307,7 @@ func (s *Store) ThroughputByMinute(ctx context.Context, projectID int64, p Dashb
 		Takes   int
 		AudioMs int64
 	}
-	err := s.db.WithContext(ctx).Raw(`SELECT floor(extract(epoch FROM created_at) / 60)::bigint AS minute,
+	err = s.db.WithContext(ctx).Raw(`SELECT floor(extract(epoch FROM created_at) / 60)::bigint AS minute,
 			count(*) AS takes, coalesce(sum(duration_ms), 0) AS audio_ms
 		FROM takes WHERE project_id = ? AND created_at >= ? AND created_at <= ? AND refit_of IS NULL
 		GROUP BY 1`, projectID, first, p.Now).Scan(&rows).Error

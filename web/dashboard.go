@@ -26,7 +26,7 @@ func (s *Server) showDashboard(c echo.Context) error {
 	for i, p := range ps {
 		ids[i] = p.ID
 	}
-	stats, err := s.store.ProjectStats(ctx, ids, studio.DashboardParams{Now: time.Now()})
+	stats, err := s.store.ProjectStats(ctx, ids, studio.DashboardParams{})
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func (s *Server) showProjectDashboard(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	vm := views.ProjectDashboardVM{Project: *p}
-	stats, err := s.store.ProjectStats(ctx, []int64{p.ID}, studio.DashboardParams{Now: time.Now()})
+	stats, err := s.store.ProjectStats(ctx, []int64{p.ID}, studio.DashboardParams{})
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (s *Server) showProjectThroughput(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	pts, err := s.store.ThroughputByMinute(c.Request().Context(), p.ID, studio.DashboardParams{Now: time.Now(), Window: time.Hour})
+	pts, err := s.store.ThroughputByMinute(c.Request().Context(), p.ID, studio.DashboardParams{Window: time.Hour})
 	if err != nil {
 		return err
 	}

@@ -177,7 +177,8 @@ func TestGPUPageShowsEveryPublishedGPU(t *testing.T) {
 	oob := live.Find(`[hx-swap-oob]`)
 	require.Equal(t, 1, oob.Length())
 	v, _ := oob.Attr("hx-swap-oob")
-	require.Equal(t, "outerHTML:#gpu-live-0", v)
+	live0, _ := card.Find(`[data-testid=gpu-live]`).Attr("id")
+	require.Equal(t, "outerHTML:#"+live0, v)
 	require.Equal(t, "15.0 GB / 25.8 GB", strings.TrimSpace(oob.Find(`[data-testid=gpu-vram]`).Text()))
 
 	// The charts' samples, newer than a point in time.

@@ -25,7 +25,6 @@
 
   var series = {}; // key -> array of points, oldest first
   var charts = {}; // key -> [uPlot per metric]
-  var since = 0;
 
   // A batching host's batch; its points' columns are [t, decoding, in s2mel, waiting,
   // tokens/s, KV in use bytes]. The first chart draws three series.
@@ -40,7 +39,19 @@
   ];
   var batchSeries = {}; // key -> array of batch points, oldest first
   var batchCharts = {}; // key -> [uPlot per BATCH entry]
-  var batchSince = 0;
+
+  // The poll asks for what is newer than the oldest of the GPUs' newest points (each
+  // chart keeps only what is newer than its own). A sample's time is its worker's
+  // clock, and workers publish at moments of their own: the newest point of all would
+  // hide every later sample of a worker whose clock is behind, or that published
+  // before the others (its charts stopped, or lost points).
+  var newest = {}; // key -> time of the newest sample of the GPU's charts
+  var batchNewest = {}; // key -> the same for its batch charts
+  function oldestNewest(m) {
+    var keys = Object.keys(m);
+    if (!keys.length) return 0;
+    return Math.min.apply(null, keys.map(function (k) { return m[k]; }));
+  }
 
   function makeBatchCharts(box) {
     var key = box.dataset.batchCharts;
@@ -118,30 +129,35 @@
   }
 
   function poll(url) {
-    fetch(url + "?since=" + since + "&batch_since=" + batchSince, { headers: { Accept: "application/json" }, credentials: "same-origin" })
+    fetch(url + "?since=" + oldestNewest(newest) + "&batch_since=" + oldestNewest(batchNewest),
+      { headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
       .then(function (d) {
         var now = Date.now();
+        // GPUs no longer in the answer (their worker stopped) hold the cursor back no more.
+        var seen = {}, seenBatch = {};
         (d.gpus || []).forEach(function (g) {
           var pts = series[g.key] || [];
-          var last = pts.length ? pts[pts.length - 1][0] : 0;
+          var last = pts.length ? pts[pts.length - 1][0] : (newest[g.key] || 0);
           g.points.forEach(function (p) {
             if (p[0] > last) { pts.push(p); last = p[0]; }
-            if (p[0] > since) since = p[0];
           });
           while (pts.length && pts[0][0] < now - WINDOW_MS) pts.shift();
           series[g.key] = pts;
+          seen[g.key] = last;
           if (charts[g.key]) redraw(g.key);
           var bpts = batchSeries[g.key] || [];
-          var blast = bpts.length ? bpts[bpts.length - 1][0] : 0;
+          var blast = bpts.length ? bpts[bpts.length - 1][0] : (batchNewest[g.key] || 0);
           (g.batch || []).forEach(function (p) {
             if (p[0] > blast) { bpts.push(p); blast = p[0]; }
-            if (p[0] > batchSince) batchSince = p[0];
           });
           while (bpts.length && bpts[0][0] < now - WINDOW_MS) bpts.shift();
           batchSeries[g.key] = bpts;
+          if (g.batch || batchNewest[g.key] !== undefined) seenBatch[g.key] = blast;
           if (batchCharts[g.key]) redrawBatch(g.key);
         });
+        newest = seen;
+        batchNewest = seenBatch;
       })
       .catch(function () { /* the next poll tries again */ });
   }
