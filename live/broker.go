@@ -113,6 +113,13 @@ type Broker struct {
 	mu      sync.Mutex
 	subs    map[int64]map[*Subscription]struct{}
 	pending map[int64]*batch
+
+	// What Mark reads: the broker's start, how many times events were lost
+	// (ResyncAll), and how many events each project has had, watched or not (one
+	// counter per project that had one).
+	start     int64
+	lost      uint64
+	published map[int64]uint64
 }
 
 // batch gathers one project's events during a window.
@@ -125,7 +132,31 @@ type batch struct {
 
 // NewBroker returns a broker with no subscribers.
 func NewBroker(cfg BrokerConfig) *Broker {
-	return &Broker{cfg: cfg.withDefaults(), subs: map[int64]map[*Subscription]struct{}{}, pending: map[int64]*batch{}}
+	return &Broker{cfg: cfg.withDefaults(), subs: map[int64]map[*Subscription]struct{}{}, pending: map[int64]*batch{},
+		start: time.Now().UnixNano(), published: map[int64]uint64{}}
+}
+
+// Mark says which of a project's events have been published so far. A page takes it
+// before it reads the lines it shows and passes it to its event stream, whose
+// subscription starts later: Changed then says whether an event came in between,
+// which the stream would not carry.
+func (b *Broker) Mark(projectID int64) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.markLocked(projectID)
+}
+
+func (b *Broker) markLocked(projectID int64) string {
+	return fmt.Sprintf("%x.%d.%d", b.start, b.lost, b.published[projectID])
+}
+
+// Changed reports whether the project has had an event since mark (Mark) was
+// taken, or events were lost; a mark of another broker (another server, or this
+// one before a restart) or none has changed.
+func (b *Broker) Changed(projectID int64, mark string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return mark != b.markLocked(projectID)
 }
 
 // Subscription receives the events of one project.
@@ -181,6 +212,7 @@ func (b *Broker) Subscribers(projectID int64) int {
 func (b *Broker) Publish(ev Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.published[ev.ProjectID]++
 	if len(b.subs[ev.ProjectID]) == 0 {
 		return
 	}
@@ -234,6 +266,7 @@ func (b *Broker) flush(projectID int64, p *batch) {
 func (b *Broker) ResyncAll() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.lost++
 	for pid, p := range b.pending {
 		p.timer.Stop()
 		delete(b.pending, pid)

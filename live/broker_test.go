@@ -136,3 +136,24 @@ func TestBrokerResyncAll(t *testing.T) {
 		require.Empty(t, received(s1), "the pending row was dropped: the resync covers it")
 	})
 }
+
+// TestBrokerMarkSaysWhetherAProjectChanged: a mark taken before a page reads its
+// lines changes with the project's next event, watched or not (the page's stream is
+// not subscribed yet), with lost events (ResyncAll), and is another broker's on a
+// restarted server; another project's events leave it as it is.
+func TestBrokerMarkSaysWhetherAProjectChanged(t *testing.T) {
+	b := live.NewBroker(live.BrokerConfig{Window: -1})
+	mark := b.Mark(1)
+	require.False(t, b.Changed(1, mark))
+	b.Publish(live.Event{Kind: live.KindLine, ProjectID: 2, LineID: 20})
+	require.False(t, b.Changed(1, mark), "another project's event")
+	b.Publish(live.Event{Kind: live.KindLine, ProjectID: 1, LineID: 10})
+	require.True(t, b.Changed(1, mark), "an event nobody watched yet")
+	mark = b.Mark(1)
+	require.False(t, b.Changed(1, mark))
+	b.ResyncAll()
+	require.True(t, b.Changed(1, mark), "events were lost")
+	mark = b.Mark(1)
+	require.True(t, live.NewBroker(live.BrokerConfig{}).Changed(1, mark), "another broker's mark")
+	require.True(t, b.Changed(1, ""), "no mark")
+}

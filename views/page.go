@@ -50,6 +50,12 @@ func itoa[T ~int | ~int64](v T) string { return strconv.FormatInt(int64(v), 10) 
 
 func idURL(format string, ids ...any) string { return fmt.Sprintf(format, ids...) }
 
+// liveURL is a project page's event stream, with the live mark taken before the page
+// read its lines (web's streamEvents resyncs when it has changed).
+func liveURL(projectID int64, mark string) string {
+	return query(idURL("/projects/%d/events", projectID), "mark", mark)
+}
+
 func query(base string, kv ...string) string {
 	v := url.Values{}
 	for i := 0; i+1 < len(kv); i += 2 {

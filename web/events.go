@@ -25,7 +25,10 @@ import (
 //     browser reconnected and may have missed some), at most every sseResyncEvery.
 //
 // Every event has an increasing id; a browser that reconnects by itself sends the last
-// one as Last-Event-ID and is answered with a resync first.
+// one as Last-Event-ID and is answered with a resync first. A page's first connection
+// names the live mark taken before the page read its lines (?mark=, live.Broker.Mark),
+// and is answered with a resync first when a line changed in between: the stream's
+// subscription did not exist yet to carry it.
 const (
 	ssePingEvery = 30 * time.Second
 	// sseSessionEvery is how often an open stream checks that its session still
@@ -100,13 +103,15 @@ func (s *Server) streamEvents(c echo.Context) error {
 	c.Response().WriteHeader(http.StatusOK)
 
 	last, resumed := lastEventID(c)
+	mark := c.QueryParam("mark")
 	st := newLiveStream(s, c, p.ID, last)
 	defer st.stop()
 	if _, err := fmt.Fprintf(c.Response(), "retry: %d\n\n", sseRetry.Milliseconds()); err != nil {
 		return nil
 	}
-	if resumed {
-		// Whatever happened while the browser was away, it did not see.
+	if resumed || mark != "" && s.live.Changed(p.ID, mark) {
+		// Whatever happened while the browser was away, or since the page read its
+		// lines, it did not see.
 		if err := st.handle(ctx, live.Event{Kind: live.KindResync, ProjectID: p.ID}); err != nil {
 			return nil
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ import (
 type liveBundle struct {
 	*testBundle
 	listener *live.Listener
+	broker   *live.Broker
 	web      *web.Server
 }
 
@@ -45,7 +47,7 @@ func setupLive(t *testing.T) *liveBundle {
 	t.Cleanup(srv.StopStreams) // first: Close waits for running handlers
 	b.server = ts
 	within(t, l.Ready(), "the listener to listen")
-	return &liveBundle{testBundle: b, listener: l, web: srv}
+	return &liveBundle{testBundle: b, listener: l, broker: broker, web: srv}
 }
 
 // within waits for ch; the timeout only keeps a broken test from hanging.
@@ -304,5 +306,42 @@ func TestLiveBurstBecomesOneResync(t *testing.T) {
 		require.False(t, strings.HasPrefix(ev.Name, "line-"), "no rows for a burst, got %s", ev.Name)
 		resync = resync || ev.Name == "resync"
 		progress = progress || (ev.Name == "progress" && strings.Contains(ev.Data, "Queued 43"))
+	}
+}
+
+// TestLiveStreamResyncsWhatChangedBeforeItConnected: a line that changes after the
+// editor's page read its lines and before the page's event stream subscribed was
+// never sent: its row kept the old state until the line changed again. The page's
+// stream names the live mark taken before the lines were read, and a change since
+// is answered with a resync first; with none, the stream starts with what comes.
+func TestLiveStreamResyncsWhatChangedBeforeItConnected(t *testing.T) {
+	t.Parallel()
+	b := setupLive(t)
+	c := b.as(t, studio.RoleEditor)
+	streamOf := func() (path, mark string) {
+		resp := c.do("GET", fmt.Sprintf("/projects/%d", b.project.ID), nil, "", nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		path, ok := doc(t, resp).Find(`[data-testid=live]`).Attr("sse-connect")
+		require.True(t, ok)
+		u, err := url.Parse(path)
+		require.NoError(t, err)
+		require.NotEmpty(t, u.Query().Get("mark"))
+		return path, u.Query().Get("mark")
+	}
+	l := b.lines(t, b.project.ID)[0]
+
+	path, mark := streamOf()
+	b.setState(t, l.ID, studio.StateDone) // after the page, before its stream
+	require.Eventually(t, func() bool { return b.broker.Changed(b.project.ID, mark) },
+		20*time.Second, 10*time.Millisecond, "the change reaches the broker")
+	require.Equal(t, "resync", c.stream(path, nil).next(t, "*").Name, "the page reloads its table")
+
+	path, _ = streamOf()
+	s := c.stream(path, nil)
+	b.setState(t, l.ID, studio.StateNeedsReview)
+	first := s.next(t, "*")
+	require.NotEqual(t, "resync", first.Name, "nothing changed before the stream")
+	if first.Name != fmt.Sprintf("line-%d", l.ID) {
+		s.next(t, fmt.Sprintf("line-%d", l.ID))
 	}
 }

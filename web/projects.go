@@ -111,7 +111,7 @@ func lineFilter(c echo.Context) studio.LineFilter {
 
 func (s *Server) projectVM(c echo.Context, p *studio.Project) (views.ProjectVM, error) {
 	ctx := c.Request().Context()
-	vm := views.ProjectVM{Project: *p, Filter: lineFilter(c)}
+	vm := views.ProjectVM{Project: *p, Filter: lineFilter(c), LiveMark: s.live.Mark(p.ID)}
 	var err error
 	if vm.Characters, err = s.store.Characters(ctx, p.ID); err != nil {
 		return vm, err

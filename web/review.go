@@ -21,6 +21,7 @@ func (s *Server) showReview(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	mark := s.live.Mark(p.ID) // before the line is read
 	ctx := c.Request().Context()
 	var l *studio.Line
 	if v := c.QueryParam("line"); v != "" {
@@ -42,6 +43,7 @@ func (s *Server) showReview(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	vm.LiveMark = mark
 	return s.renderReview(c, http.StatusOK, vm)
 }
 
