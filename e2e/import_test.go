@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -141,4 +142,55 @@ func TestImportPreviewAndModes(t *testing.T) {
 	require.Len(t, got, 2)
 	require.Equal(t, "Tout recommence.", got[0].Text)
 	fmt.Println("screenshots: e2e/artifacts/import-*.png")
+}
+
+// TestImportFrameTimecodes imports a dubbing spreadsheet whose TC in/out count
+// frames, drop-frame at 29.97: at the default rate (25: the project has no video) the
+// preview refuses the drop-frame timecodes on their lines; the frame-rate select
+// set to 29.97 previews the times in milliseconds, and the confirm stores them.
+func TestImportFrameTimecodes(t *testing.T) {
+	b := setup(t)
+	ctx := browser(t)
+	csv := filepath.Join(t.TempDir(), "dub_2997df.csv")
+	require.NoError(t, os.WriteFile(csv, []byte("TC in,TC out,Character,Dialogue\n"+
+		"00:00:01;12,00:00:02;00,ANNE,Bonjour.\n"+
+		"00:01:00;02,00:01:01;00,PAUL,Salut.\n"), 0o644))
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(css(sel)))
+		require.NoError(t, err)
+		return s
+	}
+
+	require.NoError(t, chromedp.Do(ctx, login(b, b.editor)...))
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SendKeys(css(`[data-testid=new-project] input[name=name]`), "Frames"),
+		chromedp.Click(css(`[data-testid=new-project] button[type=submit]`)),
+		chromedp.WaitVisible(css(`[data-testid=import-panel][open] [data-testid=import-fps-select]`)),
+		chromedp.SetUploadFiles(css(`[data-testid=import-file]`), []string{csv}),
+		chromedp.WaitVisible(css(`[data-testid=import-preview] [data-testid=import-problems]`)),
+	))
+	problems := text(`[data-testid=import-problems]`)
+	require.Contains(t, problems, `line 2: Timecode "00:00:01;12" is drop-frame`)
+	require.Contains(t, problems, "the frame rate chosen is 25")
+
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { document.getElementById('import-result').innerHTML = '';
+		const s = document.querySelector('[data-testid=import-fps-select]'); s.value = '29.97';
+		s.dispatchEvent(new Event('change', {bubbles: true})); })(), true`))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(css(`[data-testid=import-rows]`))))
+	require.Contains(t, text(`[data-testid=import-fps]`), "29.97 fps")
+	require.Equal(t, "00:00:01.401 – 00:00:02.002", text(`[data-testid=import-row]:nth-child(1) td.time`))
+	require.Equal(t, "00:01:00.060 – 00:01:00.994", text(`[data-testid=import-row]:nth-child(2) td.time`))
+	screenshot(t, ctx, "import-frames.png")
+
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(css(`[data-testid=import-confirm]`)),
+		chromedp.WaitVisible(css(`[data-testid=import-ok]`)),
+	))
+	got, err := b.store.AllLines(context.Background(), mustProject(t, b))
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, [2]int{1401, 2002}, [2]int{got[0].StartMs, got[0].EndMs})
+	require.Equal(t, [2]int{60060, 60994}, [2]int{got[1].StartMs, got[1].EndMs})
 }

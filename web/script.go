@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -64,10 +65,17 @@ func (s *Server) importScript(c echo.Context) error {
 		return refuse(http.StatusUnprocessableEntity)
 	}
 	vm.Mode = mode
+	fps, fpsFrom, err := s.importFPS(c.Request().Context(), p.ID, c.FormValue("fps"))
+	if err != nil {
+		return err
+	}
 
-	res, err := script.Import(name, data, c.FormValue("encoding"))
+	res, err := script.Import(name, data, script.ImportOpts{Encoding: c.FormValue("encoding"), FPS: fps})
 	cues := res.Cues
 	vm.Encoding, vm.Format = res.Encoding, string(res.Format)
+	if res.FPS != "" {
+		vm.FPS, vm.FPSFrom = string(res.FPS), fpsFrom
+	}
 	var pe *script.ParseError
 	if errors.As(err, &pe) {
 		for _, pr := range pe.Problems {
@@ -77,6 +85,13 @@ func (s *Server) importScript(c echo.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !vm.Preview && c.FormValue("sha256") != "" && c.FormValue("fps_previewed") != vm.FPS {
+		// Frames counted at another rate than the preview showed (the select changed,
+		// or the project's video did): show what it is now.
+		vm.Preview = true
+		vm.Problems = []string{s.t(c, "import.fps_changed")}
+		return refuse(http.StatusConflict)
 	}
 	// Exact duplicates (same times and text as an earlier cue) are skipped.
 	lines := make([]studio.NewLine, 0, len(cues))
@@ -115,6 +130,32 @@ func (s *Server) importScript(c echo.Context) error {
 	vm.Lines.OOB = true
 	c.Response().Header().Set(hxTrigger, "progress-changed")
 	return s.render(c, http.StatusOK, views.ImportOutcome(page, vm))
+}
+
+// defaultImportFPS is the rate timecodes with frames count at when the editor leaves
+// it to the project and the project has no video of a rate the import reads: 25, as
+// exports' start timecode (studio.ExportOptions.FPS).
+const defaultImportFPS = script.FPS25
+
+// importFPS returns the frame rate an import counts timecodes with frames at, and
+// where it comes from (views.FPSFromForm, FPSFromVideo, FPSFromDefault): the one the
+// form names, else the project's source video's as probed, when it is one of
+// script.FrameRates, else defaultImportFPS. The preview and the confirm resolve it
+// alike, and the confirm checks that it found what the preview did.
+func (s *Server) importFPS(ctx context.Context, projectID int64, chosen string) (script.FPS, string, error) {
+	if chosen != "" {
+		return script.FPS(chosen), views.FPSFromForm, nil
+	}
+	v, err := s.store.ProjectVideo(ctx, projectID)
+	if err != nil && !errors.Is(err, studio.ErrNotFound) {
+		return "", "", err
+	}
+	if err == nil && v.FrameRateNum != nil && v.FrameRateDen != nil {
+		if fps, ok := script.FPSOf(*v.FrameRateNum, *v.FrameRateDen); ok {
+			return fps, views.FPSFromVideo, nil
+		}
+	}
+	return defaultImportFPS, views.FPSFromDefault, nil
 }
 
 // previewRows lists the first views.MaxPreviewRows cues with what the import does

@@ -145,11 +145,34 @@ func csvTimecode(s *source, f csvField) (time.Duration, bool) {
 		s.add(f.line, "script.missing_timecode")
 		return 0, false
 	}
+	if isFrameTimecode(v) {
+		return csvFrameTimecode(s, f.line, v)
+	}
 	d, ok := parseTimecode(v)
 	if !ok {
 		s.add(f.line, "script.bad_timecode", v)
 	}
 	return d, ok
+}
+
+// csvFrameTimecode reads v, a timecode with frames on line, at the rate chosen. With
+// none chosen, the first one of the file is reported (the setting is missing, not
+// the line wrong) and the others are refused without a word.
+func csvFrameTimecode(s *source, line int, v string) (time.Duration, bool) {
+	first := !s.frames
+	s.frames = true
+	if s.fps == "" {
+		if first {
+			s.add(line, "script.no_fps", v)
+		}
+		return 0, false
+	}
+	d, key, args := parseFrameTimecode(v, s.fps)
+	if key != "" {
+		s.add(line, key, args...)
+		return 0, false
+	}
+	return d, true
 }
 
 // csvHeader returns the index of the header line of lines, a CSV file, and the

@@ -51,6 +51,10 @@ type source struct {
 	// legacy is set when a code page decoder read the file: its U+FFFD are bytes it
 	// could not decode.
 	legacy bool
+	// fps is the rate timecodes with frames count at (ImportOpts.FPS), "" if none was
+	// chosen; frames is set once such a timecode has been seen.
+	fps    FPS
+	frames bool
 }
 
 // numbered is a problem and the order in which it was found, which breaks ties

@@ -36,7 +36,7 @@ func TestImportEncodings(t *testing.T) {
 			require.Len(t, twin, 3)
 			data := readTestdata(t, "encodings/"+base)
 
-			res, err := Import(base, data, "")
+			res, err := Import(base, data, ImportOpts{})
 			require.NoError(t, err)
 			want := enc
 			if d, ok := detected[enc]; ok {
@@ -46,7 +46,7 @@ func TestImportEncodings(t *testing.T) {
 			require.Equal(t, FormatSRT, res.Format)
 			require.Equal(t, twin, res.Cues)
 
-			res, err = Import(base, data, enc)
+			res, err = Import(base, data, ImportOpts{Encoding: enc})
 			require.NoError(t, err, "asked for %s", enc)
 			require.Equal(t, enc, res.Encoding)
 			require.Equal(t, twin, res.Cues)
@@ -60,18 +60,18 @@ func TestImportEncodings(t *testing.T) {
 func TestImportWrongEncoding(t *testing.T) {
 	t.Parallel()
 	data := readTestdata(t, "encodings/zh.gb18030.srt")
-	_, err := Import("zh.srt", data, EncodingUTF8)
+	_, err := Import("zh.srt", data, ImportOpts{Encoding: EncodingUTF8})
 	require.Equal(t, []Problem{p(3, "script.invalid_utf8"), p(7, "script.invalid_utf8"), p(11, "script.invalid_utf8")}, problems(t, err))
 
 	fr := readTestdata(t, "encodings/fr.windows-1252.srt")
-	res, err := Import("fr.srt", fr, EncodingEUCKR)
+	res, err := Import("fr.srt", fr, ImportOpts{Encoding: EncodingEUCKR})
 	require.Error(t, err)
 	require.Equal(t, EncodingEUCKR, res.Encoding)
 	for _, pr := range problems(t, err) {
 		require.Equal(t, "script.invalid_encoding", pr.Key)
 	}
 
-	_, err = Import("fr.srt", fr, "klingon")
+	_, err = Import("fr.srt", fr, ImportOpts{Encoding: "klingon"})
 	require.Equal(t, []Problem{p(1, "script.unknown_encoding", "klingon")}, problems(t, err))
 }
 
@@ -82,12 +82,12 @@ func TestUTF32BOMNotUTF16(t *testing.T) {
 	data, err := os.ReadFile("testdata/encodings/zh.utf-32le.srt")
 	require.NoError(t, err)
 	require.Equal(t, []byte{0xFF, 0xFE, 0, 0}, data[:4])
-	res, err := Import("x", data, "")
+	res, err := Import("x", data, ImportOpts{})
 	require.NoError(t, err)
 	require.Equal(t, EncodingUTF32LE, res.Encoding)
 	// A unit past U+10FFFF is a problem of its line.
 	bad := append(append([]byte(nil), data...), 0x00, 0x00, 0x11, 0x00)
-	_, err = Import("x", bad, "")
+	_, err = Import("x", bad, ImportOpts{})
 	require.Equal(t, []Problem{p(12, "script.invalid_utf32")}, problems(t, err))
 }
 
@@ -95,7 +95,7 @@ func TestUTF32BOMNotUTF16(t *testing.T) {
 // with iconv for the first importer's tests), which was refused as invalid UTF-8.
 func TestImportLatin1(t *testing.T) {
 	t.Parallel()
-	res, err := Import("latin1.srt", readTestdata(t, "latin1.srt"), "")
+	res, err := Import("latin1.srt", readTestdata(t, "latin1.srt"), ImportOpts{})
 	require.NoError(t, err)
 	require.Equal(t, EncodingWindows1252, res.Encoding)
 	require.Len(t, res.Cues, 3)
@@ -109,7 +109,7 @@ func TestImportLatin1(t *testing.T) {
 func TestChosenEncodingDropsTheMark(t *testing.T) {
 	t.Parallel()
 	vtt := "WEBVTT\r\n\r\n00:00:01.000 --> 00:00:02.000\r\nHello.\r\n"
-	res, err := Import("bom.vtt", append([]byte("\xEF\xBB\xBF"), vtt...), EncodingWindows1252)
+	res, err := Import("bom.vtt", append([]byte("\xEF\xBB\xBF"), vtt...), ImportOpts{Encoding: EncodingWindows1252})
 	require.NoError(t, err)
 	require.Equal(t, FormatVTT, res.Format)
 	require.Len(t, res.Cues, 1)

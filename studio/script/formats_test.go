@@ -305,7 +305,7 @@ func TestTTMLEncodings(t *testing.T) {
 	require.Equal(t, want, got)
 	gb, err := simplifiedchinese.GB18030.NewEncoder().String(fmt.Sprintf(doc, "GB18030"))
 	require.NoError(t, err)
-	res, err := Import("subs.ttml", []byte(gb), "")
+	res, err := Import("subs.ttml", []byte(gb), ImportOpts{})
 	require.NoError(t, err)
 	require.Equal(t, EncodingGB18030, res.Encoding)
 	require.Equal(t, FormatTTML, res.Format)

@@ -67,7 +67,7 @@ func TestRealFilms(t *testing.T) {
 		t.Run(f.file, func(t *testing.T) {
 			t.Parallel()
 			data := readTestdata(t, "public/"+f.file)
-			res, err := Import(f.file, data, "")
+			res, err := Import(f.file, data, ImportOpts{})
 			require.NoError(t, err)
 			require.Equal(t, f.format, res.Format)
 			require.Equal(t, EncodingUTF8, res.Encoding)
@@ -90,18 +90,18 @@ func TestRealFilms(t *testing.T) {
 
 			for twin, enc := range f.twins {
 				data := readTestdata(t, "public/"+twin)
-				res, err := Import(twin, data, "")
+				res, err := Import(twin, data, ImportOpts{})
 				require.NoError(t, err, twin)
 				want := enc
 				if enc == EncodingISO885915 {
 					want = EncodingWindows1252 // the text uses none of the code points where they differ
 				}
 				require.Equal(t, want, res.Encoding, twin)
-				orig, err := Import(f.file, readTestdata(t, "public/"+f.file), "")
+				orig, err := Import(f.file, readTestdata(t, "public/"+f.file), ImportOpts{})
 				require.NoError(t, err)
 				require.Equal(t, orig.Cues, res.Cues, twin)
 
-				res, err = Import(twin, data, enc)
+				res, err = Import(twin, data, ImportOpts{Encoding: enc})
 				require.NoError(t, err, "%s read as %s", twin, enc)
 				require.Equal(t, orig.Cues, res.Cues, twin)
 			}
@@ -199,13 +199,13 @@ func TestWindows1251(t *testing.T) {
 		return append([]byte("1\n00:00:01,000 --> 00:00:02,000\n"), text...)
 	}
 	ru := []byte{0xDF, 0x20, 0xE7, 0xED, 0xE0, 0xFE, 0x2E} // "Я знаю." in Windows-1251
-	res, err := Import("ru.srt", srt(ru), "")
+	res, err := Import("ru.srt", srt(ru), ImportOpts{})
 	require.NoError(t, err)
 	require.Equal(t, EncodingWindows1251, res.Encoding)
 	require.Equal(t, "Я знаю.", res.Cues[0].Text)
 
 	de := []byte("Gr\xf6\xdfe, s\xfc\xdf und Caf\xe9 cr\xe9\xe9e") // umlauts and ß side by side: "öß", "üß", "éé"
-	res, err = Import("de.srt", srt(de), "")
+	res, err = Import("de.srt", srt(de), ImportOpts{})
 	require.NoError(t, err)
 	require.Equal(t, EncodingWindows1252, res.Encoding)
 	require.Equal(t, "Größe, süß und Café créée", res.Cues[0].Text)

@@ -167,7 +167,7 @@ func (e *ParseError) Error() string {
 // content (a WEBVTT header, an SRT cue, a CSV header row); the extension of filename
 // decides only when the content does not.
 func Parse(filename string, data []byte) ([]Cue, error) {
-	res, err := Import(filename, data, "")
+	res, err := Import(filename, data, ImportOpts{})
 	return res.Cues, err
 }
 
@@ -180,22 +180,42 @@ type Result struct {
 	// Encoding is the encoding the file was read in (EncodingUTF8, EncodingGB18030, ...):
 	// the one asked for, or the one detected.
 	Encoding string
+	// FPS is the rate the file's timecodes with frames were counted at (ImportOpts.FPS);
+	// "" when it has none.
+	FPS FPS
 }
 
-// Import reads a script as Parse does, in encoding enc (one of Encodings), or in the
-// encoding detected from the content when enc is "". It reports the format and the
+// ImportOpts say how Import reads a file; the zero value is what Parse does.
+type ImportOpts struct {
+	// Encoding is one of Encodings, or "" for the encoding detected from the content.
+	Encoding string
+	// FPS is the frame rate that a CSV's timecodes with frames (HH:MM:SS:FF, and
+	// HH:MM:SS;FF drop-frame at 29.97) count at, one of FrameRates. With "" such a
+	// timecode is a problem that names the setting; timecodes in milliseconds are
+	// read whatever it is.
+	FPS FPS
+}
+
+// Import reads a script as Parse does, with opts. It reports the format and the
 // encoding even when the file cannot be imported, so that a user can pick another.
-func Import(filename string, data []byte, enc string) (Result, error) {
-	if enc != "" && !KnownEncoding(enc) {
-		return Result{}, &ParseError{Problems: []Problem{{Line: 1, Key: "script.unknown_encoding", Args: []any{enc}}}}
+func Import(filename string, data []byte, opts ImportOpts) (Result, error) {
+	if opts.Encoding != "" && !KnownEncoding(opts.Encoding) {
+		return Result{}, &ParseError{Problems: []Problem{{Line: 1, Key: "script.unknown_encoding", Args: []any{opts.Encoding}}}}
 	}
-	src := decodeAs(data, enc)
+	if opts.FPS != "" && !KnownFPS(opts.FPS) {
+		return Result{}, &ParseError{Problems: []Problem{{Line: 1, Key: "script.unknown_fps", Args: []any{string(opts.FPS)}}}}
+	}
+	src := decodeAs(data, opts.Encoding)
+	src.fps = opts.FPS
 	res := Result{Format: detect(filename, src), Encoding: src.encoding}
 	if res.Format == "" && src.fatal() == nil {
 		src.add(1, "script.unknown_format")
 	}
 	cues, err := parseSource(res.Format, src)
 	res.Cues = cues
+	if src.frames {
+		res.FPS = src.fps
+	}
 	return res, err
 }
 
