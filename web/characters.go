@@ -65,9 +65,9 @@ func (s *Server) characterParams(c echo.Context, f *views.CharacterForm, current
 	p := studio.CharacterParams{Name: f.Name, Color: f.Color, PreviewVoice: f.PreviewVoice}
 	switch studio.EmotionMode(f.EmotionMode) {
 	case studio.EmotionAudio:
-		w, ok := parseNumber(f.EmotionWeight)
-		if !ok {
-			w = -1 // refused by validation with its message
+		w, err := strconv.ParseFloat(f.EmotionWeight, 64)
+		if err != nil {
+			w = -1
 		}
 		// The emotion reference is the character's current one; uploading it is a
 		// separate step.
@@ -165,8 +165,8 @@ func (s *Server) uploadReference(c echo.Context) error {
 
 // uploadEmotionAudio stores a character's emotion reference recording.
 func (s *Server) uploadEmotionAudio(c echo.Context) error {
-	weight, ok := parseNumber(c.FormValue("emotion_weight"))
-	if !ok {
+	weight, err := strconv.ParseFloat(c.FormValue("emotion_weight"), 64)
+	if err != nil {
 		weight = 0.8
 	}
 	return s.uploadCharacterAudio(c, "emotion_file", func(ctx context.Context, ch *studio.Character, up media.Upload) error {

@@ -2,7 +2,6 @@ package web
 
 import (
 	"errors"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -217,8 +216,7 @@ func parseEmotion(mode, value string) (*studio.Emotion, error) {
 		return &studio.Emotion{Mode: studio.EmotionSpeaker}, nil
 	case string(studio.EmotionVector):
 		e, err := studio.ParseEmotionColumn(value)
-		if err == nil && (e == nil || e.Mode != studio.EmotionVector || !finite(e.Vector)) {
-			// Not a vector, or NaN in one (every range check lets it through).
+		if err == nil && (e == nil || e.Mode != studio.EmotionVector) {
 			e = &studio.Emotion{Mode: studio.EmotionVector}
 			return nil, e.Validate()
 		}
@@ -229,16 +227,6 @@ func parseEmotion(mode, value string) (*studio.Emotion, error) {
 	}
 	e := &studio.Emotion{Mode: studio.EmotionMode(mode)}
 	return nil, e.Validate()
-}
-
-// finite says whether every number of v is finite (not NaN, not infinite).
-func finite(v []float64) bool {
-	for _, x := range v {
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // maxTimeMs is the latest start or end an edit gives a line, in the inline editor

@@ -13,14 +13,6 @@ import (
 	"dubstudio/views"
 )
 
-// parseNumber reads a number as a user types it into a form. NaN and the infinities,
-// which strconv.ParseFloat takes ("NaN", "inf"), are not numbers here: NaN passes
-// every range check, and neither can be stored as JSON.
-func parseNumber(v string) (float64, bool) {
-	x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	return x, err == nil && !math.IsNaN(x) && !math.IsInf(x, 0)
-}
-
 func paramID(c echo.Context, name string) (int64, error) {
 	id, err := strconv.ParseInt(c.Param(name), 10, 64)
 	if err != nil || id <= 0 {
@@ -189,8 +181,10 @@ func (s *Server) saveFitSettings(c echo.Context) error {
 		GapBorrowMs: c.FormValue("gap_borrow_ms"), LoudnessLUFS: c.FormValue("loudness_lufs"), MaxSpeedStep: c.FormValue("max_speed_step")}
 	var f studio.FitSettings
 	parse := func(field, v string, dst *float64) {
-		x, ok := parseNumber(v)
-		if !ok {
+		// NaN and the infinities, which ParseFloat reads ("NaN", "inf"), are no
+		// numbers to type here (the range checks refuse them too).
+		x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
 			vm.Errors[field] = s.t(c, "form.not_a_number")
 		}
 		*dst = x

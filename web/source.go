@@ -130,8 +130,8 @@ func (s *Server) setSourceEmotion(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	weight, ok := parseNumber(c.FormValue("weight"))
-	if !ok {
+	weight, err := strconv.ParseFloat(c.FormValue("weight"), 64)
+	if err != nil {
 		weight = -1 // refused by validation with its message
 	}
 	var notice string
@@ -172,11 +172,8 @@ func parseSourceEmotion(v string) (*studio.Emotion, error) {
 		start, end, ok := strings.Cut(parts[0], "-")
 		a, err1 := strconv.Atoi(start)
 		b, err2 := strconv.Atoi(end)
-		w, isNumber := parseNumber(parts[1])
-		if !isNumber {
-			w = -1 // refused by validation with its message
-		}
-		if ok && err1 == nil && err2 == nil {
+		w, err3 := strconv.ParseFloat(parts[1], 64)
+		if ok && err1 == nil && err2 == nil && err3 == nil {
 			e := studio.SourceEmotion(a, b, w)
 			return &e, e.Validate()
 		}

@@ -77,13 +77,23 @@ func (p *prepareWorker) prepare(ctx context.Context, job *river.Job[PrepareSpeak
 // so that it was waiting for it), it returns the preparation's error as failed
 // instead: a render queued after the failure queues the preparation again.
 func (w *Worker) conditioning(ctx context.Context, refSHA string, since time.Time) (ready bool, path, failed string, err error) {
-	ready, path, err = w.findConditioning(ctx, refSHA)
-	if ready || err != nil {
-		return ready, path, "", err
-	}
 	info, err := w.permits.Model(ctx)
 	if err != nil {
 		return false, "", "", err
+	}
+	key := refSHA + "/" + info.Version
+	if path, ok := w.conditioned.Load(key); ok {
+		return true, path.(string), "", nil
+	}
+	path, ok, err := w.store.SpeakerConditioning(ctx, refSHA, info.Version)
+	if err != nil {
+		return false, "", "", err
+	}
+	if ok {
+		// Conditioning is made once per reference and model and never removed: no
+		// need to ask the database again for every line.
+		w.conditioned.Store(key, path)
+		return true, path, "", nil
 	}
 	msg, failedThen, err := w.store.SpeakerConditioningFailure(ctx, refSHA, info.Version, since)
 	if err != nil || failedThen {
@@ -91,24 +101,4 @@ func (w *Worker) conditioning(ctx context.Context, refSHA string, since time.Tim
 	}
 	_, err = w.pipeline.inserter.Insert(ctx, PrepareSpeakerArgs{RefSHA256: refSHA, ModelVersion: info.Version}, nil)
 	return false, "", "", err
-}
-
-// findConditioning returns the path of the speaker conditioning of a reference for
-// the engine's model, if it exists.
-func (w *Worker) findConditioning(ctx context.Context, refSHA string) (bool, string, error) {
-	info, err := w.permits.Model(ctx)
-	if err != nil {
-		return false, "", err
-	}
-	key := refSHA + "/" + info.Version
-	if path, ok := w.conditioned.Load(key); ok {
-		return true, path.(string), nil
-	}
-	path, ok, err := w.store.SpeakerConditioning(ctx, refSHA, info.Version)
-	if ok {
-		// Conditioning is made once per reference and model and never removed: no
-		// need to ask the database again for every line.
-		w.conditioned.Store(key, path)
-	}
-	return ok, path, err
 }

@@ -9,7 +9,8 @@ import (
 
 // FPS is a frame rate that timecodes with frames (HH:MM:SS:FF, and HH:MM:SS;FF
 // drop-frame, as dubbing spreadsheets give TC in and out) count at, named as editors
-// name it: "25", "29.97". Exports name theirs FPS too (studio.ExportOptions.FPS).
+// name it: "25", "29.97". An export's start timecode counts at its own, whole rates
+// only (studio.ExportOptions.FPS: 24, 25 or 30; studio.TimecodeSamples).
 type FPS string
 
 // The frame rates an import reads.
