@@ -128,7 +128,6 @@ func (b Board) Card(uuid string) (Card, bool) {
 // ReadBoard reads the GPUs of the workers that are alive (a state that cannot be
 // decoded is left out) and names the lines they run.
 func ReadBoard(ctx context.Context, store *studio.Store) (Board, error) {
-	now := time.Now()
 	states, err := store.GPULiveStates(ctx)
 	if err != nil {
 		return Board{}, err
@@ -148,7 +147,7 @@ func ReadBoard(ctx context.Context, store *studio.Store) (Board, error) {
 	var b Board
 	published := map[string]bool{}
 	for _, l := range states {
-		if !l.Alive(now) {
+		if !l.Alive() {
 			continue
 		}
 		st, err := DecodeState(l.State)
@@ -158,8 +157,8 @@ func ReadBoard(ctx context.Context, store *studio.Store) (Board, error) {
 		}
 		published[l.Worker] = len(st.GPUs) > 0
 		stale := 0
-		if age := now.Sub(l.UpdatedAt); age > staleAfter {
-			stale = int(age.Seconds())
+		if l.Age > staleAfter {
+			stale = int(l.Age.Seconds())
 		}
 		for _, g := range st.GPUs {
 			b.Cards = append(b.Cards, Card{Worker: l.Worker, Host: l.Host, Engine: st.Engine, Simulated: st.Simulated,
@@ -167,7 +166,7 @@ func ReadBoard(ctx context.Context, store *studio.Store) (Board, error) {
 		}
 	}
 	for _, w := range workers {
-		if w.Alive(now) && !published[w.Name] {
+		if w.Alive() && !published[w.Name] {
 			b.CPUWorkers = append(b.CPUWorkers, CPUWorker{Name: w.Name, Host: w.Host, Engines: w.Engines})
 		}
 	}

@@ -452,17 +452,17 @@ func (s *Store) PruneGPUHistory(ctx context.Context, before time.Time) (int64, e
 
 // GPULive is the newest state a worker published about its GPUs.
 type GPULive struct {
-	Worker      string
-	Host        string
-	UpdatedAt   time.Time
-	State       json.RawMessage
-	HeartbeatAt time.Time
+	Worker string
+	Host   string
+	State  json.RawMessage
+	// Age is how long ago the state was published and Silence how long ago its
+	// worker's heartbeat was, both by the database's clock.
+	Age     time.Duration
+	Silence time.Duration
 }
 
 // Alive reports whether the worker behind the state is alive.
-func (l GPULive) Alive(now time.Time) bool {
-	return WorkerInfo{HeartbeatAt: l.HeartbeatAt}.Alive(now)
-}
+func (l GPULive) Alive() bool { return WorkerInfo{Silence: l.Silence}.Alive() }
 
 // PublishGPULive replaces a worker's published GPU state. The worker must be
 // registered (ErrNotFound otherwise).
@@ -481,17 +481,17 @@ func (s *Store) PublishGPULive(ctx context.Context, worker, host string, state j
 // by worker name.
 func (s *Store) GPULiveStates(ctx context.Context) ([]GPULive, error) {
 	var rows []struct {
-		Worker, Host string
-		UpdatedAt    time.Time
-		State        string
-		HeartbeatAt  time.Time
+		Worker, Host               string
+		State                      string
+		AgeSeconds, SilenceSeconds float64
 	}
-	err := s.db.WithContext(ctx).Raw(`SELECT g.worker, g.host, g.updated_at, g.state::text AS state, w.heartbeat_at
+	err := s.db.WithContext(ctx).Raw(`SELECT g.worker, g.host, g.state::text AS state,
+		` + silenceSQL("g.updated_at") + ` AS age_seconds, ` + silenceSQL("w.heartbeat_at") + ` AS silence_seconds
 		FROM gpu_live g JOIN workers w ON w.name = g.worker ORDER BY g.worker`).Scan(&rows).Error
 	out := make([]GPULive, len(rows))
 	for i, r := range rows {
-		out[i] = GPULive{Worker: r.Worker, Host: r.Host, UpdatedAt: r.UpdatedAt, State: json.RawMessage(r.State),
-			HeartbeatAt: r.HeartbeatAt}
+		out[i] = GPULive{Worker: r.Worker, Host: r.Host, State: json.RawMessage(r.State),
+			Age: durationOf(r.AgeSeconds), Silence: durationOf(r.SilenceSeconds)}
 	}
 	return out, err
 }

@@ -223,11 +223,43 @@ func TestGPUHistoryAndLiveState(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, live, 1)
 	require.JSONEq(t, string(state), string(live[0].State))
-	require.True(t, live[0].Alive(time.Now()))
+	require.True(t, live[0].Alive())
 	require.NoError(t, b.store.UnregisterWorker(ctx, "w1"))
 	live, err = b.store.GPULiveStates(ctx)
 	require.NoError(t, err)
 	require.Empty(t, live, "the state goes with the worker")
+}
+
+// The web server's clock may be off from the database's by any amount; heartbeats
+// are written with the database's now(), so how long ago they were is read by it too.
+func TestSilenceIsReadByTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	b := setupGPU(t)
+	ctx := context.Background()
+	require.NoError(t, b.store.RegisterWorker(ctx, studio.WorkerInfo{Name: "quiet", Host: "h1", PID: 1}))
+	require.NoError(t, b.store.PublishGPULive(ctx, "quiet", "h1", json.RawMessage(`{"gpus": []}`)))
+	_, err := b.store.Pool().Exec(ctx, `UPDATE workers SET heartbeat_at = now() - interval '25 seconds' WHERE name = 'quiet'`)
+	require.NoError(t, err)
+	_, err = b.store.Pool().Exec(ctx, `UPDATE gpu_live SET updated_at = now() - interval '12 seconds' WHERE worker = 'quiet'`)
+	require.NoError(t, err)
+
+	ws, err := b.store.Workers(ctx)
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	require.InDelta(t, 25, ws[0].Silence.Seconds(), 2)
+	require.False(t, ws[0].Alive(), "20 s without a heartbeat")
+	live, err := b.store.GPULiveStates(ctx)
+	require.NoError(t, err)
+	require.Len(t, live, 1)
+	require.InDelta(t, 25, live[0].Silence.Seconds(), 2)
+	require.InDelta(t, 12, live[0].Age.Seconds(), 2)
+	require.False(t, live[0].Alive())
+
+	require.NoError(t, b.store.WorkerHeartbeat(ctx, "quiet"))
+	ws, err = b.store.Workers(ctx)
+	require.NoError(t, err)
+	require.Less(t, ws[0].Silence, 2*time.Second)
+	require.True(t, ws[0].Alive())
 }
 
 func TestMetricsQueries(t *testing.T) {

@@ -17,13 +17,28 @@ type WorkerInfo struct {
 	Concurrency int
 	StartedAt   time.Time
 	HeartbeatAt time.Time
+	// Silence is how long ago the heartbeat was, by the database's clock (the
+	// heartbeat is written with the database's now(), so the reader's clock, which
+	// may be off by any amount, takes no part).
+	Silence time.Duration `gorm:"-"`
 }
 
 // TableName keeps gorm on the workers table.
 func (WorkerInfo) TableName() string { return "workers" }
 
+// aliveWithin is how recent a heartbeat must be for its worker to count as alive.
+const aliveWithin = 20 * time.Second
+
 // Alive reports whether the worker's heartbeat is recent.
-func (w WorkerInfo) Alive(now time.Time) bool { return now.Sub(w.HeartbeatAt) < 20*time.Second }
+func (w WorkerInfo) Alive() bool { return w.Silence < aliveWithin }
+
+// silenceSQL reads how long ago a timestamp column was by the database's clock.
+func silenceSQL(col string) string {
+	return "extract(epoch FROM now() - " + col + ")::float8"
+}
+
+// durationOf turns a count of seconds read from the database into a duration.
+func durationOf(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // RegisterWorker adds or refreshes a worker's registry entry.
 func (s *Store) RegisterWorker(ctx context.Context, w WorkerInfo) error {
@@ -61,8 +76,17 @@ func (s *Store) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	if err := s.db.WithContext(ctx).Exec(`DELETE FROM workers WHERE heartbeat_at < now() - interval '1 day'`).Error; err != nil {
 		return nil, err
 	}
-	var ws []WorkerInfo
-	err := s.db.WithContext(ctx).Order("heartbeat_at DESC").Find(&ws).Error
+	var rows []struct {
+		WorkerInfo     `gorm:"embedded"`
+		SilenceSeconds float64
+	}
+	err := s.db.WithContext(ctx).Raw(`SELECT *, ` + silenceSQL("heartbeat_at") + ` AS silence_seconds
+		FROM workers ORDER BY heartbeat_at DESC`).Scan(&rows).Error
+	ws := make([]WorkerInfo, len(rows))
+	for i, r := range rows {
+		ws[i] = r.WorkerInfo
+		ws[i].Silence = durationOf(r.SilenceSeconds)
+	}
 	return ws, err
 }
 

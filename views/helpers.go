@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"github.com/a-h/templ"
 	"strings"
-	"time"
 
 	"dubstudio/studio"
 )
@@ -172,8 +171,6 @@ func queueAction(paused bool) string {
 	}
 	return "/admin/queue/pause"
 }
-
-func now() time.Time { return time.Now() }
 
 // exportPolling makes the export list refresh itself while an export is unfinished.
 func exportPolling(projectID int64, exports []studio.Export) templ.Attributes {

@@ -4408,7 +4408,7 @@ func WorkersPage(p Page, ws []studio.WorkerInfo, paused bool, gc *studio.BlobGCR
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				if w.Alive(now()) {
+				if w.Alive() {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 384, "<span class=\"badge st-done\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err

@@ -120,9 +120,8 @@ func (m metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		fail(descUsed, err)
 		return
 	}
-	now := time.Now()
 	for _, l := range states {
-		if !l.Alive(now) {
+		if !l.Alive() {
 			continue
 		}
 		ls, err := fleet.DecodeState(l.State)

@@ -122,5 +122,5 @@ func TestWorkerRegistersWithHeartbeat(t *testing.T) {
 	require.Len(t, ws, 1)
 	require.Equal(t, "registry-test", ws[0].Name)
 	require.Equal(t, []string{"espeak"}, []string(ws[0].Engines))
-	require.True(t, ws[0].Alive(time.Now()))
+	require.True(t, ws[0].Alive())
 }
