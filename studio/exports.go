@@ -4,11 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"time"
 
 	"dubstudio/i18n"
+	"dubstudio/studio/script"
 
 	"gorm.io/gorm"
 )
@@ -54,11 +54,12 @@ type ExportOptions struct {
 	BitDepth int
 	// SpeakerNames prefixes each subtitle with its character's name.
 	SpeakerNames bool
-	// StartTimecode (HH:MM:SS:FF at FPS) is the programme's first sample; mixes and
-	// stems carry it as a Broadcast WAV time reference. Default 00:00:00:00.
+	// StartTimecode (HH:MM:SS:FF at FPS, HH:MM:SS;FF drop-frame at 29.97) is the
+	// programme's first sample; mixes and stems carry it as a Broadcast WAV time
+	// reference. Default 00:00:00:00.
 	StartTimecode string
-	// FPS of StartTimecode: 24, 25 (default) or 30.
-	FPS int
+	// FPS of StartTimecode: one of script.FrameRates, 25 by default.
+	FPS script.FPS
 	// BedMix adds a full mix of the dialogue over the project's bed, the bed ducked
 	// under the lines and the whole brought to the loudness target (BED_MIX_LUFS).
 	// The bed's own stem goes in whenever the project has a bed.
@@ -74,8 +75,8 @@ func (o *ExportOptions) Normalize() error {
 	if o.BitDepth == 0 {
 		o.BitDepth = 16
 	}
-	if o.FPS == 0 {
-		o.FPS = 25
+	if o.FPS == "" {
+		o.FPS = script.FPS25
 	}
 	if strings.TrimSpace(o.StartTimecode) == "" {
 		o.StartTimecode = DefaultStartTimecode
@@ -84,24 +85,42 @@ func (o *ExportOptions) Normalize() error {
 	if o.BitDepth != 16 && o.BitDepth != 24 {
 		return i18n.Errorf(ErrInvalid, "export.bad_bit_depth", o.BitDepth)
 	}
-	if o.FPS != 24 && o.FPS != 25 && o.FPS != 30 {
-		return i18n.Errorf(ErrInvalid, "export.bad_fps", o.FPS)
+	if !script.KnownFPS(o.FPS) {
+		return i18n.Errorf(ErrInvalid, "export.bad_fps", string(o.FPS), fpsList())
 	}
 	_, err := TimecodeSamples(o.StartTimecode, o.FPS, 48000)
 	return err
 }
 
-// TimecodeSamples returns the time since midnight of the timecode tc ("HH:MM:SS:FF",
-// frames at fps) in sample frames at rate, rounded down: the Broadcast WAV
-// TimeReference of a programme that starts at tc. A malformed timecode gives an error
-// that unwraps to ErrInvalid.
-func TimecodeSamples(tc string, fps, rate int) (int64, error) {
-	var h, m, sec, f int
-	n, _ := fmt.Sscanf(tc, "%2d:%2d:%2d:%2d", &h, &m, &sec, &f)
-	if n != 4 || len(tc) != len("00:00:00:00") || h < 0 || h > 23 || m < 0 || m > 59 || sec < 0 || sec > 59 || f < 0 || f >= fps {
-		return 0, i18n.Errorf(ErrInvalid, "export.bad_timecode", tc, fps-1)
+// fpsList names the frame rates an export offers, for a message.
+func fpsList() string {
+	var names []string
+	for _, f := range script.FrameRates() {
+		names = append(names, string(f))
 	}
-	return int64((h*60+m)*60+sec)*int64(rate) + int64(f)*int64(rate)/int64(fps), nil
+	return strings.Join(names, ", ")
+}
+
+// TimecodeSamples returns the time since midnight of the timecode tc (HH:MM:SS:FF at
+// fps, HH:MM:SS;FF drop-frame at 29.97) in sample frames at rate, rounded down: the
+// Broadcast WAV TimeReference of a programme that starts at tc. A timecode that is
+// malformed, past 23:59:59, or a label drop-frame skips gives an error that unwraps
+// to ErrInvalid.
+func TimecodeSamples(tc string, fps script.FPS, rate int) (int64, error) {
+	if len(tc) != len(DefaultStartTimecode) || tc[:2] > "23" {
+		return 0, i18n.Errorf(ErrInvalid, "export.bad_timecode", tc, fps.LastFrame())
+	}
+	n, key, args := script.FrameSamples(tc, fps, rate)
+	switch key {
+	case "":
+		return n, nil
+	case "script.drop_frame_rate":
+		return 0, i18n.Errorf(ErrInvalid, "export.drop_frame_rate", tc, string(fps))
+	case "script.dropped_frame":
+		return 0, i18n.Errorf(ErrInvalid, key, args...)
+	default:
+		return 0, i18n.Errorf(ErrInvalid, "export.bad_timecode", tc, fps.LastFrame())
+	}
 }
 
 // LeftOutLine is a line an export left out, and why ("changed": its line was edited

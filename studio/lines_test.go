@@ -10,6 +10,7 @@ import (
 
 	"dubstudio/i18n"
 	"dubstudio/studio"
+	"dubstudio/studio/script"
 	"dubstudio/studio/studiotest"
 )
 
@@ -281,6 +282,15 @@ func TestExportOfALongProgrammeIsRefused(t *testing.T) {
 	_, err = b.store.CreateExport(ctx, b.project.ID, b.editor.ID, studio.ExportOptions{}, queue)
 	require.NoError(t, err, "a programme at the limit is exported")
 	require.Equal(t, 1, queued)
+
+	// The database takes every frame rate an export offers, and gives it back.
+	for _, fps := range script.FrameRates() {
+		e, err := b.store.CreateExport(ctx, b.project.ID, b.editor.ID, studio.ExportOptions{FPS: fps}, queue)
+		require.NoError(t, err, fps)
+		got, err := b.store.Export(ctx, b.project.ID, e.ID)
+		require.NoError(t, err)
+		require.Equal(t, fps, got.FPS)
+	}
 }
 
 // TestCSVCellNeutralisesFormulas: manifest cells starting with a formula character

@@ -17,7 +17,7 @@ func exportFormat(p Page, e studio.Export) string {
 	if e.Stereo {
 		ch = p.T("export.stereo")
 	}
-	out := bits + ", " + ch + ", " + e.StartTimecode
+	out := bits + ", " + ch + ", " + p.T("export.timecode_at", e.StartTimecode, string(e.FPS))
 	if e.BedMix {
 		out += ", " + p.T("export.has_bed_mix")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"dubstudio/i18n"
 	"dubstudio/studio"
+	"dubstudio/studio/script"
 	"dubstudio/views"
 )
 
@@ -33,7 +34,11 @@ func (s *Server) showExports(c echo.Context) error {
 	if isHTMX(c) {
 		return s.render(c, http.StatusOK, views.ExportList(s.page(c, p.Name, "projects"), *p, exports))
 	}
-	return s.render(c, http.StatusOK, views.ExportsPage(s.page(c, p.Name, "projects"), *p, exports))
+	fps, _, err := s.projectFPS(c.Request().Context(), p.ID, "")
+	if err != nil {
+		return err
+	}
+	return s.render(c, http.StatusOK, views.ExportsPage(s.page(c, p.Name, "projects"), *p, exports, fps))
 }
 
 func (s *Server) startExport(c echo.Context) error {
@@ -67,18 +72,14 @@ func exportOptions(c echo.Context) (studio.ExportOptions, error) {
 		SpeakerNames:  c.FormValue("speaker_names") != "",
 		BedMix:        c.FormValue("bed_mix") != "",
 		StartTimecode: c.FormValue("start_timecode"),
+		FPS:           script.FPS(strings.TrimSpace(c.FormValue("fps"))),
 	}
-	for _, f := range []struct {
-		name, key string
-		to        *int
-	}{{"bit_depth", "export.bad_bit_depth", &o.BitDepth}, {"fps", "export.bad_fps", &o.FPS}} {
-		if v := strings.TrimSpace(c.FormValue(f.name)); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return o, i18n.Errorf(studio.ErrInvalid, f.key, v)
-			}
-			*f.to = n
+	if v := strings.TrimSpace(c.FormValue("bit_depth")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return o, i18n.Errorf(studio.ErrInvalid, "export.bad_bit_depth", v)
 		}
+		o.BitDepth = n
 	}
 	return o, o.Normalize()
 }

@@ -68,6 +68,11 @@ func TestImportFrameTimecodesAtTheChosenRate(t *testing.T) {
 		func(context.Context, *sql.Tx, *studio.ProjectVideo) error { return nil })
 	require.NoError(t, err)
 	def, sel := importFPSForm(t, c, p.ID)
+	exportFPS := func(projectID int64) string {
+		d := doc(t, c.get(fmt.Sprintf("/projects/%d/exports", projectID)))
+		return d.Find(`select[name=fps] option[selected]`).AttrOr("value", "")
+	}
+	require.Equal(t, "29.97", exportFPS(p.ID), "the export form counts the start timecode at the video's rate")
 	for _, want := range []string{"23.976", "24", "25", "29.97", "30", "50", "59.94", "60"} {
 		require.Equal(t, 1, sel.Find(fmt.Sprintf(`option[value=%q]`, want)).Length(), want)
 	}
@@ -111,6 +116,7 @@ func TestImportFrameTimecodesAtTheChosenRate(t *testing.T) {
 	// Without a video the default is 25, where ";" is refused on its line.
 	q := studiotest.Project(t, b.store, b.users[studio.RoleEditor], 0)
 	def, _ = importFPSForm(t, c, q.ID)
+	require.Equal(t, "25", exportFPS(q.ID))
 	resp = post(q.ID, map[string]string{"preview": "1", "fps": def})
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
 	require.Contains(t, doc(t, resp).Find(`[data-testid=import-problems]`).Text(), `line 3: Timecode "00:01:00;02" is drop-frame`)

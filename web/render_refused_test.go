@@ -20,7 +20,7 @@ import (
 // refused with the same message.
 func TestRenderSaysWhichLinesAreTooLong(t *testing.T) {
 	t.Parallel()
-	b := setupTimeline(t)
+	b := setupQueueing(t)
 	ctx := context.Background()
 	ls := b.allLines(t)
 	studiotest.Exec(t, b.store, `UPDATE lines SET end_ms = start_ms + 90000 WHERE id = $1`, ls[1].ID)

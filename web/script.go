@@ -65,7 +65,7 @@ func (s *Server) importScript(c echo.Context) error {
 		return refuse(http.StatusUnprocessableEntity)
 	}
 	vm.Mode = mode
-	fps, fpsFrom, err := s.importFPS(c.Request().Context(), p.ID, c.FormValue("fps"))
+	fps, fpsFrom, err := s.projectFPS(c.Request().Context(), p.ID, c.FormValue("fps"))
 	if err != nil {
 		return err
 	}
@@ -132,17 +132,13 @@ func (s *Server) importScript(c echo.Context) error {
 	return s.render(c, http.StatusOK, views.ImportOutcome(page, vm))
 }
 
-// defaultImportFPS is the rate timecodes with frames count at when the editor leaves
-// it to the project and the project has no video of a rate the import reads: 25, as
-// exports' start timecode (studio.ExportOptions.FPS).
-const defaultImportFPS = script.FPS25
-
-// importFPS returns the frame rate an import counts timecodes with frames at, and
-// where it comes from (views.FPSFromForm, FPSFromVideo, FPSFromDefault): the one the
-// form names, else the project's source video's as probed, when it is one of
-// script.FrameRates, else defaultImportFPS. The preview and the confirm resolve it
-// alike, and the confirm checks that it found what the preview did.
-func (s *Server) importFPS(ctx context.Context, projectID int64, chosen string) (script.FPS, string, error) {
+// projectFPS returns the frame rate timecodes with frames count at, in an import and
+// as an export form's choice, and where it comes from (views.FPSFromForm,
+// FPSFromVideo, FPSFromDefault): the one the form names, else the project's source
+// video's as probed, when it is one of script.FrameRates, else 25 (as
+// studio.ExportOptions' default). An import's preview and confirm resolve it alike,
+// and the confirm checks that it found what the preview did.
+func (s *Server) projectFPS(ctx context.Context, projectID int64, chosen string) (script.FPS, string, error) {
 	if chosen != "" {
 		return script.FPS(chosen), views.FPSFromForm, nil
 	}
@@ -155,7 +151,7 @@ func (s *Server) importFPS(ctx context.Context, projectID int64, chosen string) 
 			return fps, views.FPSFromVideo, nil
 		}
 	}
-	return defaultImportFPS, views.FPSFromDefault, nil
+	return script.FPS25, views.FPSFromDefault, nil
 }
 
 // previewRows lists the first views.MaxPreviewRows cues with what the import does

@@ -21,13 +21,13 @@ import (
 
 // setupTimeline is setup with the pipeline queueing renders (no worker runs them, so
 // a queued render stays queued for the test to see).
-func setupTimeline(t *testing.T) *testBundle {
+func setupQueueing(t *testing.T) *testBundle {
 	t.Helper()
 	b := setup(t)
 	logger := slog.New(slog.DiscardHandler)
 	p, err := workflow.NewPipeline(b.store, logger)
 	require.NoError(t, err)
-	srv := web.New(web.Deps{Config: b.cfg, Store: b.store, Logger: logger, Renderer: p})
+	srv := web.New(web.Deps{Config: b.cfg, Store: b.store, Logger: logger, Renderer: p, Exporter: p})
 	b.server = httptest.NewServer(srv.Handler())
 	t.Cleanup(b.server.Close)
 	return b
@@ -81,7 +81,7 @@ func slotForm(rev, start, end string) url.Values {
 
 func TestSlotChangeIsAnEditThatRequeuesTheLine(t *testing.T) {
 	t.Parallel()
-	b := setupTimeline(t)
+	b := setupQueueing(t)
 	ctx := context.Background()
 	l := b.allLines(t)[1]
 	takeWith(t, b, l, 48000, 0, 440)
@@ -139,7 +139,7 @@ func TestSlotChangeIsAnEditThatRequeuesTheLine(t *testing.T) {
 // synthesis), or, where no raw audio was kept, it is rendered again.
 func TestSlotMoveKeepsATakeThatStillFits(t *testing.T) {
 	t.Parallel()
-	b := setupTimeline(t)
+	b := setupQueueing(t)
 	ctx := context.Background()
 	lines := b.allLines(t)
 	l := lines[1]                            // 2000–3500 ms, the next line at 4000
@@ -210,7 +210,7 @@ func TestSlotMoveKeepsATakeThatStillFits(t *testing.T) {
 
 func TestSlotChangeRefusesBadInputWith422(t *testing.T) {
 	t.Parallel()
-	b := setupTimeline(t)
+	b := setupQueueing(t)
 	l := b.allLines(t)[0]
 	c := b.as(t, studio.RoleEditor)
 	path := fmt.Sprintf("/projects/%d/lines/%d/slot", b.project.ID, l.ID)
@@ -240,7 +240,7 @@ func TestSlotChangeRefusesBadInputWith422(t *testing.T) {
 
 func TestSlotChangeNeedsAMemberAndAnActiveProject(t *testing.T) {
 	t.Parallel()
-	b := setupTimeline(t)
+	b := setupQueueing(t)
 	ctx := context.Background()
 	l := b.allLines(t)[0]
 	path := fmt.Sprintf("/projects/%d/lines/%d/slot", b.project.ID, l.ID)

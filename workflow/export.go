@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"dubstudio/studio"
+	"dubstudio/studio/script"
 )
 
 // ExportArgs builds one export archive.
@@ -74,7 +75,7 @@ type Manifest struct {
 	Channels      int                  `json:"channels"`
 	BitDepth      int                  `json:"bit_depth"`
 	StartTimecode string               `json:"start_timecode"`
-	FPS           int                  `json:"fps"`
+	FPS           script.FPS           `json:"fps"`
 	TimeReference int64                `json:"time_reference"`
 	Samples       int64                `json:"samples"`
 	Lines         []ManifestLine       `json:"lines"`

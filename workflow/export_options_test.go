@@ -122,16 +122,21 @@ func TestExportForAMixer(t *testing.T) {
 		require.Empty(t, with.row.LeftOut)
 	})
 
-	t.Run("stereo 24-bit with a Broadcast WAV time reference", func(t *testing.T) {
+	t.Run("stereo 24-bit with a Broadcast WAV time reference at 29.97 drop-frame", func(t *testing.T) {
 		// A source longer than the script makes the programme that long.
 		take, err := b.Store.Take(ctx, b.Project.ID, *lines[0].CurrentTakeID)
 		require.NoError(t, err)
 		require.NoError(t, b.Store.SetProjectSource(ctx, studio.ProjectSource{ProjectID: b.Project.ID, AudioSHA256: take.AudioSHA256,
 			FileName: "source.wav", DurationMs: 15000, Channels: 1}))
-		ex := b.exportWith(t, studio.ExportOptions{ApprovedOnly: true, Stereo: true, BitDepth: 24, StartTimecode: "01:00:00:10", FPS: 25})
+		ex := b.exportWith(t, studio.ExportOptions{ApprovedOnly: true, Stereo: true, BitDepth: 24, StartTimecode: "01:00:00;10", FPS: script.FPS2997})
 		man := ex.manifest
-		ref := int64(3600*rate + 10*rate/25)
+		// An hour of drop-frame labels less the 108 it skips, and 10 frames, each
+		// 1001/30000 s: an hour at 29.97 runs 3.6 ms short of the clock's.
+		frames := int64(3600*30 - 54*2 + 10)
+		ref := frames * rate * 1001 / 30000
 		require.Equal(t, ref, man.TimeReference)
+		require.Equal(t, script.FPS2997, man.FPS)
+		require.Equal(t, "01:00:00;10", man.StartTimecode)
 		require.Equal(t, 2, man.Channels)
 		require.Equal(t, 24, man.BitDepth)
 		require.Equal(t, audio.SamplesFor(15000, rate), man.Samples, "the programme runs to the source's end")
@@ -173,7 +178,8 @@ func TestExportForAMixer(t *testing.T) {
 	t.Run("bad options are refused and change nothing", func(t *testing.T) {
 		before, err := b.Store.Exports(ctx, b.Project.ID)
 		require.NoError(t, err)
-		for _, o := range []studio.ExportOptions{{BitDepth: 20}, {FPS: 60}, {StartTimecode: "1:00:00"}, {StartTimecode: "00:00:00:25"}, {StartTimecode: "24:00:00:00"}} {
+		for _, o := range []studio.ExportOptions{{BitDepth: 20}, {FPS: "29"}, {StartTimecode: "1:00:00"}, {StartTimecode: "00:00:00:25"}, {StartTimecode: "24:00:00:00"},
+			{StartTimecode: "00:00:00;10"}, {StartTimecode: "00:01:00;00", FPS: script.FPS2997}} {
 			_, err := b.Pipeline.Export(ctx, b.Project.ID, b.Editor.ID, o)
 			require.ErrorIs(t, err, studio.ErrInvalid, "%+v", o)
 		}

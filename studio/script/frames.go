@@ -9,8 +9,8 @@ import (
 
 // FPS is a frame rate that timecodes with frames (HH:MM:SS:FF, and HH:MM:SS;FF
 // drop-frame, as dubbing spreadsheets give TC in and out) count at, named as editors
-// name it: "25", "29.97". An export's start timecode counts at its own, whole rates
-// only (studio.ExportOptions.FPS: 24, 25 or 30; studio.TimecodeSamples).
+// name it: "25", "29.97". An export's start timecode counts at one too
+// (studio.ExportOptions.FPS, FrameSamples).
 type FPS string
 
 // The frame rates an import reads.
@@ -100,10 +100,49 @@ var frameTimecode = regexp.MustCompile(`^(\d{1,3}):(\d{2}):(\d{2})([:;])(\d{2})$
 func isFrameTimecode(v string) bool { return frameTimecode.MatchString(v) }
 
 // parseFrameTimecode reads v, a frame timecode (isFrameTimecode), at f, a known FPS.
-// It counts as TTML's SMPTE time base does (ttmlRates.timecode): labels at the
-// nominal rate, less the ones drop-frame skips, played at the effective rate. On
-// failure it returns the message key and arguments of the problem.
+// On failure it returns the message key and arguments of the problem.
 func parseFrameTimecode(v string, f FPS) (time.Duration, string, []any) {
+	n, key, args := frameCount(v, f)
+	if key != "" {
+		return 0, key, args
+	}
+	r, _ := f.rate()
+	d := time.Duration(math.Round(float64(n)*float64(r.den)*1000/float64(r.num))) * time.Millisecond
+	if d > MaxTimecode {
+		return 0, "script.bad_frame_timecode", []any{v}
+	}
+	return d, "", nil
+}
+
+// FrameSamples reads v, a timecode with frames (HH:MM:SS:FF, or HH:MM:SS;FF
+// drop-frame at 29.97), at f, a known FPS, and returns its time since 00:00:00:00 in
+// sample frames at rate, rounded down: exact to the sample, where a millisecond
+// count would round 29.97's frames. It is an export's Broadcast WAV time reference.
+// On failure it returns the message key and arguments of the problem, as an import
+// reports them.
+func FrameSamples(v string, f FPS, rate int) (int64, string, []any) {
+	if !isFrameTimecode(v) {
+		return 0, "script.bad_frame_timecode", []any{v}
+	}
+	n, key, args := frameCount(v, f)
+	if key != "" {
+		return 0, key, args
+	}
+	r, _ := f.rate()
+	return n * int64(rate) * int64(r.den) / int64(r.num), "", nil
+}
+
+// LastFrame is the highest frame label of a second at f, a known FPS (24 for 25).
+func (f FPS) LastFrame() int {
+	r, _ := f.rate()
+	return r.nominal - 1
+}
+
+// frameCount returns how many frames at f, a known FPS, come before the timecode v
+// (isFrameTimecode). It counts as TTML's SMPTE time base does (ttmlRates.timecode):
+// labels at the nominal rate, less the ones drop-frame skips. On failure it returns
+// the message key and arguments of the problem.
+func frameCount(v string, f FPS) (int64, string, []any) {
 	m := frameTimecode.FindStringSubmatch(v)
 	r, _ := f.rate()
 	num := func(s string) float64 {
@@ -126,10 +165,5 @@ func parseFrameTimecode(v string, f FPS) (time.Duration, string, []any) {
 	if drop {
 		rates.drop = "dropNTSC"
 	}
-	sec := (rates.timecode(h, mi, s, frames) + frames) / rates.frameRate
-	d := time.Duration(math.Round(sec*1000)) * time.Millisecond
-	if d > MaxTimecode {
-		return 0, "script.bad_frame_timecode", []any{v}
-	}
-	return d, "", nil
+	return int64(rates.timecode(h, mi, s, frames) + frames), "", nil
 }
