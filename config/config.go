@@ -49,6 +49,9 @@ type Config struct {
 	IndexTTSModelVersion string   // cache key of the weights
 	GPUs                 []string // GPU indices or UUIDs to use; empty: all
 	MetricsToken         string   // bearer token for /metrics; empty: admins only
+	// HostStartTimeout bounds a model host's start to its model loaded,
+	// HostHealthTimeout one health check, HostStopTimeout a graceful stop.
+	HostStartTimeout, HostHealthTimeout, HostStopTimeout time.Duration
 
 	// SourceMaxUploadBytes bounds a project's source upload (a video of the whole
 	// programme is much larger than a voice reference).
@@ -188,6 +191,12 @@ var options = []option{
 			c.HostPython = v
 			return nil
 		}},
+	{name: "HOST_START_TIMEOUT", def: "10m", help: "how long a GPU model host may take from its start to its model loaded before it is killed and started again",
+		setFunc: func(c *Config, v string) error { return setDuration(&c.HostStartTimeout, v, 10*time.Second) }},
+	{name: "HOST_HEALTH_TIMEOUT", def: "5s", help: "how long one health check of a model host may take; three failures in a row restart the host",
+		setFunc: func(c *Config, v string) error { return setDuration(&c.HostHealthTimeout, v, time.Second) }},
+	{name: "HOST_STOP_TIMEOUT", def: "30s", help: "how long a model host may take to exit once asked to stop (SIGTERM, after its lines are done) before it is killed",
+		setFunc: func(c *Config, v string) error { return setDuration(&c.HostStopTimeout, v, time.Second) }},
 	{name: "INDEXTTS_DIR", def: "", defHelp: "none (index-tts is installed in HOST_PYTHON)", help: "index-tts checkout, put on the model hosts' PYTHONPATH",
 		setFunc: func(c *Config, v string) error { c.IndexTTSDir = v; return nil }},
 	{name: "INDEXTTS_MODEL_DIR", def: "", defHelp: "none", help: "IndexTTS checkpoint directory (ENGINE=indextts; ENGINE=auto uses IndexTTS on a GPU only when it is set)",

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -62,6 +63,26 @@ func TestBedDuckingSettings(t *testing.T) {
 		`BED_DUCK_ATTACK_MS="fast": must be a number between 1 and 2000`,
 		`BED_DUCK_RELEASE_MS="NaN": must be a number between 10 and 9000`,
 	} {
+		require.Contains(t, err.Error(), want)
+	}
+}
+
+// TestHostTimeouts: the model hosts' timeouts have documented defaults and refuse
+// what is not a duration or is too short to load anything.
+func TestHostTimeouts(t *testing.T) {
+	t.Parallel()
+	c, err := LoadFrom(env(nil))
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{10 * time.Minute, 5 * time.Second, 30 * time.Second},
+		[]time.Duration{c.HostStartTimeout, c.HostHealthTimeout, c.HostStopTimeout})
+	c, err = LoadFrom(env(map[string]string{"HOST_START_TIMEOUT": "30m", "HOST_HEALTH_TIMEOUT": "10s", "HOST_STOP_TIMEOUT": "2m"}))
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{30 * time.Minute, 10 * time.Second, 2 * time.Minute},
+		[]time.Duration{c.HostStartTimeout, c.HostHealthTimeout, c.HostStopTimeout})
+	_, err = LoadFrom(env(map[string]string{"HOST_START_TIMEOUT": "1s", "HOST_HEALTH_TIMEOUT": "soon", "HOST_STOP_TIMEOUT": "0"}))
+	require.Error(t, err)
+	for _, want := range []string{`HOST_START_TIMEOUT="1s": must be a duration of at least 10s`,
+		`HOST_HEALTH_TIMEOUT="soon": must be a duration of at least 1s`, `HOST_STOP_TIMEOUT="0": must be a duration of at least 1s`} {
 		require.Contains(t, err.Error(), want)
 	}
 }

@@ -115,6 +115,12 @@ type PoolConfig struct {
 	RestartBackoff, MaxBackoff, MinUptime time.Duration
 	// StopTimeout bounds a graceful stop before the host is killed; default 30 s.
 	StopTimeout time.Duration
+	// StartTimeout bounds a launch, from the process's start to its first healthy
+	// answer (the model loaded); a host not ready by then is killed and started
+	// again after the backoff. Default 10 min: IndexTTS loads in about a minute, but
+	// a first start may compile kernels, and a host that hangs (a download the
+	// offline install should have made, a lock) must not hold its seat for ever.
+	StartTimeout time.Duration
 	// ProcessMemory returns NVML's reading for a PID on this GPU (the monitor's
 	// ProcessBytes); optional.
 	ProcessMemory func(pid int) (int64, bool)
@@ -198,6 +204,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	def(&cfg.MaxBackoff, time.Minute)
 	def(&cfg.MinUptime, time.Minute)
 	def(&cfg.StopTimeout, 30*time.Second)
+	def(&cfg.StartTimeout, 10*time.Minute)
 	if cfg.HealthFailures <= 0 {
 		cfg.HealthFailures = 3
 	}
@@ -504,15 +511,21 @@ func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSeat) (time.Duration
 		}
 		return 0, fmt.Errorf("registering host %s: %w", s.id, err)
 	}
-	host, err := p.cfg.Launcher.Launch(stopCtx, LaunchOpts{
+	launchCtx, cancelLaunch := context.WithTimeout(stopCtx, p.cfg.StartTimeout)
+	host, err := p.cfg.Launcher.Launch(launchCtx, LaunchOpts{
 		GPU: uuid, GPUIndex: p.cfg.GPUIndex, ID: s.id,
 		Env:     []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + uuid},
 		Weights: role,
 	})
+	timedOut := errors.Is(launchCtx.Err(), context.DeadlineExceeded)
+	cancelLaunch()
 	if err != nil {
 		p.cfg.Registry.RemoveHost(uuid, s.id, nil)
 		if stopCtx.Err() != nil {
 			return 0, nil
+		}
+		if timedOut {
+			err = fmt.Errorf("not ready within %s: %w", p.cfg.StartTimeout, err)
 		}
 		err = fmt.Errorf("launching host %s: %w", s.id, err)
 		s.set(nil, HostStarting, err, time.Time{})

@@ -218,6 +218,30 @@ func TestPoolRetriesAFailedLaunch(t *testing.T) {
 	require.Len(t, b.e.Snapshot()[0].Hosts, 1)
 }
 
+// A host that never becomes ready (a model load that hangs) is killed after
+// StartTimeout and started again, instead of holding its seat in "starting".
+func TestPoolRestartsAHostThatIsNotReadyInTime(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	var hung atomic.Int64
+	launcher := &cmdLauncher{Ready: func(ctx context.Context, h *cmdHost) error {
+		if calls.Add(1) == 1 {
+			hung.Store(int64(h.PID()))
+			<-ctx.Done() // the first never loads
+			return ctx.Err()
+		}
+		return nil
+	}}
+	b := setupPool(t, launcher, PoolConfig{HealthInterval: time.Hour, StartTimeout: 200 * time.Millisecond}, 1)
+	failed := b.next(t, EventLaunchFailed)
+	require.ErrorIs(t, failed.Err, context.DeadlineExceeded)
+	require.ErrorContains(t, failed.Err, "not ready within 200ms")
+	require.False(t, processIsOurChild(int(hung.Load())), "the hung host was killed")
+	started := b.next(t, EventStarted)
+	require.NotEqual(t, int(hung.Load()), started.PID)
+	require.Len(t, b.e.Snapshot()[0].Hosts, 1)
+}
+
 func TestPoolStopAndContextEnd(t *testing.T) {
 	t.Parallel()
 	b := setupPool(t, &cmdLauncher{}, PoolConfig{HealthInterval: time.Hour}, 2)

@@ -185,7 +185,7 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 
 	l := setup.launcher(cfg, eng, func(string) gpu.Profile { return profile }, logger)
 	scfg := fleet.GPUsConfig{Engine: eng, Monitor: m, GPUs: []gpu.Device{dev}, Launcher: l,
-		TokensPerSecond: tokensPerSecond(cfg, eng), Logger: logger, ShareWeights: sharesWeights(eng)}
+		TokensPerSecond: tokensPerSecond(cfg, eng), Logger: logger, ShareWeights: sharesWeights(eng), Pool: hostPool(cfg)}
 	if sd := setup.simulated[dev.UUID]; sd != nil {
 		scfg.Memory = func(string) calibrate.DeviceMemory { return simulatedMemory{sd} }
 	}

@@ -86,6 +86,12 @@ func sharesWeights(engine string) bool { return engine == engineBench || engine 
 // run against real weights).
 func batches(engine string) bool { return engine == engineBench || engine == engineIndexTTS }
 
+// hostPool is the pool settings of the configuration (HOST_*_TIMEOUT).
+func hostPool(cfg *config.Config) gpu.PoolConfig {
+	return gpu.PoolConfig{StartTimeout: cfg.HostStartTimeout, HealthTimeout: cfg.HostHealthTimeout,
+		StopTimeout: cfg.HostStopTimeout}
+}
+
 // tokensPerSecond is the engine's mel tokens per second of audio.
 func tokensPerSecond(cfg *config.Config, engine string) float64 {
 	if engine == engineIndexTTS && cfg.IndexTTSVariant == "2.5" {
@@ -252,7 +258,7 @@ func newGPUWorker(ctx context.Context, cfg *config.Config, store *studio.Store, 
 	var gpus *fleet.GPUs
 	scfg := fleet.GPUsConfig{Engine: engine, Monitor: setup.monitor, GPUs: devs, Simulated: setup.simulated != nil,
 		TokensPerSecond: tokensPerSecond(cfg, engine), Logger: logger, ShareWeights: sharesWeights(engine),
-		Batching: batches(engine),
+		Batching: batches(engine), Pool: hostPool(cfg),
 		Launcher: setup.launcher(cfg, engine, func(uuid string) gpu.Profile { return gpus.LaunchProfile(uuid) }, logger)}
 	if setup.simulated != nil {
 		scfg.Memory = func(uuid string) calibrate.DeviceMemory { return simulatedMemory{setup.simulated[uuid]} }
