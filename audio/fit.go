@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -530,9 +531,24 @@ func trimSilence(x []float32, rate int, thresholdDB float64) (start, end int) {
 	return max(0, first-margin), min(len(x), last+1+margin)
 }
 
+// stretchPad is how much silence a take shorter than it gets after it before it is
+// stretched, cut from the result again: ffmpeg's stretchers fail on a few tens of
+// milliseconds of input ("Error marking filters as finished"), as a cough or a
+// breath may be.
+const stretchPad = 100 * time.Millisecond
+
 // stretch changes x's tempo by ratio with its pitch kept, and resamples it from
 // inRate to outRate, in one ffmpeg run. Nothing to do means no ffmpeg at all.
 func stretch(ctx context.Context, x []float32, inRate, outRate int, ratio float64, rubberband bool) ([]float32, error) {
+	if pad := int(int64(inRate) * int64(stretchPad) / int64(time.Second)); ratio != 1 && len(x) > 0 && len(x) < pad {
+		want := int(math.Round(float64(len(x)) * float64(outRate) / float64(inRate) / ratio))
+		padded := append(slices.Clip(x), make([]float32, pad)...)
+		y, err := stretch(ctx, padded, inRate, outRate, ratio, rubberband)
+		if err != nil {
+			return nil, err
+		}
+		return y[:min(len(y), want)], nil
+	}
 	var filters []string
 	if ratio != 1 && len(x) > 0 {
 		if rubberband {

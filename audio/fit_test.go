@@ -604,3 +604,28 @@ func TestFitDoesNotClickWhereTheTakeStartsOrEndsLoud(t *testing.T) {
 		})
 	}
 }
+
+// TestFitStretchesAVeryShortTake: a take of a few tens of milliseconds (a cough, a
+// breath) made ffmpeg's stretchers fail; it is stretched like any other, with
+// Rubber Band and with atempo.
+func TestFitStretchesAVeryShortTake(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in := tone(t, dir, "short.wav", "0.02", "24000")
+	for _, atempo := range []bool{false, true} {
+		res, err := Fit(ctxT(t), FitParams{InputPath: in, OutputPath: filepath.Join(dir, fmt.Sprintf("out-%v.wav", atempo)),
+			SlotMs: 10, forceAtempo: atempo})
+		require.NoError(t, err, "atempo %v", atempo)
+		out := requireFitted(t, res)
+		require.Equal(t, DefaultStretchMax, res.Ratio)
+		require.True(t, res.NeedsReview, "still too long for its slot")
+		require.Equal(t, int64(10*48), res.Samples)
+		loud := 0
+		for _, s := range out.Samples {
+			if math.Abs(float64(s)) > 1000 {
+				loud++
+			}
+		}
+		require.Greater(t, loud, 100, "the tone is there (atempo %v)", atempo)
+	}
+}
