@@ -73,7 +73,7 @@ func TestExportOptionsInTheForm(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("Left out, changed since rendering: lines %d", changed.Idx), leftOut)
 	format, err := chromedp.Run(ctx, chromedp.Text(css(`[data-testid=export-format]`)))
 	require.NoError(t, err)
-	require.Equal(t, "48 kHz / 24-bit, Stereo (dual-mono), 01:00:00:00", format)
+	require.Equal(t, "48 kHz / 24-bit, Stereo (dual-mono), 01:00:00:00 at 25 fps", format)
 
 	dataURL, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch(document.querySelector('[data-testid=download-export]').href)
 		.then(r => r.blob()).then(blob => new Promise(done => { const fr = new FileReader(); fr.onload = () => done(fr.result); fr.readAsDataURL(blob); }))`,

@@ -232,6 +232,8 @@ func TestGPUHistoryAndLiveState(t *testing.T) {
 
 // The web server's clock may be off from the database's by any amount; heartbeats
 // are written with the database's now(), so how long ago they were is read by it too.
+// Here both clocks are one: the test checks the database's reading (Silence, Age),
+// not a skew, which it cannot make.
 func TestSilenceIsReadByTheDatabaseClock(t *testing.T) {
 	t.Parallel()
 	b := setupGPU(t)

@@ -97,7 +97,7 @@ func importActionText(p Page, r ImportRow) string {
 
 // ImportPanel is the project page's import form: a file, its encoding, the frame rate
 // of timecodes with frames (by default the project video's, else 25: the server
-// resolves it, see web.importFPS) and, for a project with lines, the mode. Choosing
+// resolves it, see web.projectFPS) and, for a project with lines, the mode. Choosing
 // any of them previews the import below (preview=1); the preview's button imports.
 func ImportPanel(p Page, projectID int64, empty bool) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {

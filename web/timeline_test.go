@@ -19,8 +19,8 @@ import (
 	"dubstudio/workflow"
 )
 
-// setupTimeline is setup with the pipeline queueing renders (no worker runs them, so
-// a queued render stays queued for the test to see).
+// setupQueueing is setup with the pipeline queueing renders and exports (no worker
+// runs them, so what is queued stays queued for the test to see).
 func setupQueueing(t *testing.T) *testBundle {
 	t.Helper()
 	b := setup(t)
