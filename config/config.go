@@ -191,7 +191,7 @@ var options = []option{
 			c.HostPython = v
 			return nil
 		}},
-	{name: "HOST_START_TIMEOUT", def: "10m", help: "how long a model host of a worker's GPU pool may take from its start to its model loaded before it is killed and started again (calibration hosts are not bounded)",
+	{name: "HOST_START_TIMEOUT", def: "10m", help: "how long a GPU model host (a pool's or a calibration's) may take from its start to its model loaded before it is killed; a pool starts it again",
 		setFunc: func(c *Config, v string) error { return setDuration(&c.HostStartTimeout, v, 10*time.Second) }},
 	{name: "HOST_HEALTH_TIMEOUT", def: "5s", help: "how long one health check of a model host may take; three failures in a row restart the host",
 		setFunc: func(c *Config, v string) error { return setDuration(&c.HostHealthTimeout, v, time.Second) }},

@@ -69,9 +69,8 @@ func (s *GPUs) Calibrate(ctx context.Context, id int64, uuid string, p gpu.Profi
 	res, err := calibrate.Run(ctx, calibrate.Config{
 		GPU: dev, Profile: p, Device: mem, Logger: s.log, Progress: progress, Admission: admission,
 		Launch: func(ctx context.Context, i int) (ttshost.EngineHost, error) {
-			h, err := s.cfg.Launcher.Launch(ctx, gpu.LaunchOpts{GPU: uuid, GPUIndex: dev.Index,
-				ID: fmt.Sprintf("%s/cal%d", uuid, i), Env: []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + uuid},
-				Weights: p.WeightsRole(i)})
+			h, err := gpu.LaunchPinned(ctx, s.cfg.Launcher, gpu.LaunchOpts{GPU: uuid, GPUIndex: dev.Index,
+				ID: fmt.Sprintf("%s/cal%d", uuid, i), Weights: p.WeightsRole(i)}, s.cfg.Pool.StartTimeout)
 			if err != nil {
 				return nil, err
 			}

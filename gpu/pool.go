@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -65,6 +66,28 @@ type HostLauncher interface {
 	Launch(ctx context.Context, opts LaunchOpts) (Host, error)
 }
 
+// DefaultStartTimeout is how long a host may take to serve when PoolConfig (or a
+// caller of LaunchPinned) names no bound.
+const DefaultStartTimeout = 10 * time.Minute
+
+// LaunchPinned launches a host on opts.GPU alone (CUDA sees that card only, by PCI
+// order) and gives it at most within (DefaultStartTimeout when 0) to serve: a host
+// not ready by then is killed by the launcher and the error says so. The pool and
+// the calibrations start their hosts through it.
+func LaunchPinned(ctx context.Context, l HostLauncher, opts LaunchOpts, within time.Duration) (Host, error) {
+	if within <= 0 {
+		within = DefaultStartTimeout
+	}
+	opts.Env = append(slices.Clip(opts.Env), "CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES="+opts.GPU)
+	lctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	h, err := l.Launch(lctx, opts)
+	if err != nil && ctx.Err() == nil && errors.Is(lctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("not ready within %s: %w", within, err)
+	}
+	return h, err
+}
+
 // HostRegistry is what the pool tells about its hosts; *Executor implements it.
 type HostRegistry interface {
 	AddHost(ctx context.Context, uuid string, spec HostSpec) error
@@ -117,9 +140,10 @@ type PoolConfig struct {
 	StopTimeout time.Duration
 	// StartTimeout bounds a launch, from the process's start to its first healthy
 	// answer (the model loaded); a host not ready by then is killed and started
-	// again after the backoff. Default 10 min: IndexTTS loads in about a minute, but
-	// a first start may compile kernels, and a host that hangs (a download the
-	// offline install should have made, a lock) must not hold its seat for ever.
+	// again after the backoff. Default DefaultStartTimeout, 10 min: IndexTTS loads in
+	// about a minute, but a first start may compile kernels, and a host that hangs (a
+	// download the offline install should have made, a lock) must not hold its seat
+	// for ever.
 	StartTimeout time.Duration
 	// ProcessMemory returns NVML's reading for a PID on this GPU (the monitor's
 	// ProcessBytes); optional.
@@ -204,7 +228,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	def(&cfg.MaxBackoff, time.Minute)
 	def(&cfg.MinUptime, time.Minute)
 	def(&cfg.StopTimeout, 30*time.Second)
-	def(&cfg.StartTimeout, 10*time.Minute)
+	def(&cfg.StartTimeout, DefaultStartTimeout)
 	if cfg.HealthFailures <= 0 {
 		cfg.HealthFailures = 3
 	}
@@ -511,21 +535,12 @@ func (p *Pool) runOnce(ctx, stopCtx context.Context, s *poolSeat) (time.Duration
 		}
 		return 0, fmt.Errorf("registering host %s: %w", s.id, err)
 	}
-	launchCtx, cancelLaunch := context.WithTimeout(stopCtx, p.cfg.StartTimeout)
-	host, err := p.cfg.Launcher.Launch(launchCtx, LaunchOpts{
-		GPU: uuid, GPUIndex: p.cfg.GPUIndex, ID: s.id,
-		Env:     []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + uuid},
-		Weights: role,
-	})
-	timedOut := errors.Is(launchCtx.Err(), context.DeadlineExceeded)
-	cancelLaunch()
+	host, err := LaunchPinned(stopCtx, p.cfg.Launcher, LaunchOpts{GPU: uuid, GPUIndex: p.cfg.GPUIndex, ID: s.id, Weights: role},
+		p.cfg.StartTimeout)
 	if err != nil {
 		p.cfg.Registry.RemoveHost(uuid, s.id, nil)
 		if stopCtx.Err() != nil {
 			return 0, nil
-		}
-		if timedOut {
-			err = fmt.Errorf("not ready within %s: %w", p.cfg.StartTimeout, err)
 		}
 		err = fmt.Errorf("launching host %s: %w", s.id, err)
 		s.set(nil, HostStarting, err, time.Time{})

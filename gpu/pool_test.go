@@ -374,3 +374,30 @@ func TestPoolBorrowersWaitForALenderThatFailsToStart(t *testing.T) {
 		require.Equal(t, HostServing, h.State)
 	}
 }
+
+// launchFunc is a HostLauncher of one function.
+type launchFunc func(ctx context.Context, opts LaunchOpts) (Host, error)
+
+func (f launchFunc) Launch(ctx context.Context, opts LaunchOpts) (Host, error) { return f(ctx, opts) }
+
+// LaunchPinned pins the host to its GPU and names the bound a slow host ran past; a
+// launch the caller gave up on is not called slow.
+func TestLaunchPinned(t *testing.T) {
+	t.Parallel()
+	var got LaunchOpts
+	hang := launchFunc(func(ctx context.Context, opts LaunchOpts) (Host, error) {
+		got = opts
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	_, err := LaunchPinned(context.Background(), hang, LaunchOpts{GPU: "GPU-x", Env: []string{"A=1"}}, 50*time.Millisecond)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "not ready within 50ms")
+	require.Equal(t, []string{"A=1", "CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=GPU-x"}, got.Env)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = LaunchPinned(ctx, hang, LaunchOpts{GPU: "GPU-x"}, time.Hour)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotContains(t, err.Error(), "not ready within")
+}

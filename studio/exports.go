@@ -58,7 +58,7 @@ type ExportOptions struct {
 	// programme's first sample; mixes and stems carry it as a Broadcast WAV time
 	// reference. Default 00:00:00:00.
 	StartTimecode string
-	// FPS of StartTimecode: one of script.FrameRates, 25 by default.
+	// FPS of StartTimecode: one of script.FrameRates, script.DefaultFPS by default.
 	FPS script.FPS
 	// BedMix adds a full mix of the dialogue over the project's bed, the bed ducked
 	// under the lines and the whole brought to the loudness target (BED_MIX_LUFS).
@@ -76,7 +76,7 @@ func (o *ExportOptions) Normalize() error {
 		o.BitDepth = 16
 	}
 	if o.FPS == "" {
-		o.FPS = script.FPS25
+		o.FPS = script.DefaultFPS
 	}
 	if strings.TrimSpace(o.StartTimecode) == "" {
 		o.StartTimecode = DefaultStartTimecode

@@ -486,7 +486,7 @@ func (s *Store) GPULiveStates(ctx context.Context) ([]GPULive, error) {
 		AgeSeconds, SilenceSeconds float64
 	}
 	err := s.db.WithContext(ctx).Raw(`SELECT g.worker, g.host, g.state::text AS state,
-		` + silenceSQL("g.updated_at") + ` AS age_seconds, ` + silenceSQL("w.heartbeat_at") + ` AS silence_seconds
+		` + agoSQL("g.updated_at") + ` AS age_seconds, ` + agoSQL("w.heartbeat_at") + ` AS silence_seconds
 		FROM gpu_live g JOIN workers w ON w.name = g.worker ORDER BY g.worker`).Scan(&rows).Error
 	out := make([]GPULive, len(rows))
 	for i, r := range rows {

@@ -32,8 +32,8 @@ const aliveWithin = 20 * time.Second
 // Alive reports whether the worker's heartbeat is recent.
 func (w WorkerInfo) Alive() bool { return w.Silence < aliveWithin }
 
-// silenceSQL reads how long ago a timestamp column was by the database's clock.
-func silenceSQL(col string) string {
+// agoSQL reads how long ago a timestamp column was, by the database's clock, in seconds.
+func agoSQL(col string) string {
 	return "extract(epoch FROM now() - " + col + ")::float8"
 }
 
@@ -80,7 +80,7 @@ func (s *Store) Workers(ctx context.Context) ([]WorkerInfo, error) {
 		WorkerInfo     `gorm:"embedded"`
 		SilenceSeconds float64
 	}
-	err := s.db.WithContext(ctx).Raw(`SELECT *, ` + silenceSQL("heartbeat_at") + ` AS silence_seconds
+	err := s.db.WithContext(ctx).Raw(`SELECT *, ` + agoSQL("heartbeat_at") + ` AS silence_seconds
 		FROM workers ORDER BY heartbeat_at DESC`).Scan(&rows).Error
 	ws := make([]WorkerInfo, len(rows))
 	for i, r := range rows {

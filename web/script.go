@@ -135,8 +135,8 @@ func (s *Server) importScript(c echo.Context) error {
 // projectFPS returns the frame rate timecodes with frames count at, in an import and
 // as an export form's choice, and where it comes from (views.FPSFromForm,
 // FPSFromVideo, FPSFromDefault): the one the form names, else the project's source
-// video's as probed, when it is one of script.FrameRates, else 25 (as
-// studio.ExportOptions' default). An import's preview and confirm resolve it alike,
+// video's as probed, when it is one of script.FrameRates, else script.DefaultFPS.
+// An import's preview and confirm resolve it alike,
 // and the confirm checks that it found what the preview did.
 func (s *Server) projectFPS(ctx context.Context, projectID int64, chosen string) (script.FPS, string, error) {
 	if chosen != "" {
@@ -151,7 +151,7 @@ func (s *Server) projectFPS(ctx context.Context, projectID int64, chosen string)
 			return fps, views.FPSFromVideo, nil
 		}
 	}
-	return script.FPS25, views.FPSFromDefault, nil
+	return script.DefaultFPS, views.FPSFromDefault, nil
 }
 
 // previewRows lists the first views.MaxPreviewRows cues with what the import does

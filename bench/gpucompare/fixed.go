@@ -43,9 +43,8 @@ type rig struct {
 
 // launch starts the i-th host of a pool (with shared weights the first lends them).
 func (r *rig) launch(ctx context.Context, id string, i int) (benchHost, error) {
-	h, err := r.launcher.Launch(ctx, gpu.LaunchOpts{GPU: r.dev.UUID, GPUIndex: r.dev.Index, ID: id,
-		Env:     []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + r.dev.UUID},
-		Weights: r.profile.WeightsRole(i)})
+	h, err := gpu.LaunchPinned(ctx, r.launcher, gpu.LaunchOpts{GPU: r.dev.UUID, GPUIndex: r.dev.Index, ID: id,
+		Weights: r.profile.WeightsRole(i)}, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -194,9 +194,8 @@ func calibrateCmd(ctx context.Context, cfg *config.Config, logger *slog.Logger, 
 	ccfg := calibrate.Config{Admission: adm,
 		GPU: dev, Profile: profile, Runs: *runs, LinesPerStep: *perStep, MaxConcurrency: *maxConcurrency, Logger: logger,
 		Launch: func(ctx context.Context, i int) (ttshost.EngineHost, error) {
-			h, err := l.Launch(ctx, gpu.LaunchOpts{GPU: dev.UUID, GPUIndex: dev.Index, ID: fmt.Sprintf("%s/cal%d", dev.UUID, i),
-				Env:     []string{"CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=" + dev.UUID},
-				Weights: profile.WeightsRole(i)})
+			h, err := gpu.LaunchPinned(ctx, l, gpu.LaunchOpts{GPU: dev.UUID, GPUIndex: dev.Index, ID: fmt.Sprintf("%s/cal%d", dev.UUID, i),
+				Weights: profile.WeightsRole(i)}, cfg.HostStartTimeout)
 			if err != nil {
 				return nil, err
 			}

@@ -13,6 +13,10 @@ import (
 // (studio.ExportOptions.FPS, FrameSamples).
 type FPS string
 
+// DefaultFPS is the rate timecodes with frames count at when nothing names one: no
+// rate chosen for an import and no video to take it from, an export that names none.
+const DefaultFPS = FPS25
+
 // The frame rates an import reads.
 const (
 	FPS23976 FPS = "23.976"
@@ -121,9 +125,6 @@ func parseFrameTimecode(v string, f FPS) (time.Duration, string, []any) {
 // On failure it returns the message key and arguments of the problem, as an import
 // reports them.
 func FrameSamples(v string, f FPS, rate int) (int64, string, []any) {
-	if !isFrameTimecode(v) {
-		return 0, "script.bad_frame_timecode", []any{v}
-	}
 	n, key, args := frameCount(v, f)
 	if key != "" {
 		return 0, key, args
@@ -138,12 +139,15 @@ func (f FPS) LastFrame() int {
 	return r.nominal - 1
 }
 
-// frameCount returns how many frames at f, a known FPS, come before the timecode v
-// (isFrameTimecode). It counts as TTML's SMPTE time base does (ttmlRates.timecode):
+// frameCount returns how many frames at f, a known FPS, come before the timecode v;
+// one that is not written as a timecode with frames is refused. It counts as TTML's SMPTE time base does (ttmlRates.timecode):
 // labels at the nominal rate, less the ones drop-frame skips. On failure it returns
 // the message key and arguments of the problem.
 func frameCount(v string, f FPS) (int64, string, []any) {
 	m := frameTimecode.FindStringSubmatch(v)
+	if m == nil {
+		return 0, "script.bad_frame_timecode", []any{v}
+	}
 	r, _ := f.rate()
 	num := func(s string) float64 {
 		n, _ := strconv.Atoi(s)
