@@ -563,7 +563,6 @@ func TestFitFadesSpeechItCuts(t *testing.T) {
 // tone's own largest step.
 func TestFitDoesNotClickWhereTheTakeStartsOrEndsLoud(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
 	for _, tc := range []struct {
 		name   string
 		rate   int
@@ -577,6 +576,9 @@ func TestFitDoesNotClickWhereTheTakeStartsOrEndsLoud(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			// A directory of its own: requireFitted checks that nothing but the output
+			// is left beside it, which a parallel case's temporary file would break.
+			dir := t.TempDir()
 			// One second of a 440 Hz cosine starting at its peak and ending at a quarter
 			// period (a peak too), with no silence at either end.
 			n := tc.rate + tc.rate/(4*440)
