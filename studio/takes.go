@@ -457,8 +457,10 @@ func (s *Store) RenderFailure(ctx context.Context, lineID int64, renderSeq, atte
 }
 
 // FinishRender stores a take for the line's current render and marks the line done
-// (or needs review). A stale render stores nothing and returns false; a render that
-// already has its take (a retried job) returns true without a second one, and
+// (or needs review). A stale render stores nothing and returns false: one the line
+// was queued again or cancelled since, or one that finished otherwise (a twin's
+// last failure) on a line whose audible content changed since the render read it (a
+// failed line edited back to draft); a render that already has its take (a retried job) returns true without a second one, and
 // changes the line only while the render is still active: a line the render
 // finished and an editor has changed since (edited back to draft, gone back to an
 // earlier take) is left as it is. blobs (the take's audio, moved into the blob store
@@ -497,7 +499,8 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 		q.WriteString("WITH ")
 	}
 	// The placeholders are in the order of args.
-	q.WriteString(`l AS (SELECT id, state FROM lines WHERE id = ? AND render_seq = ? AND state <> 'cancelled' FOR UPDATE),
+	q.WriteString(`l AS (SELECT id, state FROM lines WHERE id = ? AND render_seq = ? AND state <> 'cancelled'
+			AND (state IN ? OR audible_revision <= ?) FOR UPDATE),
 		t AS (INSERT INTO takes (line_id, project_id, revision, render_seq, engine, model_version, gpu, worker, seed,
 			spoken_text, peak_vram_bytes, synth_ms, fit_ms, audio_ms, duration_ms, rtf, stretch_ratio, needed_ratio,
 			borrowed_ms, loudness_lufs, needs_review, hint, audio_sha256, raw_sha256, approved_at, approved_by,
@@ -512,7 +515,7 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 				(SELECT id FROM takes WHERE line_id = ? AND render_seq = ?), current_take_id)
 		WHERE id = (SELECT id FROM l) AND (EXISTS (SELECT 1 FROM t) OR (SELECT state FROM l) IN ?)
 		RETURNING current_take_id`)
-	args = append(args, t.LineID, t.RenderSeq,
+	args = append(args, t.LineID, t.RenderSeq, activeStates, t.Revision,
 		t.ProjectID, t.Revision, t.RenderSeq, t.Engine, t.ModelVersion, t.GPU, t.Worker, t.Seed, t.SpokenText,
 		t.PeakVRAMBytes, t.SynthMs, t.FitMs, t.AudioMs, t.DurationMs, t.RTF, t.StretchRatio, t.NeededRatio,
 		t.BorrowedMs, t.LoudnessLUFS, t.NeedsReview, hint, t.AudioSHA256, t.RawSHA256, t.ApprovedAt, t.ApprovedBy,

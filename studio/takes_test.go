@@ -534,3 +534,61 @@ func TestFinishRenderOfAFinishedRenderChangesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, takes, 2)
 }
+
+// TestFinishRenderAfterTheLastFailure: a render's twin (a rescued job and its
+// original) finishing after the other recorded the render's last failure. Its take
+// is kept, and the line done, while the line sounds as the render read it; once an
+// editor has changed what it says (the failed line edited back to draft) it stores
+// nothing. Before the fix it stored the old text's take and marked the edited line
+// done.
+func TestFinishRenderAfterTheLastFailure(t *testing.T) {
+	t.Parallel()
+	b, lines := setupLines(t, 2)
+	bs := studio.BlobStore{Dir: t.TempDir()}
+	ctx := context.Background()
+	fitted := blobFile(t, bs, "fitted")
+	failed := func(l studio.Line) *studio.Line {
+		requeue(t, b, l.ID)
+		queued, err := b.store.Line(ctx, b.project.ID, l.ID)
+		require.NoError(t, err)
+		ok, err := b.store.RenderFailure(ctx, l.ID, queued.RenderSeq, 3, "host lost", "", true)
+		require.NoError(t, err)
+		require.True(t, ok)
+		return queued
+	}
+	take := func(line *studio.Line) *studio.Take {
+		return &studio.Take{LineID: line.ID, ProjectID: line.ProjectID, Revision: line.Revision, RenderSeq: line.RenderSeq,
+			Engine: "test", SpokenText: line.Text, DurationMs: 1000, StretchRatio: 1, AudioSHA256: fitted.SHA256}
+	}
+
+	// Only its notes changed: the take is of the line as it is.
+	kept := failed(lines[0])
+	notes := "breathier"
+	_, err := b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, kept.ID, studio.LineEdit{BaseRevision: kept.Revision, Notes: &notes})
+	require.NoError(t, err)
+	tk := take(kept)
+	ok, err := b.store.FinishRender(ctx, tk, fitted)
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, err := b.store.Line(ctx, b.project.ID, kept.ID)
+	require.NoError(t, err)
+	require.Equal(t, studio.StateDone, got.State)
+	require.Equal(t, tk.ID, *got.CurrentTakeID)
+	require.Empty(t, got.LastError)
+
+	// Its text changed: nothing is stored, the edit stands.
+	edited := failed(lines[1])
+	text := "Something else entirely."
+	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, edited.ID, studio.LineEdit{BaseRevision: edited.Revision, Text: &text})
+	require.NoError(t, err)
+	ok, err = b.store.FinishRender(ctx, take(edited))
+	require.NoError(t, err)
+	require.False(t, ok)
+	got, err = b.store.Line(ctx, b.project.ID, edited.ID)
+	require.NoError(t, err)
+	require.Equal(t, studio.StateDraft, got.State)
+	require.Nil(t, got.CurrentTakeID)
+	takes, err := b.store.Takes(ctx, b.project.ID, edited.ID)
+	require.NoError(t, err)
+	require.Empty(t, takes)
+}
