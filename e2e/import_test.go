@@ -180,8 +180,9 @@ func TestImportFrameTimecodes(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(css(`[data-testid=import-rows]`))))
 	require.Contains(t, text(`[data-testid=import-fps]`), "29.97 fps")
-	require.Equal(t, "00:00:01.401 – 00:00:02.002", text(`[data-testid=import-row]:nth-child(1) td.time`))
-	require.Equal(t, "00:01:00.060 – 00:01:00.994", text(`[data-testid=import-row]:nth-child(2) td.time`))
+	require.Equal(t, "00:00:01.401 – 00:00:02.002", text(`[data-testid=import-row]:nth-child(1) [data-testid=import-row-time]`))
+	require.Equal(t, "00:01:00.060 – 00:01:00.994", text(`[data-testid=import-row]:nth-child(2) [data-testid=import-row-time]`))
+	require.Equal(t, "00:01:00;02 – 00:01:01;00", text(`[data-testid=import-row]:nth-child(2) [data-testid=import-row-source-time]`))
 	screenshot(t, ctx, "import-frames.png")
 
 	require.NoError(t, chromedp.Do(ctx,

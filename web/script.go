@@ -161,7 +161,7 @@ func previewRows(cues []script.Cue, actions []studio.ImportAction) []views.Impor
 	j := 0
 	for _, cue := range cues {
 		r := views.ImportRow{SourceLine: cue.SourceLine, Start: script.FormatTimecode(cue.Start), End: script.FormatTimecode(cue.End),
-			Character: cue.Character, Text: cue.Text, Flags: cue.Flags, Action: views.ImportActionFileDuplicate}
+			SourceStart: cue.SourceStart, SourceEnd: cue.SourceEnd, Character: cue.Character, Text: cue.Text, Flags: cue.Flags, Action: views.ImportActionFileDuplicate}
 		if !slices.Contains(cue.Flags, script.FlagDuplicate) {
 			r.Action, r.Idx = actions[j].Kind, actions[j].Idx
 			j++

@@ -125,11 +125,13 @@ func parseCSV(s *source) []Cue {
 			continue
 		}
 		c := Cue{
-			SourceLine: r.line,
-			Start:      start,
-			End:        end,
-			Character:  canonName(r.fields[cols[colCharacter]].value),
-			Text:       canonText(r.fields[cols[colText]].value),
+			SourceLine:  r.line,
+			Start:       start,
+			End:         end,
+			SourceStart: frameSource(r.fields[cols[colStart]]),
+			SourceEnd:   frameSource(r.fields[cols[colEnd]]),
+			Character:   canonName(r.fields[cols[colCharacter]].value),
+			Text:        canonText(r.fields[cols[colText]].value),
 		}
 		if k, ok := cols[colEmotion]; ok {
 			c.Emotion = canonName(r.fields[k].value)
@@ -153,6 +155,14 @@ func csvTimecode(s *source, f csvField) (time.Duration, bool) {
 		s.add(f.line, "script.bad_timecode", v)
 	}
 	return d, ok
+}
+
+// frameSource returns f's timecode as the file wrote it where it counts frames (Cue.SourceStart), else "".
+func frameSource(f csvField) string {
+	if v := strings.TrimSpace(f.value); isFrameTimecode(v) {
+		return v
+	}
+	return ""
 }
 
 // csvFrameTimecode reads v, a timecode with frames on line, at the rate chosen. With

@@ -1,6 +1,7 @@
 package script
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,7 +45,12 @@ func TestCSVFrameTimecodes(t *testing.T) {
 			res, err := Import("dub.csv", framesCSV(tt.in+","+tt.out+",Bob,Hi"), ImportOpts{FPS: tt.fps})
 			require.NoError(t, err)
 			require.Equal(t, tt.fps, res.FPS, "the rate frames were counted at")
-			require.Equal(t, []Cue{{SourceLine: 2, Start: ms(tt.start), End: ms(tt.end), Character: "Bob", Text: "Hi"}}, res.Cues)
+			// The file's own timecodes are kept where they count frames.
+			want := Cue{SourceLine: 2, Start: ms(tt.start), End: ms(tt.end), SourceStart: tt.in, SourceEnd: tt.out, Character: "Bob", Text: "Hi"}
+			if strings.Contains(tt.in, ".") {
+				want.SourceStart = ""
+			}
+			require.Equal(t, []Cue{want}, res.Cues)
 		})
 	}
 
@@ -54,6 +60,7 @@ func TestCSVFrameTimecodes(t *testing.T) {
 		require.NoError(t, err, fps)
 		require.Equal(t, FPS(""), res.FPS)
 		require.Equal(t, ms(2500), res.Cues[0].End)
+		require.Empty(t, res.Cues[0].SourceStart+res.Cues[0].SourceEnd)
 	}
 }
 

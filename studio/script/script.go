@@ -110,6 +110,10 @@ type Cue struct {
 	SourceLine int
 	// Start and End are at millisecond precision, 0 <= Start <= End.
 	Start, End time.Duration
+	// SourceStart and SourceEnd are Start and End as the file wrote them where they
+	// count frames (a CSV's HH:MM:SS:FF, read at ImportOpts.FPS), "" otherwise: an
+	// import preview shows them beside their reading. Writers ignore them.
+	SourceStart, SourceEnd string
 	// Character is who speaks the line; empty when the file does not say.
 	Character string
 	// Text is the line's text, its lines joined with "\n".
