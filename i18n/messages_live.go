@@ -11,7 +11,7 @@ func init() {
 		"dash.no_projects":     {EN: "No active projects.", ZH: "没有进行中的项目。"},
 		"dash.audio":           {EN: "Audio done", ZH: "已完成音频"},
 		"dash.audio_value":     {EN: "%s of %s min", ZH: "%s / %s 分钟"},
-		"dash.remaining":       {EN: "%s min to go", ZH: "剩余 %s 分钟"},
+		"dash.remaining":       {EN: "%s min queued of %s min to go", ZH: "排队 %s 分钟，共剩余 %s 分钟"},
 		"dash.lines_per_min":   {EN: "Lines / min", ZH: "句 / 分钟"},
 		"dash.audio_per_hour":  {EN: "Audio min / hour", ZH: "音频分钟 / 小时"},
 		"dash.throughput_hint": {EN: "Throughput over the last %d minutes", One: "Throughput over the last %d minute", ZH: "按最近 %d 分钟的产出计算"},

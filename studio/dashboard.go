@@ -56,11 +56,12 @@ func (t Throughput) AudioMinutesPerHour() float64 {
 
 // ProjectStats are one project's numbers for the managers' dashboard.
 type ProjectStats struct {
-	ProjectID    int64
-	Counts       StateCounts
-	TotalAudioMs int64 // the slots of every line
-	DoneAudioMs  int64 // the slots of lines done or waiting for review
-	Recent       Throughput
+	ProjectID     int64
+	Counts        StateCounts
+	TotalAudioMs  int64 // the slots of every line
+	DoneAudioMs   int64 // the slots of lines done or waiting for review
+	ActiveAudioMs int64 // the slots of lines queued or rendering (Active)
+	Recent        Throughput
 	// Approved is the number of lines with an approved take; Reviewed the lines
 	// someone acted on in review (approved, commented, went back to a take, asked for
 	// a new one).
@@ -93,10 +94,11 @@ func (s ProjectStats) DoneFraction() float64 {
 	return float64(s.DoneAudioMs) / float64(s.TotalAudioMs)
 }
 
-// ETA estimates how long the remaining audio takes at the recent rate. ok is false
-// when something remains but nothing was rendered recently.
+// ETA estimates how long the lines queued or rendering take at the recent rate:
+// drafts and failed lines are not counted, since nothing renders them until someone
+// queues them. ok is false when lines are queued but nothing was rendered recently.
 func (s ProjectStats) ETA() (eta time.Duration, ok bool) {
-	remaining := s.RemainingAudioMs()
+	remaining := s.ActiveAudioMs
 	if remaining == 0 {
 		return 0, true
 	}
@@ -136,16 +138,19 @@ func (s *Store) ProjectStats(ctx context.Context, projectIDs []int64, p Dashboar
 		ProjectID int64
 		Total     int64
 		Done      int64
+		Active    int64
 	}
 	err = s.db.WithContext(ctx).Raw(`SELECT project_id,
 			coalesce(sum(end_ms - start_ms), 0) AS total,
-			coalesce(sum(end_ms - start_ms) FILTER (WHERE state IN ?), 0) AS done
-		FROM lines WHERE project_id IN ? GROUP BY project_id`, doneStates, projectIDs).Scan(&audio).Error
+			coalesce(sum(end_ms - start_ms) FILTER (WHERE state IN ?), 0) AS done,
+			coalesce(sum(end_ms - start_ms) FILTER (WHERE state IN ?), 0) AS active
+		FROM lines WHERE project_id IN ? GROUP BY project_id`, doneStates, activeStates, projectIDs).Scan(&audio).Error
 	if err != nil {
 		return nil, fmt.Errorf("error summing project audio: %w", err)
 	}
 	for _, a := range audio {
-		out[a.ProjectID].TotalAudioMs, out[a.ProjectID].DoneAudioMs = a.Total, a.Done
+		st := out[a.ProjectID]
+		st.TotalAudioMs, st.DoneAudioMs, st.ActiveAudioMs = a.Total, a.Done, a.Active
 	}
 
 	var reviewed []struct {

@@ -82,6 +82,7 @@ func TestProjectStats(t *testing.T) {
 	require.EqualValues(t, 4*1500+2500, st.TotalAudioMs)
 	require.EqualValues(t, 3000, st.DoneAudioMs, "done and needs review count as rendered")
 	require.EqualValues(t, 5500, st.RemainingAudioMs())
+	require.EqualValues(t, 2500, st.ActiveAudioMs, "the queued line alone")
 	require.InDelta(t, 3000.0/8500, st.DoneFraction(), 1e-9)
 
 	// Two takes (3 s of audio) in the last 15 minutes.
@@ -90,7 +91,9 @@ func TestProjectStats(t *testing.T) {
 	require.InDelta(t, 0.2, st.Recent.AudioMinutesPerHour(), 1e-9) // 0.05 min per quarter hour
 	eta, ok := st.ETA()
 	require.True(t, ok)
-	require.Equal(t, 27*time.Minute+30*time.Second, eta, "5.5 s left at 3 s per 15 min")
+	// The queued line's 2.5 s at 3 s per 15 min; the failed lines' 3 s are not
+	// counted, since nothing renders them until someone queues them again.
+	require.Equal(t, 12*time.Minute+30*time.Second, eta)
 
 	// The other project: one take in the window but nothing rendered in its lines'
 	// states, so its own numbers only.

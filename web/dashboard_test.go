@@ -97,14 +97,15 @@ func TestDashboardOverview(t *testing.T) {
 	require.Contains(t, zh.Find("h1").Text(), "看板")
 	require.Contains(t, zh.Find(`[data-testid=eta]`).Text(), "没有排队的台词")
 
-	// With the draft queued, the two minutes left at that rate: half an hour. With
+	// With the draft queued, its minute at that rate: a quarter of an hour (the failed
+	// line's minute is not counted: nothing renders it until it is queued again). With
 	// the done line's take approved and commented on, the counts say so.
 	require.NoError(t, b.store.SetUserLang(context.Background(), b.users[studio.RoleManager].ID, "en"))
 	studiotest.Exec(t, b.store, `UPDATE lines SET state = 'queued' WHERE id = $1`, lines[2].ID)
 	studiotest.Exec(t, b.store, `UPDATE lines SET approved_take_id = (SELECT id FROM takes WHERE line_id = $1) WHERE id = $1`, lines[0].ID)
 	studiotest.Exec(t, b.store, `INSERT INTO take_reviews (project_id, line_id, action) VALUES ($1, $2, 'regenerate')`, b.project.ID, lines[0].ID)
 	row = doc(t, c.get("/dashboard")).Find(`[data-testid=dashboard-row]`).First()
-	require.Equal(t, "30 min", text("eta"), "two minutes left at that rate")
+	require.Equal(t, "15 min", text("eta"), "the queued minute at a minute per quarter hour")
 	require.True(t, strings.HasPrefix(text("approved"), "1 of 3 lines"), text("approved"))
 	require.Equal(t, "1 reviewed", text("reviewed"))
 }
@@ -123,6 +124,7 @@ func TestProjectDashboard(t *testing.T) {
 	require.Equal(t, "0.1", tile("tile-lines-per-min"))
 	require.Equal(t, "4.0", tile("tile-audio-per-hour"))
 	require.Equal(t, "Nothing queued", tile("tile-eta"))
+	require.Equal(t, "0.0 min queued of 2.0 min to go", strings.TrimSpace(d.Find(`[data-testid=eta-audio]`).Text()))
 	require.Equal(t, "0", tile("tile-approved"))
 	require.Contains(t, d.Find(`[data-testid=tile-approved]`).Text(), "of 3 lines · 0 reviewed · 0 need review")
 	require.Equal(t, "1", tile("tile-failed"))
