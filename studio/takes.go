@@ -458,9 +458,10 @@ func (s *Store) RenderFailure(ctx context.Context, lineID int64, renderSeq, atte
 
 // FinishRender stores a take for the line's current render and marks the line done
 // (or needs review). A stale render stores nothing and returns false: one the line
-// was queued again or cancelled since, or one that finished otherwise (a twin's
-// last failure) on a line whose audible content changed since the render read it (a
-// failed line edited back to draft); a render that already has its take (a retried job) returns true without a second one, and
+// was queued again or cancelled since, or one that a twin finished otherwise (its
+// last failure) on a line an editor has changed since: edited back to draft, or set
+// to an earlier take. (A failed line whose notes alone changed takes the take.) A
+// render that already has its take (a retried job) returns true without a second one, and
 // changes the line only while the render is still active: a line the render
 // finished and an editor has changed since (edited back to draft, gone back to an
 // earlier take) is left as it is. blobs (the take's audio, moved into the blob store
@@ -500,7 +501,7 @@ func (s *Store) FinishRender(ctx context.Context, t *Take, blobs ...Blob) (bool,
 	}
 	// The placeholders are in the order of args.
 	q.WriteString(`l AS (SELECT id, state FROM lines WHERE id = ? AND render_seq = ? AND state <> 'cancelled'
-			AND (state IN ? OR audible_revision <= ?) FOR UPDATE),
+			AND (state IN ? OR (state IN ('draft', 'failed') AND audible_revision <= ?)) FOR UPDATE),
 		t AS (INSERT INTO takes (line_id, project_id, revision, render_seq, engine, model_version, gpu, worker, seed,
 			spoken_text, peak_vram_bytes, synth_ms, fit_ms, audio_ms, duration_ms, rtf, stretch_ratio, needed_ratio,
 			borrowed_ms, loudness_lufs, needs_review, hint, audio_sha256, raw_sha256, approved_at, approved_by,

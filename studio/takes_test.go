@@ -539,11 +539,11 @@ func TestFinishRenderOfAFinishedRenderChangesNothing(t *testing.T) {
 // original) finishing after the other recorded the render's last failure. Its take
 // is kept, and the line done, while the line sounds as the render read it; once an
 // editor has changed what it says (the failed line edited back to draft) it stores
-// nothing. Before the fix it stored the old text's take and marked the edited line
-// done.
+// nothing, as when the editor went back to an earlier take. Before the fix it stored
+// the old text's take and marked the edited line done.
 func TestFinishRenderAfterTheLastFailure(t *testing.T) {
 	t.Parallel()
-	b, lines := setupLines(t, 2)
+	b, lines := setupLines(t, 3)
 	bs := studio.BlobStore{Dir: t.TempDir()}
 	ctx := context.Background()
 	fitted := blobFile(t, bs, "fitted")
@@ -591,4 +591,16 @@ func TestFinishRenderAfterTheLastFailure(t *testing.T) {
 	takes, err := b.store.Takes(ctx, b.project.ID, edited.ID)
 	require.NoError(t, err)
 	require.Empty(t, takes)
+
+	// The editor went back to an earlier take: it stays, and the twin stores nothing.
+	earlier := studiotest.Take(t, b.store, bs, t.TempDir(), lines[2], 48000, 0, 440)
+	chosen := failed(lines[2])
+	require.NoError(t, b.store.UseTake(ctx, b.project.ID, earlier.ID))
+	ok, err = b.store.FinishRender(ctx, take(chosen))
+	require.NoError(t, err)
+	require.False(t, ok)
+	got, err = b.store.Line(ctx, b.project.ID, chosen.ID)
+	require.NoError(t, err)
+	require.Equal(t, studio.StateDone, got.State)
+	require.Equal(t, earlier.ID, *got.CurrentTakeID)
 }
