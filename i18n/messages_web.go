@@ -203,6 +203,8 @@ func init() {
 		"emotion.bad_text":         {EN: "Describe the emotion in at most 200 characters.", ZH: "情感描述不能为空，且不超过 200 个字符。"},
 		"emotion.bad_weight":       {EN: "The emotion weight is a number from 0 to 1.", ZH: "情感权重为 0 到 1 之间的数。"},
 		"emotion.audio_missing":    {EN: "Upload an emotion reference audio first.", ZH: "请先上传情感参考音频。"},
+		"emotion.bad_source":       {EN: "The segment of the original performance starts before the source does.", ZH: "原始表演片段的开始时间早于源音频。"},
+		"emotion.source_too_long":  {EN: "The segment of the original performance lasts %s s; at most %s s (a line's longest) can be an emotion reference.", ZH: "原始表演片段长 %s 秒；情感参考最长 %s 秒（台词的最长时长）。"},
 
 		"character.new":                {EN: "New character", ZH: "新建角色"},
 		"character.create":             {EN: "Add character", ZH: "添加角色"},

@@ -56,6 +56,9 @@ func (e Emotion) Validate() error {
 		if e.AudioSHA256 == "" && e.SourceEndMs <= e.SourceStartMs {
 			return i18n.Errorf(ErrInvalid, "emotion.audio_missing")
 		}
+		if e.SourceStartMs < 0 {
+			return i18n.Errorf(ErrInvalid, "emotion.bad_source")
+		}
 		if !inRange(e.Weight, 0, 1) {
 			return i18n.Errorf(ErrInvalid, "emotion.bad_weight")
 		}
@@ -79,6 +82,19 @@ func (e Emotion) Validate() error {
 		}
 	default:
 		return i18n.Errorf(ErrInvalid, "emotion.bad_mode")
+	}
+	return nil
+}
+
+// checkEmotion is e.Validate, and a segment of the source audio (FromSource) at most
+// a line long (MAX_LINE_SECONDS): each render cuts the segment into a blob of its own,
+// so its length is disk that a number in a form would otherwise claim.
+func (l Limits) checkEmotion(e Emotion) error {
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	if most := l.LineMs(); e.FromSource() && e.SourceEndMs-e.SourceStartMs > most {
+		return i18n.Errorf(ErrInvalid, "emotion.source_too_long", seconds(e.SourceEndMs-e.SourceStartMs), seconds(most))
 	}
 	return nil
 }
@@ -148,7 +164,7 @@ func (f FieldsError) Error() string {
 
 func (f FieldsError) Unwrap() error { return ErrInvalid }
 
-func (p *CharacterParams) validate() error {
+func (p *CharacterParams) validate(limits Limits) error {
 	fe := FieldsError{}
 	p.Name = strings.TrimSpace(p.Name)
 	if p.Name == "" || len([]rune(p.Name)) > 100 {
@@ -160,7 +176,7 @@ func (p *CharacterParams) validate() error {
 	if !colorRe.MatchString(p.Color) {
 		fe["color"] = i18n.Errorf(ErrInvalid, "character.bad_color")
 	}
-	if err := p.Emotion.Validate(); err != nil {
+	if err := limits.checkEmotion(p.Emotion); err != nil {
 		var ie *i18n.Error
 		errors.As(err, &ie)
 		fe["emotion"] = ie
@@ -194,7 +210,7 @@ func (s *Store) Character(ctx context.Context, projectID, id int64) (*Character,
 
 // CreateCharacter adds a character.
 func (s *Store) CreateCharacter(ctx context.Context, projectID int64, p CharacterParams) (*Character, error) {
-	if err := p.validate(); err != nil {
+	if err := p.validate(s.Limits); err != nil {
 		return nil, err
 	}
 	c := &Character{ProjectID: projectID, Name: p.Name, Color: p.Color, Emotion: p.Emotion, PreviewVoice: p.PreviewVoice}
@@ -209,7 +225,7 @@ func (s *Store) CreateCharacter(ctx context.Context, projectID int64, p Characte
 
 // UpdateCharacter changes a character's editable fields.
 func (s *Store) UpdateCharacter(ctx context.Context, projectID, id int64, p CharacterParams) error {
-	if err := p.validate(); err != nil {
+	if err := p.validate(s.Limits); err != nil {
 		return err
 	}
 	res := s.db.WithContext(ctx).Model(&Character{}).Where("project_id = ? AND id = ?", projectID, id).

@@ -329,7 +329,7 @@ func (s *Store) UpdateLine(ctx context.Context, userID int64, projectID, lineID 
 		}
 	}
 	if e.Emotion != nil && *e.Emotion != nil {
-		if err := (*e.Emotion).Validate(); err != nil {
+		if err := s.Limits.checkEmotion(**e.Emotion); err != nil {
 			return nil, FieldsError{"emotion": asI18n(err)}
 		}
 	}

@@ -264,7 +264,7 @@ func (s *Store) SetCharacterSourceEmotion(ctx context.Context, projectID, charac
 		return err
 	}
 	e := SourceEmotion(startMs, endMs, weight)
-	if err := e.Validate(); err != nil {
+	if err := s.Limits.checkEmotion(e); err != nil {
 		return err
 	}
 	return s.inTx(ctx, func(tx *gorm.DB) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"dubstudio/i18n"
 	"dubstudio/studio"
 )
 
@@ -220,6 +221,28 @@ func TestSourceEmotion(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, studio.SourceEmotion(2000, 3500, 0.6), ch.Emotion)
 	require.ErrorIs(t, b.store.SetCharacterSourceEmotion(ctx, b.project.ID, chars[0].ID+999, 0, 1, 0.5), studio.ErrNotFound)
+
+	// A segment is cut into a blob of its own for each render: at most a line long
+	// (MAX_LINE_SECONDS), and within the source; refused, nothing changed.
+	hours := studio.SourceEmotion(0, 4*3600_000, 0.5)
+	err = b.store.SetCharacterSourceEmotion(ctx, b.project.ID, chars[0].ID, hours.SourceStartMs, hours.SourceEndMs, 0.5)
+	var ie *i18n.Error
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, "emotion.source_too_long", ie.Key)
+	require.Equal(t, []any{"14400", "60"}, ie.Args)
+	require.ErrorIs(t, b.store.SetCharacterSourceEmotion(ctx, b.project.ID, chars[0].ID, -500, 1000, 0.5), studio.ErrInvalid)
+	ch, err = b.store.Character(ctx, b.project.ID, chars[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, studio.SourceEmotion(2000, 3500, 0.6), ch.Emotion)
+	hp := &hours
+	_, err = b.store.UpdateLine(ctx, b.editor.ID, b.project.ID, l.ID, studio.LineEdit{BaseRevision: saved.Revision, Emotion: &hp})
+	var fe studio.FieldsError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "emotion.source_too_long", fe["emotion"].Key)
+	err = b.store.UpdateCharacter(ctx, b.project.ID, chars[0].ID, studio.CharacterParams{Name: ch.Name, Color: ch.Color,
+		PreviewVoice: ch.PreviewVoice, Emotion: hours})
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "emotion.source_too_long", fe["emotion"].Key)
 
 	// Replacing the source keeps one row; removing it forgets it.
 	other := putBlob(t, b.store, bs, "a new cut")
