@@ -157,11 +157,15 @@ func Take(t testing.TB, s *studio.Store, blobs studio.BlobStore, scratch string,
 	must(t, err)
 	fresh, err := s.Line(ctx, l.ProjectID, l.ID)
 	must(t, err)
+	// The line is being fitted, as where a fit records its take (FinishRender stores
+	// none on a line finished otherwise).
+	bump := 0
 	if fresh.CurrentTakeID != nil {
-		Exec(t, s, `UPDATE lines SET render_seq = render_seq + 1 WHERE id = $1`, l.ID)
-		fresh, err = s.Line(ctx, l.ProjectID, l.ID)
-		must(t, err)
+		bump = 1
 	}
+	Exec(t, s, `UPDATE lines SET render_seq = render_seq + $2, state = 'fitting' WHERE id = $1`, l.ID, bump)
+	fresh, err = s.Line(ctx, l.ProjectID, l.ID)
+	must(t, err)
 	tk := &studio.Take{LineID: l.ID, ProjectID: l.ProjectID, Revision: fresh.Revision, RenderSeq: fresh.RenderSeq, Engine: "test",
 		SpokenText: l.Text, DurationMs: n * 1000 / 48000, StretchRatio: 1, BorrowedMs: max(0, n*1000/48000-l.DurationMs()),
 		AudioSHA256: blob.SHA256}
