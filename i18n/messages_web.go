@@ -100,6 +100,7 @@ func init() {
 		"import.empty":              {EN: "The file has no lines.", ZH: "文件中没有台词。"},
 		"import.no_file":            {EN: "Choose a file to import.", ZH: "请选择要导入的文件。"},
 		"upload.no_file":            {EN: "Choose a file to upload.", ZH: "请选择要上传的文件。"},
+		"upload.too_many_fields":    {EN: "The upload sends too many fields before its file: at most %d fields, of %d KiB in all.", ZH: "上传在文件之前发送的字段过多：最多 %d 个字段，总计不超过 %d KiB。"},
 		"import.first":              {EN: "This project has no lines yet: import its script to start. SRT and WebVTT subtitles work as they are, a line starting “NAME:” naming its character.", ZH: "此项目还没有台词：导入剧本即可开始。SRT 和 WebVTT 字幕可直接导入，以“角色名:”开头的台词会指定角色。"},
 		"import.sample":             {EN: "Download a sample script to try it", ZH: "下载示例剧本试一试"},
 
@@ -117,6 +118,7 @@ func init() {
 		"bulk.select":        {EN: "Select line", ZH: "选择台词"},
 		"bulk.select_all":    {EN: "Select all", ZH: "全选"},
 		"bulk.none_selected": {EN: "Select at least one line.", ZH: "请至少选择一句台词。"},
+		"bulk.too_many":      {EN: "Too many lines are selected (%d): select at most %d at once.", ZH: "选中的台词过多（%d 句）：一次最多选择 %d 句。"},
 		"bulk.assigned":      {EN: "Assigned %d lines to %s.", One: "Assigned %d line to %s.", ZH: "已将 %d 句台词分配给 %s。"},
 		"bulk.unassigned":    {EN: "Removed the character from %d lines.", One: "Removed the character from %d line.", ZH: "已取消 %d 句台词的角色。"},
 		"bulk.assigned_none": {EN: "Nothing changed: the selected lines have that character already.", ZH: "没有变化：所选台词已是该角色。"},
@@ -173,6 +175,7 @@ func init() {
 		"upload.source_too_long":        {EN: "This file lasts %v s; a source may last at most %v s (setting SOURCE_MAX_SECONDS).", ZH: "该文件长 %v 秒；原声最长 %v 秒（设置 SOURCE_MAX_SECONDS）。"},
 		"upload.no_space":               {EN: "Not enough free disk space: extracting the sound track needs %v MB, %v MB are free and %v MB must stay free (setting MIN_FREE_MB).", ZH: "磁盘空间不足：提取音轨需要 %v MB，剩余 %v MB，且须保留 %v MB（设置 MIN_FREE_MB）。"},
 		"error.bad_text":                {EN: "The request holds a NUL byte or text that is not valid UTF-8; remove it and try again.", ZH: "请求中含有 NUL 字节或无效的 UTF-8 文本，请删除后重试。"},
+		"error.bad_form":                {EN: "The form could not be read: it has more fields than the server reads, or text that is not URL-encoded.", ZH: "无法读取表单：字段数超过服务器的读取上限，或文本未按 URL 编码。"},
 		"line.too_long":                 {EN: "This line lasts %v s; a line may last at most %v s (setting MAX_LINE_SECONDS). Split it into shorter lines.", ZH: "这句台词长 %v 秒，一句台词最长 %v 秒（设置 MAX_LINE_SECONDS）。请拆分为较短的几句。"},
 		"export.too_long":               {EN: "The programme lasts %v s; an export may last at most %v s (setting MAX_EXPORT_SECONDS).", ZH: "节目长 %v 秒，导出最长 %v 秒（设置 MAX_EXPORT_SECONDS）。"},
 		"timeline.slot_too_late":        {EN: "A slot ends by %s at the latest.", ZH: "时段最晚在 %s 结束。"},

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"dubstudio/audio"
+	"dubstudio/i18n"
 	"dubstudio/internal/perm"
 	"dubstudio/media"
 	"dubstudio/studio"
@@ -158,32 +159,56 @@ func (s *Server) saveCharacter(c echo.Context) error {
 
 // uploadReference stores a character's reference voice.
 func (s *Server) uploadReference(c echo.Context) error {
-	return s.uploadCharacterAudio(c, "file", func(ctx context.Context, ch *studio.Character, up media.Upload) error {
+	return s.uploadCharacterAudio(c, "file", nil, func(ctx context.Context, ch *studio.Character, up media.Upload) error {
 		return s.media.SetCharacterReference(ctx, ch.ProjectID, ch.ID, up)
 	})
 }
 
-// uploadEmotionAudio stores a character's emotion reference recording.
+// defaultEmotionWeight is the emotion upload form's weight, taken when a request
+// sends none.
+const defaultEmotionWeight = 0.8
+
+// uploadEmotionAudio stores a character's emotion reference recording. Its weight is
+// checked before the recording is spooled, probed and stored, so that a wrong one
+// keeps nothing.
 func (s *Server) uploadEmotionAudio(c echo.Context) error {
-	weight, err := strconv.ParseFloat(c.FormValue("emotion_weight"), 64)
-	if err != nil {
-		weight = 0.8
-	}
-	return s.uploadCharacterAudio(c, "emotion_file", func(ctx context.Context, ch *studio.Character, up media.Upload) error {
+	weight, err := emotionUploadWeight(c)
+	return s.uploadCharacterAudio(c, "emotion_file", err, func(ctx context.Context, ch *studio.Character, up media.Upload) error {
 		return s.media.SetCharacterEmotionAudio(ctx, ch.ProjectID, ch.ID, up, weight)
 	})
 }
 
+// emotionUploadWeight reads the emotion upload's weight: the form's default when the
+// request sends none, else a number from 0 to 1 (the range of studio.Emotion.Validate,
+// which the store checks again; NaN is in none), refused with the character form's
+// message.
+func emotionUploadWeight(c echo.Context) (float64, error) {
+	v := c.FormValue("emotion_weight") // parses the form, which Has then reads
+	if !c.Request().Form.Has("emotion_weight") {
+		return defaultEmotionWeight, nil
+	}
+	w, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(w >= 0 && w <= 1) {
+		return 0, i18n.Errorf(studio.ErrInvalid, "emotion.bad_weight")
+	}
+	return w, nil
+}
+
 // uploadCharacterAudio takes an audio upload for a character: size-limited, spooled
-// to a private temporary file and handed to set. A refused file is shown in the
-// character's card, next to its field.
-func (s *Server) uploadCharacterAudio(c echo.Context, field string, set func(ctx context.Context, ch *studio.Character, up media.Upload) error) error {
+// to a private temporary file and handed to set. formErr, a mistake in the form's
+// other fields, refuses the file before it is spooled. A refusal is shown in the
+// character's card, next to the file's field.
+func (s *Server) uploadCharacterAudio(c echo.Context, field string, formErr error, set func(ctx context.Context, ch *studio.Character, up media.Upload) error) error {
 	ch, err := s.character(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	up, err := s.spoolUpload(c, field)
+	var up media.Upload
+	err = formErr
+	if err == nil {
+		up, err = s.spoolUpload(c, field)
+	}
 	if err == nil {
 		defer os.Remove(up.Path)
 		err = set(ctx, ch, up)

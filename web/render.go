@@ -244,22 +244,36 @@ func (s *Server) listWorkers(c echo.Context) error {
 	return s.render(c, http.StatusOK, views.WorkersPage(s.page(c, s.t(c, "workers.title"), "workers"), ws, paused, gc))
 }
 
-// selectedLines reads the line_id values of a bulk form.
+// maxSelectedLines is the most lines a bulk form may select. Each id is a bind
+// parameter of the store's queries, and PostgreSQL takes at most 65,535 in one
+// statement (past it, a 500); Go's own cap on a form's fields is a GODEBUG setting,
+// not a promise. The forms select at most one page of lines (500 at most,
+// studio.Store.Lines).
+const maxSelectedLines = 5000
+
+// selectedLines reads the line_id values of a bulk form, each once.
 func (s *Server) selectedLines(c echo.Context) ([]int64, error) {
 	form, err := c.FormParams()
 	if err != nil {
 		return nil, echo.NewHTTPError(http.StatusBadRequest, s.t(c, "error.bad_request"))
 	}
 	var ids []int64
+	seen := map[int64]bool{}
 	for _, v := range form["line_id"] {
 		id, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return nil, echo.NewHTTPError(http.StatusBadRequest, s.t(c, "error.bad_request"))
 		}
-		ids = append(ids, id)
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
 	}
 	if len(ids) == 0 {
 		return nil, echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "bulk.none_selected"))
+	}
+	if len(ids) > maxSelectedLines {
+		return nil, echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "bulk.too_many", len(ids), maxSelectedLines))
 	}
 	return ids, nil
 }

@@ -245,12 +245,15 @@ func clientIP(trusted []*net.IPNet) echo.IPExtractor {
 	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
-// uploadLimit is the size of the body a route accepts: its upload limit plus room for
-// the form's other fields for the routes that take a file, MAX_FORM_KB for every other.
-// upload says whether the route takes a file.
-func (s *Server) uploadLimit(path string) (limit int64, upload bool) {
+// uploadLimit is the size of the body a request may send: for a multipart form to a
+// route that takes a file, its upload limit plus room for the form's other fields;
+// for every other body, MAX_FORM_KB. upload says which. The content type counts as
+// much as the path: a URL-encoded form or JSON is read into memory whole (Go's
+// ParseForm drops its own 10 MB cap under http.MaxBytesReader), so the upload limit,
+// gigabytes for a source, must never apply to one.
+func (s *Server) uploadLimit(path, contentType string) (limit int64, upload bool) {
 	const slack = 1 << 20
-	if strings.HasPrefix(path, "/projects/") {
+	if contentType == "multipart/form-data" && strings.HasPrefix(path, "/projects/") {
 		switch {
 		case strings.HasSuffix(path, "/source"), strings.HasSuffix(path, "/bed"):
 			return s.cfg.SourceMaxUploadBytes + slack, true
@@ -262,9 +265,9 @@ func (s *Server) uploadLimit(path string) (limit int64, upload bool) {
 }
 
 // limitBody bounds every request body before anything reads it: a body announced
-// larger than its route's limit is refused with 413 unread, and any other is read
-// through http.MaxBytesReader, so that a body without a length stops at the limit
-// too. A URL-encoded form is parsed here, where the overflow can still be told
+// larger than its limit (uploadLimit) is refused with 413 unread, and any other is
+// read through http.MaxBytesReader, so that a body without a length stops at the
+// limit too. A URL-encoded form is parsed here, where the overflow can still be told
 // apart from an empty form (c.FormValue drops the error).
 func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -276,7 +279,8 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 		if safeMethod(r.Method) || r.Body == nil || r.Body == http.NoBody {
 			return next(c)
 		}
-		limit, upload := s.uploadLimit(r.URL.Path)
+		ct, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType))
+		limit, upload := s.uploadLimit(r.URL.Path, ct)
 		tooLarge := echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.form_too_large", s.cfg.MaxFormBytes>>10))
 		if upload {
 			tooLarge = echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", (limit>>20)-1))
@@ -288,10 +292,15 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
 		var mbe *http.MaxBytesError
-		switch ct, _, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType)); {
+		switch {
 		case ct == echo.MIMEApplicationForm:
 			if err := r.ParseForm(); errors.As(err, &mbe) {
 				return tooLarge
+			} else if err != nil {
+				// Past Go's field limit (10,000 by default) the form would reach the
+				// handler empty and be answered as if nothing had been sent; a bad
+				// escape would lose its field without a word.
+				return echo.NewHTTPError(http.StatusBadRequest, s.t(c, "error.bad_form"))
 			}
 			if !validText(r.PostForm) {
 				return badText

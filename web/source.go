@@ -190,13 +190,23 @@ func (s *Server) spoolLargeUpload(c echo.Context, field string, limit int64) (me
 	return up, err
 }
 
+// The short fields a large upload sends before its file are kept in memory, and the
+// body may be gigabytes long: their number and their size (names and values) are
+// bounded, 200,000 fields having held 222 MiB. The forms send one or two.
+const (
+	maxUploadFields     = 32
+	maxUploadFieldBytes = 16 << 10
+)
+
 // spoolLargeUploadFields is spoolLargeUpload that also returns the form's short
-// fields sent before the file (at most 1 KiB each; a field after the file is not
-// read), such as the bed's kind.
+// fields sent before the file (at most 1 KiB each, maxUploadFields of them and
+// maxUploadFieldBytes in all, else 400; a field after the file is not read), such as
+// the bed's kind.
 func (s *Server) spoolLargeUploadFields(c echo.Context, field string, limit int64) (media.Upload, url.Values, error) {
 	fields := url.Values{}
 	tooLarge := echo.NewHTTPError(http.StatusRequestEntityTooLarge, s.t(c, "error.too_large", limit>>20))
 	noFile := echo.NewHTTPError(http.StatusUnprocessableEntity, s.t(c, "upload.no_file"))
+	tooManyFields := echo.NewHTTPError(http.StatusBadRequest, s.t(c, "upload.too_many_fields", maxUploadFields, maxUploadFieldBytes>>10))
 	r := c.Request()
 	r.Body = http.MaxBytesReader(c.Response(), r.Body, limit+1<<20)
 	var src io.Reader
@@ -221,6 +231,7 @@ func (s *Server) spoolLargeUploadFields(c echo.Context, field string, limit int6
 		if err != nil {
 			return media.Upload{}, fields, noFile
 		}
+		parts, size := 0, 0
 		for {
 			part, err := mr.NextPart()
 			var mbe *http.MaxBytesError
@@ -234,8 +245,15 @@ func (s *Server) spoolLargeUploadFields(c echo.Context, field string, limit int6
 				src, filename = part, part.FileName()
 				break
 			}
+			// Every part before the file counts, kept or not.
+			if parts++; parts > maxUploadFields {
+				return media.Upload{}, fields, tooManyFields
+			}
 			if part.FileName() == "" && part.FormName() != "" {
 				if v, err := io.ReadAll(io.LimitReader(part, 1<<10)); err == nil {
+					if size += len(part.FormName()) + len(v); size > maxUploadFieldBytes {
+						return media.Upload{}, fields, tooManyFields
+					}
 					fields.Add(part.FormName(), string(v))
 				}
 			}
