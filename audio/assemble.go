@@ -47,7 +47,7 @@ func SamplesFor(ms, rate int) int64 { return int64(ms) * int64(rate) / 1000 }
 
 // Assemble writes a 16-bit (or 24-bit) PCM WAV of exactly p.Samples frames with each clip added
 // at its sample offset; where clips overlap their samples are summed and clipped to
-// 16 bits. It is done here rather than with ffmpeg filters so that placement is exact
+// 16 bits (AssembleWithResult counts the samples that clipped). It is done here rather than with ffmpeg filters so that placement is exact
 // to the sample and the same input always gives the same bytes. As long as nothing
 // clips, the stems of a programme (one Assemble per character) add up to its mix.
 //
@@ -55,6 +55,22 @@ func SamplesFor(ms, rate int) int64 { return int64(ms) * int64(rate) / 1000 }
 // grow with the programme's length. The file appears at p.OutputPath only when
 // complete; a full disk gives an error that unwraps to ErrNoSpace.
 func Assemble(ctx context.Context, p AssembleParams) error {
+	_, err := AssembleWithResult(ctx, p)
+	return err
+}
+
+// AssembleResult is what an assembly found while mixing.
+type AssembleResult struct {
+	// ClippedSamples is how many samples of the output (one per channel of a
+	// frame) the sum of overlapping clips took past 16 bits, so that they were
+	// clipped to full scale: 0 when nothing clipped.
+	ClippedSamples int64
+}
+
+// AssembleWithResult is Assemble, also telling the caller how many samples clipped
+// where clips overlap (the mix itself is the same).
+func AssembleWithResult(ctx context.Context, p AssembleParams) (AssembleResult, error) {
+	var res AssembleResult
 	if p.SampleRate == 0 {
 		p.SampleRate = DefaultSampleRate
 	}
@@ -62,19 +78,19 @@ func Assemble(ctx context.Context, p AssembleParams) error {
 		p.Channels = 1
 	}
 	if p.Channels != 1 && p.Channels != 2 {
-		return fmt.Errorf("%w: assemble: %d channels", ErrInvalid, p.Channels)
+		return res, fmt.Errorf("%w: assemble: %d channels", ErrInvalid, p.Channels)
 	}
 	if p.Samples < 0 {
-		return fmt.Errorf("%w: assemble: length of %d samples", ErrInvalid, p.Samples)
+		return res, fmt.Errorf("%w: assemble: length of %d samples", ErrInvalid, p.Samples)
 	}
 	header, err := WAVHeader(WAVFormat{SampleRate: p.SampleRate, Channels: p.Channels, BitDepth: p.BitDepth, TimeReference: p.TimeReference}, p.Samples)
 	if err != nil {
-		return fmt.Errorf("assemble: %w", err)
+		return res, fmt.Errorf("assemble: %w", err)
 	}
 	clips := slices.Clone(p.Clips)
 	slices.SortStableFunc(clips, func(a, b Clip) int { return cmp.Compare(a.Offset, b.Offset) })
 
-	return writeFileAtomic(p.OutputPath, func(w io.Writer) error {
+	err = writeFileAtomic(p.OutputPath, func(w io.Writer) error {
 		if _, err := w.Write(header); err != nil {
 			return err
 		}
@@ -107,6 +123,11 @@ func Assemble(ctx context.Context, p AssembleParams) error {
 			for _, c := range active {
 				c.addTo(acc[:n], start, end, ch)
 			}
+			for _, v := range acc[:n] {
+				if v > math.MaxInt16 || v < math.MinInt16 {
+					res.ClippedSamples++
+				}
+			}
 			if out24 != nil {
 				for i, v := range acc[:n] {
 					v = min(max(v, math.MinInt16), math.MaxInt16) << 8
@@ -127,6 +148,7 @@ func Assemble(ctx context.Context, p AssembleParams) error {
 		}
 		return nil
 	})
+	return res, err
 }
 
 // placed is a clip's samples at its offset.

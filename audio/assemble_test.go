@@ -240,3 +240,35 @@ func TestReadWAVFromOtherWriters(t *testing.T) {
 	_, err = ReadWAVFile(text)
 	require.ErrorIs(t, err, ErrNotAudio)
 }
+
+// TestAssembleCountsClippedSamples: two loud takes that overlap in phase clip where they do
+// (mono, and a mono take into both channels of a stereo mix: a sample a channel),
+// and the count says how many; the same takes apart clip nothing.
+func TestAssembleCountsClippedSamples(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	loud := writeClip(t, dir, "loud.wav", 1000, func(i int) int16 { return int16(20000 * math.Sin(float64(i)/10)) })
+	out := filepath.Join(dir, "mix.wav")
+	for _, tc := range []struct {
+		name     string
+		channels int
+		second   int64
+	}{{"overlapping", 1, 314}, {"overlapping in stereo", 2, 314}, {"apart", 1, 1000}} {
+		res, err := AssembleWithResult(ctxT(t), AssembleParams{OutputPath: out, Channels: tc.channels, Samples: 2000,
+			Clips: []Clip{{Path: loud}, {Path: loud, Offset: tc.second}}})
+		require.NoError(t, err, tc.name)
+		mix, err := ReadWAVFile(out)
+		require.NoError(t, err)
+		var atFullScale int64
+		for _, v := range mix.Samples {
+			if v == math.MaxInt16 || v == math.MinInt16 {
+				atFullScale++
+			}
+		}
+		t.Logf("%s: %d clipped samples", tc.name, res.ClippedSamples)
+		require.Equal(t, atFullScale, res.ClippedSamples, tc.name) // neither take reaches full scale alone
+		if tc.second < 1000 {
+			require.Positive(t, res.ClippedSamples, tc.name)
+		}
+	}
+}

@@ -148,3 +148,62 @@ func TestMixOverBedDucksAndNormalises(t *testing.T) {
 		require.InDelta(t, target, got, 1, "within 1 LU of the target")
 	}
 }
+
+// truePeakDB measures a file's true peak (dBTP) with ffmpeg's ebur128 filter, to
+// 0.001 of full scale (its metadata; the summary gives 0.1 dB).
+func truePeakDB(t testing.TB, path string) float64 {
+	t.Helper()
+	out, err := exec.Command("ffmpeg", "-v", "error", "-nostdin", "-i", path, "-af",
+		"ebur128=peak=true:metadata=1,ametadata=mode=print:key=lavfi.r128.true_peak:file=-", "-f", "null", "-").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	peak := 0.0
+	for _, m := range regexp.MustCompile(`lavfi\.r128\.true_peak=([0-9.]+)`).FindAllSubmatch(out, -1) {
+		v, err := strconv.ParseFloat(string(m[1]), 64)
+		require.NoError(t, err)
+		peak = max(peak, v)
+	}
+	require.Positive(t, peak, "%s", out)
+	return 20 * math.Log10(peak)
+}
+
+// TestMixOverBedLimiterKeepsTimeAndTruePeak normalises a quiet line with a click
+// and a burst of 12 kHz sampled off its peaks (its true peak 3 dB over its sample
+// peak) to -16 LUFS, so the limiter engages: the click stays at its sample (the
+// limiter's look-ahead once delayed the mix by its 5 ms attack), and the mix's true
+// peak is at most the -1 dBTP ceiling, within ebur128's reading (0.001 of full
+// scale, about 0.01 dB).
+func TestMixOverBedLimiterKeepsTimeAndTruePeak(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := ctxT(t)
+	const rate, n, clickAt = 48000, 4 * 48000, 96_000
+	line := writeClip(t, dir, "line.wav", n, func(i int) int16 {
+		v := 1000 * math.Sin(2*math.Pi*1000*float64(i)/rate)
+		if i >= 120_000 && i < 120_240 {
+			v += 12000 * math.Sin(2*math.Pi*12000*float64(i)/rate+math.Pi/4)
+		}
+		if i == clickAt {
+			v = 30000
+		}
+		return int16(v)
+	})
+	bed := writeClip(t, dir, "bed.wav", n, func(int) int16 { return 0 })
+	out := filepath.Join(dir, "mix.wav")
+	res, err := MixOverBed(ctx, BedMixParams{DialoguePath: line, BedPath: bed, OutputPath: out, Samples: n,
+		Normalize: true, TargetLUFS: -16})
+	require.NoError(t, err)
+	require.True(t, res.Limited, "%+v", res)
+	pcm, err := ReadWAVFile(out)
+	require.NoError(t, err)
+	require.Equal(t, n, pcm.Frames())
+	loudest := clickAt - 2000
+	for i := clickAt - 2000; i < clickAt+2000; i++ {
+		if math.Abs(float64(pcm.Samples[i])) > math.Abs(float64(pcm.Samples[loudest])) {
+			loudest = i
+		}
+	}
+	require.Equal(t, clickAt, loudest, "the click at its own sample")
+	tp := truePeakDB(t, out)
+	t.Logf("gain %.1f dB; true peak %.3f dBTP", res.GainDB, tp)
+	require.LessOrEqual(t, tp, DefaultMixTruePeakDB+0.01)
+}

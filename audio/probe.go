@@ -37,6 +37,11 @@ type Info struct {
 	Duration   time.Duration
 	SampleRate int
 	Channels   int
+	// Start is how long after a video's first frame its sound starts (MPEG-TS, MXF
+	// and remuxed files often start it late): what an extraction pads with silence
+	// to keep the sound against the picture. 0 for audio files, and for a sound
+	// that starts first (t=0 is then its own start, in ffmpeg as in players).
+	Start time.Duration
 }
 
 // formatNames maps ffprobe's comma-separated demuxer names to one short name.
@@ -78,8 +83,10 @@ type ProbeResult struct {
 		// FormatName is ffprobe's name of the container (its demuxer's names,
 		// "mov,mp4,m4a,3gp,3g2,mj2"), as the function FormatName takes it.
 		FormatName string `json:"format_name"`
-		// Duration is the container's length in seconds ("12.345000", or "N/A").
-		Duration string `json:"duration"`
+		// Duration is the container's length in seconds ("12.345000", or "N/A"),
+		// from StartTime, where its earliest stream starts.
+		Duration  string `json:"duration"`
+		StartTime string `json:"start_time"`
 	} `json:"format"`
 
 	path, in string
@@ -98,6 +105,14 @@ type ProbeStream struct {
 	SampleRate string `json:"sample_rate"`
 	Channels   int    `json:"channels"`
 	Duration   string `json:"duration"`
+	// StartTime is when the stream starts, in seconds on the file's clock.
+	StartTime string `json:"start_time"`
+	Tags      struct {
+		// Duration is Matroska's statistics tag (ffmpeg and mkvmerge write it):
+		// when the stream ends, "00:00:08.000000000", on the file's clock. Matroska
+		// has no Duration field per stream.
+		Duration string `json:"DURATION"`
+	} `json:"tags"`
 	// Picture.
 	Width        int    `json:"width"`
 	Height       int    `json:"height"`
@@ -173,7 +188,7 @@ func (r *ProbeResult) Audio(ctx context.Context) (Info, error) {
 	case r.failed != nil:
 		return Info{}, userError(ErrNotAudio, fmt.Errorf("error probing %s: %w", r.path, r.failed), "audio.unreadable")
 	}
-	info, err := r.firstAudio()
+	info, end, err := r.firstAudio()
 	if err != nil {
 		return Info{}, fmt.Errorf("error probing %s: %w", r.path, err)
 	}
@@ -182,7 +197,14 @@ func (r *ProbeResult) Audio(ctx context.Context) (Info, error) {
 			return Info{}, err
 		}
 	}
-	if err := checkTail(ctx, r.in, info.Duration); err != nil {
+	// Without the sound's own end, its tail cannot be found: a sound that ends
+	// before the picture is not truncated. The file's end is checked instead.
+	if end > 0 {
+		err = checkTail(ctx, r.in, end, info.Duration)
+	} else {
+		err = r.checkFileTail(ctx)
+	}
+	if err != nil {
 		return Info{}, fmt.Errorf("error probing %s: %w", r.path, err)
 	}
 	return info, nil
@@ -218,27 +240,72 @@ func CheckFormat(info Info, allowed []string) error {
 		strings.ToUpper(info.Format), strings.Join(names, ", "))
 }
 
-// firstAudio is Info for the reading's first audio stream.
-func (r *ProbeResult) firstAudio() (Info, error) {
+// firstAudio is Info for the reading's first audio stream, and where that stream
+// ends from the file's start (as ffmpeg's -ss counts), 0 when only the
+// container's duration is known.
+func (r *ProbeResult) firstAudio() (Info, time.Duration, error) {
 	for _, s := range r.Streams {
 		if s.CodecType != "audio" {
 			continue
 		}
 		rate, _ := strconv.Atoi(s.SampleRate)
 		if s.CodecName == "" || s.CodecName == "none" || rate <= 0 || s.Channels <= 0 {
-			return Info{}, userError(ErrNotAudio, fmt.Errorf("audio stream without a known codec (%q, %s Hz, %d channels)",
+			return Info{}, 0, userError(ErrNotAudio, fmt.Errorf("audio stream without a known codec (%q, %s Hz, %d channels)",
 				s.CodecName, s.SampleRate, s.Channels), "audio.unreadable")
 		}
+		start, _ := parseTime(s.StartTime)
+		fileStart, _ := parseTime(r.Format.StartTime)
 		d := parseSeconds(s.Duration)
-		if d == 0 {
-			d = parseSeconds(r.Format.Duration)
+		if tagEnd := parseClock(s.Tags.Duration); d == 0 && tagEnd > start {
+			d = tagEnd - start
 		}
-		return Info{Format: FormatName(r.Format.FormatName), Codec: s.CodecName, Duration: d, SampleRate: rate, Channels: s.Channels}, nil
+		var end time.Duration
+		if d > 0 {
+			end = start - fileStart + d
+		} else {
+			d = parseSeconds(r.Format.Duration) // the picture's, as like as not
+		}
+		info := Info{Format: FormatName(r.Format.FormatName), Codec: s.CodecName, Duration: d, SampleRate: rate, Channels: s.Channels}
+		if picture, ok := r.pictureStart(); ok && start > picture {
+			info.Start = start - picture
+		}
+		return info, end, nil
 	}
 	if len(r.Streams) > 0 {
-		return Info{}, userError(ErrNotAudio, fmt.Errorf("no audio stream in %s", r.Format.FormatName), "audio.no_sound")
+		return Info{}, 0, userError(ErrNotAudio, fmt.Errorf("no audio stream in %s", r.Format.FormatName), "audio.no_sound")
 	}
-	return Info{}, userError(ErrNotAudio, errors.New("no streams"), "audio.unreadable")
+	return Info{}, 0, userError(ErrNotAudio, errors.New("no streams"), "audio.unreadable")
+}
+
+// pictureStart is when the reading's first video stream starts, cover art left out
+// (an MP3's picture is no time line).
+func (r *ProbeResult) pictureStart() (time.Duration, bool) {
+	for _, s := range r.Streams {
+		if s.CodecType == "video" && s.Disposition.AttachedPic == 0 {
+			return parseTime(s.StartTime)
+		}
+	}
+	return 0, false
+}
+
+// parseTime reads ffprobe's "-0.021333" (a start may be before 0); ok is false for
+// "N/A" and garbage.
+func parseTime(s string) (d time.Duration, ok bool) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, false
+	}
+	return time.Duration(math.Round(f * float64(time.Second))), true
+}
+
+// parseClock reads Matroska's "00:00:08.000000000"; anything else gives 0.
+func parseClock(s string) time.Duration {
+	var h, m int
+	var sec float64
+	if n, err := fmt.Sscanf(s, "%d:%d:%f", &h, &m, &sec); n != 3 || err != nil || h < 0 || m < 0 || sec < 0 {
+		return 0
+	}
+	return time.Duration(h)*time.Hour + time.Duration(m)*time.Minute + time.Duration(math.Round(sec*float64(time.Second)))
 }
 
 // parseSeconds reads ffprobe's "12.345000"; "N/A" and garbage give 0.
@@ -285,10 +352,10 @@ func checkWAVSize(path string, size int64) error {
 	}
 }
 
-// checkTail decodes the last tailCheck of the first audio stream (at a low rate: only
-// the amount matters) and refuses the file when much less comes out than the headers
-// promise.
-func checkTail(ctx context.Context, in string, dur time.Duration) error {
+// checkTail decodes the last tailCheck of the first audio stream, which lasts dur
+// and ends at end from the file's start (at a low rate: only the amount matters),
+// and refuses the file when much less comes out than the headers promise.
+func checkTail(ctx context.Context, in string, end, dur time.Duration) error {
 	const rate = 8000
 	tail := min(tailCheck, dur)
 	want := int64(tail.Seconds() * rate)
@@ -298,7 +365,7 @@ func checkTail(ctx context.Context, in string, dur time.Duration) error {
 	var got countWriter
 	_, err := runTool(ctx, ffmpegBin, []string{
 		"-v", "error", "-nostdin", "-hide_banner",
-		"-ss", seconds(dur - tail), "-i", in,
+		"-ss", seconds(end - tail), "-i", in,
 		"-map", "0:a:0", "-ac", "1", "-ar", strconv.Itoa(rate), "-f", "s16le", "pipe:1",
 	}, nil, &got)
 	var te *toolError
@@ -307,6 +374,46 @@ func checkTail(ctx context.Context, in string, dur time.Duration) error {
 	}
 	if got.n/2 < want/4 {
 		cause := fmt.Errorf("decoded %d of %d samples at the end", got.n/2, want)
+		if err != nil {
+			cause = fmt.Errorf("%w (%w)", cause, err)
+		}
+		return userError(ErrNotAudio, cause, "audio.truncated")
+	}
+	return nil
+}
+
+// checkFileTail is checkTail for a file whose sound has no length of its own, only
+// the container's (a Matroska file without DURATION tags): the sound may end
+// before the picture, so it reads the packets of every stream in the last
+// tailCheck of the container (ffprobe, no decoding) and refuses the file when they
+// cover less than a quarter of it, as checkTail does with samples.
+func (r *ProbeResult) checkFileTail(ctx context.Context) error {
+	dur := parseSeconds(r.Format.Duration)
+	fileStart, _ := parseTime(r.Format.StartTime)
+	if dur < 5*time.Millisecond {
+		return nil // no length to check, or nothing to check
+	}
+	tail := min(tailCheck, dur)
+	from, end := fileStart+dur-tail, fileStart+dur // ffprobe's intervals are on the file's clock
+	var out bytes.Buffer
+	_, err := runTool(ctx, ffprobeBin, []string{
+		"-v", "error", "-hide_banner", "-read_intervals", seconds(from) + "%",
+		"-show_entries", "packet=pts_time,duration_time", "-of", "csv=p=0", "-i", r.in,
+	}, nil, &out)
+	var te *toolError
+	if err != nil && !errors.As(err, &te) {
+		return err
+	}
+	last := time.Duration(math.MinInt64)
+	for line := range strings.Lines(out.String()) {
+		pts, length, _ := strings.Cut(strings.TrimSpace(line), ",")
+		if t, ok := parseTime(pts); ok {
+			d, _ := parseTime(length)
+			last = max(last, t+d)
+		}
+	}
+	if last < from+tail/4 {
+		cause := fmt.Errorf("the last packet ends at %v, the file at %v", max(last, 0), end)
 		if err != nil {
 			cause = fmt.Errorf("%w (%w)", cause, err)
 		}

@@ -1,6 +1,7 @@
 package audio
 
 import (
+	"bytes"
 	"image"
 	"image/png"
 	"io/fs"
@@ -88,6 +89,8 @@ func TestProbeRefusesWhatIsNotAudio(t *testing.T) {
 		{"wav header only", cut(wav, "hdr.wav", func(int) int { return 30 }), "audio.unreadable"},
 		{"flac cut in half", cut(flac, "half.flac", func(n int) int { return n / 2 }), "audio.truncated"},
 		{"mp3 cut in half", cut(mp3, "half.mp3", func(n int) int { return n / 2 }), "audio.truncated"},
+		{"mkv cut in half", cut(shortSound(t, dir, "full.mkv", true), "half.mkv", func(n int) int { return n / 2 }), "audio.truncated"},
+		{"mkv without durations cut in half", cut(shortSound(t, dir, "bare.mkv", false), "bare-half.mkv", func(n int) int { return n / 2 }), "audio.truncated"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -137,4 +140,44 @@ func TestProbeReferenceRefusesAAC(t *testing.T) {
 	require.Equal(t, "aac", info.Codec)
 	_, err = ProbeReference(ctxT(t), p)
 	require.ErrorIs(t, err, ErrFormat)
+}
+
+// shortSound writes a Matroska video of 10 s whose sound (FLAC) ends at 8 s. ffmpeg
+// writes each stream's end in a DURATION tag; other muxers do not, and then only the
+// container's duration (the picture's) is known: tags false renames the tags so.
+func shortSound(t *testing.T, dir, name string, tags bool) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	ffmpegGen(t, "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10:duration=10",
+		"-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=8", "-pix_fmt", "yuv420p", "-c:a", "flac", p)
+	if !tags {
+		data, err := os.ReadFile(p)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(p, bytes.ReplaceAll(data, []byte("DURATION"), []byte("DURATIOX")), 0o644))
+	}
+	return p
+}
+
+// TestProbeAcceptsSoundEndingBeforePicture probes Matroska videos whose sound ends
+// 2 s before the picture: Matroska gives no stream a duration field, and the tail
+// check once sought the end of the container, found no sound there and refused a
+// valid file as truncated. With the tags, the sound's own length is read from them;
+// without, the container's length is all there is, and the file's end is checked in
+// any stream. (Cut in half, both are refused: TestProbeRefusesWhatIsNotAudio.)
+func TestProbeAcceptsSoundEndingBeforePicture(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		tags bool
+		dur  time.Duration
+	}{{"tagged.mkv", true, 8 * time.Second}, {"bare.mkv", false, 10 * time.Second}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			info, err := Probe(ctxT(t), shortSound(t, dir, tc.name, tc.tags))
+			require.NoError(t, err)
+			require.Equal(t, "matroska", info.Format)
+			require.Equal(t, tc.dur, info.Duration)
+		})
+	}
 }

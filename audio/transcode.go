@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"time"
@@ -34,9 +35,11 @@ type TranscodeParams struct {
 }
 
 // Transcode converts the first audio stream of p.InputPath (audio or video: the
-// picture is dropped) into p.Format. An input that is not audio, or a video without
-// a sound track, gives an error that unwraps to ErrNotAudio; the output appears
-// only when complete, and a full disk gives an error that unwraps to ErrNoSpace.
+// picture is dropped, and a sound that starts after it, Info.Start, is padded with
+// silence so that it starts at the picture's first frame) into p.Format. An input
+// that is not audio, or a video without a sound track, gives an error that unwraps
+// to ErrNotAudio; the output appears only when complete, and a full disk gives an
+// error that unwraps to ErrNoSpace.
 // Output carries no encoder tags or metadata, so WAV and FLAC output is
 // byte-reproducible.
 func Transcode(ctx context.Context, p TranscodeParams) error {
@@ -65,10 +68,18 @@ func Transcode(ctx context.Context, p TranscodeParams) error {
 	if ch == 0 {
 		ch = min(info.Channels, 2)
 	}
-	return ffmpegToFile(ctx, p.OutputPath, []string{"-i", p.InputPath}, append([]string{
-		"-map", "0:a:0", "-vn", "-sn", "-dn",
-		"-ar", strconv.Itoa(p.SampleRate), "-ac", strconv.Itoa(ch),
-	}, enc...))
+	output := []string{"-map", "0:a:0", "-vn", "-sn", "-dn"}
+	if info.Start > 0 {
+		// A sound that starts after the picture is padded with silence to the
+		// picture's first frame: a file of samples has no timestamps, and ffmpeg
+		// starts it at its first sample (or, given only the audio of an MPEG-TS,
+		// moves that to 0 itself), so what is laid against the picture would be
+		// early by the offset.
+		pad := int64(math.Round(info.Start.Seconds() * float64(p.SampleRate)))
+		output = append(output, "-af", fmt.Sprintf("aresample=%d,adelay=delays=%dS:all=1", p.SampleRate, pad))
+	}
+	output = append(output, "-ar", strconv.Itoa(p.SampleRate), "-ac", strconv.Itoa(ch))
+	return ffmpegToFile(ctx, p.OutputPath, []string{"-i", p.InputPath}, append(output, enc...))
 }
 
 // ExtractAudio writes the sound track of a video (or the audio of an audio file) to

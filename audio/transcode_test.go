@@ -147,3 +147,47 @@ func TestCancelledWriteLeavesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 }
+
+// TestExtractAudioKeepsALateStartInTime extracts the sound of videos whose audio
+// starts 0.478 s after the picture (-itsoffset; MPEG-TS, MXF and remuxed files often
+// do): a click 1 s into the audio lands 1.478 s into the WAV, where it plays against
+// the picture. PCM in Matroska keeps the offset to the sample; AAC in MP4 within a
+// millisecond (the MP4 muxer writes the edit list in milliseconds, and the encoder's
+// priming is counted from there); MPEG-TS is one where ffmpeg itself, given only the
+// audio, starts it at 0.
+func TestExtractAudioKeepsALateStartInTime(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const want = 70_944 // 1.478 s at 48 kHz
+	for _, tc := range []struct {
+		name, codec string
+		within      int
+	}{{"late.mkv", "pcm_s16le", 1}, {"late.mp4", "aac", 48}, {"late.ts", "aac", 48}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			src := filepath.Join(dir, tc.name)
+			ffmpegGen(t, "-f", "lavfi", "-i", "testsrc=size=64x48:rate=25:duration=3",
+				"-itsoffset", "0.478", "-f", "lavfi", "-i", "aevalsrc='if(eq(n,48000),0.9,0)':s=48000:d=2",
+				"-pix_fmt", "yuv420p", "-c:a", tc.codec, "-ac", "2", src)
+			out := filepath.Join(t.TempDir(), "source.wav")
+			require.NoError(t, ExtractAudio(ctxT(t), src, out))
+			pcm, err := ReadWAVFile(out)
+			require.NoError(t, err)
+			click := 0
+			for i := range pcm.Frames() {
+				if abs16(pcm.Samples[i*pcm.Channels]) > abs16(pcm.Samples[click*pcm.Channels]) {
+					click = i
+				}
+			}
+			t.Logf("the click at sample %d (%+d)", click, click-want)
+			require.InDelta(t, want, click, float64(tc.within), "the click at %.4f s", float64(click)/48000)
+		})
+	}
+}
+
+func abs16(v int16) int {
+	if v < 0 {
+		return -int(v)
+	}
+	return int(v)
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"dubstudio/media"
 	"dubstudio/studio"
 )
 
@@ -59,4 +60,34 @@ func TestReferenceVoicesAreCheckedForABadClone(t *testing.T) {
 			require.NotEmpty(t, w.Args, "%s: the warning says its figures", tc.name)
 		}
 	}
+}
+
+// TestCheckVoiceFindsOneClippedChannel checks a stereo reference at 44.1 kHz whose
+// left channel is speech driven 20 dB into clipping and whose right is the same
+// speech clean: measured as one channel, the two averaged hid the clipping; each
+// channel is measured at the file's own rate, and the worse one counts. Both
+// channels clean is not flagged.
+func TestCheckVoiceFindsOneClippedChannel(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	speech := filepath.Join(dir, "speech.wav")
+	msg, err := exec.Command("espeak-ng", "-w", speech, "One channel of this reference clips, the other does not.").CombinedOutput()
+	require.NoError(t, err, string(msg))
+	stereo := func(name, left string) string {
+		p := filepath.Join(dir, name)
+		msg, err := exec.Command("ffmpeg", "-v", "error", "-nostdin", "-i", speech, "-filter_complex",
+			"[0:a]aresample=44100,asplit[a][b];[a]"+left+"[l];[l][b]join=inputs=2:channel_layout=stereo",
+			"-c:a", "pcm_s16le", "-y", p).CombinedOutput()
+		require.NoError(t, err, string(msg))
+		return p
+	}
+	check, err := media.CheckVoice(t.Context(), stereo("one-clipped.wav", "volume=20dB"))
+	require.NoError(t, err)
+	t.Logf("one channel clipped: %.2f %% clipped", 100*check.ClippedFraction)
+	require.Contains(t, warningKeys(check.Warnings()), "voice.clipped")
+
+	check, err = media.CheckVoice(t.Context(), stereo("clean.wav", "anull"))
+	require.NoError(t, err)
+	require.Zero(t, check.ClippedFraction)
+	require.NotContains(t, warningKeys(check.Warnings()), "voice.clipped")
 }
