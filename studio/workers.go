@@ -107,17 +107,38 @@ func (s *Store) RescueDeadWorkers(ctx context.Context, staleAfter time.Duration)
 			staleAfter.Seconds()).Scan(&dead).Error; err != nil {
 			return err
 		}
-		if len(dead) == 0 {
-			return nil
-		}
-		res := tx.Exec(`UPDATE river_job SET state = 'available', scheduled_at = now(),
-			errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt,
-				'error', 'worker ' || attempted_by[array_upper(attempted_by, 1)] || ' stopped (no heartbeat)', 'trace', ''))
-			WHERE state = 'running' AND attempted_by[array_upper(attempted_by, 1)] IN ?`, dead)
-		n = res.RowsAffected
-		return res.Error
+		var err error
+		n, err = handBackJobs(tx, dead, "stopped (no heartbeat)")
+		return err
 	})
 	return n, err
+}
+
+// RescueWorkerJobs hands back the jobs still running under worker name, as
+// RescueDeadWorkers hands back a dead worker's. A worker calls it as it starts,
+// before it works any job: those are an earlier process's under the same name
+// (the default name is hostname-pid, the same each time a container restarts),
+// which died without finishing them; the new process's registration refreshes the
+// heartbeat, so RescueDeadWorkers would never see the old one dead. It returns how
+// many jobs were handed back.
+func (s *Store) RescueWorkerJobs(ctx context.Context, name string) (int64, error) {
+	return handBackJobs(s.db.WithContext(ctx), []string{name}, "restarted")
+}
+
+// handBackJobs makes the running jobs whose last attempt was by one of workers
+// available again, with an error saying that the worker went (why). The job keeps its
+// attempt count and runs again even after its last attempt (River's fetch does not
+// check max_attempts, and the pipeline's final-attempt handling records the line's
+// outcome then), where River's rescuer would discard it.
+func handBackJobs(tx *gorm.DB, workers []string, why string) (int64, error) {
+	if len(workers) == 0 {
+		return 0, nil
+	}
+	res := tx.Exec(`UPDATE river_job SET state = 'available', scheduled_at = now(),
+		errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt,
+			'error', 'worker ' || attempted_by[array_upper(attempted_by, 1)] || ' ' || ?::text, 'trace', ''))
+		WHERE state = 'running' AND attempted_by[array_upper(attempted_by, 1)] IN ?`, why, workers)
+	return res.RowsAffected, res.Error
 }
 
 // CreatePausedQueue records a River queue that no worker has opened yet, paused, so

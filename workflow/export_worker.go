@@ -19,6 +19,7 @@ import (
 	"unicode"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"dubstudio/audio"
 	"dubstudio/internal/perm"
@@ -35,11 +36,23 @@ var zipTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 type exportWorker struct {
 	river.WorkerDefaults[ExportArgs]
 	w *Worker
+	// build builds the archive (nil: buildExport; tests put a failing one).
+	build buildExportFunc
 }
+
+// buildExportFunc builds an export's archive, as buildExport does.
+type buildExportFunc func(ctx context.Context, ex *studio.Export) (int, int64, []studio.LeftOutLine, error)
 
 func (e *exportWorker) Timeout(*river.Job[ExportArgs]) time.Duration { return time.Hour }
 
+// Work builds the archive and records the outcome; an error no step recorded, or a
+// panic, fails the export's attempt as failExport does (settleWith).
 func (e *exportWorker) Work(ctx context.Context, job *river.Job[ExportArgs]) error {
+	return settleWith(func() error { return e.work(ctx, job) },
+		func(err error) error { return e.w.failExport(ctx, job.JobRow, job.Args.ExportID, err) })
+}
+
+func (e *exportWorker) work(ctx context.Context, job *river.Job[ExportArgs]) error {
 	w := e.w
 	ex, err := w.store.Export(ctx, job.Args.ProjectID, job.Args.ExportID)
 	if errors.Is(err, studio.ErrNotFound) {
@@ -48,27 +61,38 @@ func (e *exportWorker) Work(ctx context.Context, job *river.Job[ExportArgs]) err
 	if err != nil {
 		return err
 	}
-	n, size, leftOut, err := w.buildExport(ctx, ex)
-	if err == nil {
-		return w.store.FinishExport(ctx, ex.ID, n, size, leftOut, "")
+	build := e.build
+	if build == nil {
+		build = w.buildExport
 	}
-	// What the export lacks (takes) fails it at once; anything else is tried again,
-	// the row queued with the error meanwhile, and failed on the last attempt. The
-	// row is written even when the job's own context has ended (its timeout).
+	n, size, leftOut, err := build(ctx, ex)
+	if err != nil {
+		return w.failExport(ctx, job.JobRow, ex.ID, err)
+	}
+	if err := w.store.FinishExport(ctx, ex.ID, n, size, leftOut, ""); err != nil {
+		// The archive is built: its last attempt must not fail the export for a
+		// write that failed. An earlier one is queued with the error (settleWith).
+		return w.unwritten(ctx, lastAttempt(job.JobRow), fmt.Errorf("error recording the export: %w", err), "export", ex.ID)
+	}
+	return nil
+}
+
+// failExport records a failed attempt of export id and returns what River should do
+// with its job. What the export lacks (takes) fails it at once; anything else is
+// tried again, the row queued with the error meanwhile, and failed on the last
+// attempt.
+func (w *Worker) failExport(ctx context.Context, job *rivertype.JobRow, id int64, err error) error {
+	if w.interrupted(ctx) {
+		return w.interrupt(ctx, err, func(ctx context.Context) error { return w.store.RetryExport(ctx, id, "") }, "export", id)
+	}
 	var f *failure
-	final := errors.As(err, &f) || job.Attempt >= job.MaxAttempts
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
-	if final {
-		if ferr := w.store.FinishExport(rctx, ex.ID, 0, 0, nil, exportError(err)); ferr != nil {
-			return errors.Join(err, ferr)
+	final := errors.As(err, &f) || lastAttempt(job)
+	return w.record(ctx, err, final, func(ctx context.Context) error {
+		if final {
+			return w.store.FinishExport(ctx, id, 0, 0, nil, exportError(err))
 		}
-		return river.JobCancel(err)
-	}
-	if ferr := w.store.RetryExport(rctx, ex.ID, exportError(err)); ferr != nil {
-		return errors.Join(err, ferr)
-	}
-	return err
+		return w.store.RetryExport(ctx, id, exportError(err))
+	}, "export", id)
 }
 
 // exportError is what an export's row says of err, as a message key and its

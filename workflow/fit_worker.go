@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -39,6 +40,10 @@ func (f *fitWorker) work(ctx context.Context, job *river.Job[FitArgs]) error {
 	}
 	if in.RenderSeq != a.RenderSeq || in.State == studio.StateCancelled {
 		return nil
+	}
+	if finished(in.State) {
+		// The take is recorded (a retry after the overrun check failed, or a twin).
+		return f.w.checkOverrun(ctx, job.JobRow, a.ProjectID, a.LineID)
 	}
 	return f.w.fitTake(ctx, job.JobRow, a, in, nil)
 }
@@ -108,7 +113,25 @@ func (w *Worker) fitTake(ctx context.Context, job *rivertype.JobRow, a FitArgs, 
 	}
 	// The fit read the gap before it recorded the take; a change of the slots that
 	// committed meanwhile skipped this line, which was being rendered.
-	return w.store.CheckOverrun(ctx, a.ProjectID, a.LineID)
+	return w.checkOverrun(ctx, job, a.ProjectID, a.LineID)
+}
+
+// finished reports whether a render in state has recorded its take.
+func finished(state studio.LineState) bool {
+	return state == studio.StateDone || state == studio.StateNeedsReview
+}
+
+// checkOverrun checks whether the take of a render that has finished runs into the
+// next line (Store.CheckOverrun), which fits it again. The render has succeeded, so
+// a failure of the check fails nothing: River retries the job, whose retry finds
+// the render finished and checks again (loadRender, fitWorker.work); a last attempt
+// is snoozed (unwritten).
+func (w *Worker) checkOverrun(ctx context.Context, job *rivertype.JobRow, projectID, lineID int64) error {
+	if err := w.store.CheckOverrun(ctx, projectID, lineID); err != nil {
+		err = fmt.Errorf("error checking the overrun of line %d's take: %w", lineID, err)
+		return w.unwritten(ctx, lastAttempt(job), recordedError{err}, "line", lineID)
+	}
+	return nil
 }
 
 // fitHere claims a place for a synthesis to fit its own take: one of as many

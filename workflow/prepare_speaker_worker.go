@@ -25,6 +25,11 @@ type prepareWorker struct {
 // again for ever.
 func (p *prepareWorker) Work(ctx context.Context, job *river.Job[PrepareSpeakerArgs]) error {
 	err := p.prepare(ctx, job)
+	if err != nil && p.w.interrupted(ctx) {
+		// Cut short by the worker's stop, not failed: the waiting syntheses must not
+		// fail with it.
+		return p.w.interrupt(ctx, err, func(context.Context) error { return nil }, "reference", job.Args.RefSHA256)
+	}
 	var cancel *river.JobCancelError
 	var snooze *river.JobSnoozeError
 	if err == nil || errors.As(err, &snooze) || !errors.As(err, &cancel) && job.Attempt < job.MaxAttempts {

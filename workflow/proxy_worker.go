@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"dubstudio/audio"
 	"dubstudio/i18n"
@@ -57,7 +59,14 @@ type proxyWorker struct {
 
 func (p *proxyWorker) Timeout(*river.Job[ProxyArgs]) time.Duration { return p.w.cfg.ProxyTimeout }
 
+// Work makes the proxy and records the outcome; an error no step recorded, or a
+// panic, fails the proxy's attempt as failProxy does (settleWith).
 func (p *proxyWorker) Work(ctx context.Context, job *river.Job[ProxyArgs]) error {
+	return settleWith(func() error { return p.work(ctx, job) },
+		func(err error) error { return p.w.failProxy(ctx, job.JobRow, job.Args, err) })
+}
+
+func (p *proxyWorker) work(ctx context.Context, job *river.Job[ProxyArgs]) error {
 	w, a := p.w, job.Args
 	ok, err := w.store.StartProxy(ctx, a.ProjectID, a.VideoSHA256, job.Attempt)
 	if err != nil || !ok {
@@ -66,18 +75,30 @@ func (p *proxyWorker) Work(ctx context.Context, job *river.Job[ProxyArgs]) error
 	blob, err := w.media.MakeProxy(ctx, a.VideoSHA256, w.cfg.Proxy, func(pct int) {
 		_ = w.store.ProxyProgress(ctx, a.ProjectID, a.VideoSHA256, pct) // the next report says it again
 	})
-	if err == nil {
-		return w.store.FinishProxy(ctx, a.ProjectID, a.VideoSHA256, blob.SHA256)
+	if err != nil {
+		return w.failProxy(ctx, job.JobRow, a, err)
 	}
-	// Not a video fails at once: another attempt would find the same file.
-	final := job.Attempt >= job.MaxAttempts || errors.Is(err, media.ErrNotVideo)
-	if ferr := w.store.FailProxy(context.WithoutCancel(ctx), a.ProjectID, a.VideoSHA256, proxyError(err), final); ferr != nil {
-		return errors.Join(err, ferr)
+	if err := w.store.FinishProxy(ctx, a.ProjectID, a.VideoSHA256, blob.SHA256); err != nil {
+		// The proxy is made: its last attempt must not fail the video for a write
+		// that failed. An earlier one is queued with the error (settleWith).
+		return w.unwritten(ctx, lastAttempt(job.JobRow), fmt.Errorf("error recording the proxy: %w", err), "project", a.ProjectID)
 	}
-	if final {
-		return river.JobCancel(err)
+	return nil
+}
+
+// failProxy records a failed attempt at the proxy of a's video and returns what River
+// should do with its job. Not a video fails at once: another attempt would find the
+// same file.
+func (w *Worker) failProxy(ctx context.Context, job *rivertype.JobRow, a ProxyArgs, err error) error {
+	if w.interrupted(ctx) {
+		return w.interrupt(ctx, err, func(ctx context.Context) error {
+			return w.store.FailProxy(ctx, a.ProjectID, a.VideoSHA256, "", false)
+		}, "project", a.ProjectID)
 	}
-	return err
+	final := lastAttempt(job) || errors.Is(err, media.ErrNotVideo)
+	return w.record(ctx, err, final, func(ctx context.Context) error {
+		return w.store.FailProxy(ctx, a.ProjectID, a.VideoSHA256, proxyError(err), final)
+	}, "project", a.ProjectID)
 }
 
 // proxyError is what the page says about a failed attempt: the key of a message it

@@ -44,7 +44,7 @@ func (s *synthesizeWorker) Work(ctx context.Context, job *river.Job[SynthesizeAr
 
 func (s *synthesizeWorker) work(ctx context.Context, job *river.Job[SynthesizeArgs]) error {
 	w := s.w
-	in, err := w.loadRender(ctx, job.Args)
+	in, err := w.loadRender(ctx, job)
 	if in == nil || err != nil {
 		return err
 	}
@@ -75,8 +75,11 @@ func (s *synthesizeWorker) work(ctx context.Context, job *river.Job[SynthesizeAr
 }
 
 // loadRender loads what the synthesis needs. It returns nil, and no error, where the
-// job is stale: the line was deleted, or edited, re-queued or cancelled since.
-func (w *Worker) loadRender(ctx context.Context, a SynthesizeArgs) (*studio.RenderInput, error) {
+// job is stale (the line was deleted, or edited, re-queued or cancelled since) or
+// its render finished: a retry of a job whose render recorded its take, and then
+// failed to check the take's overrun, checks it (checkOverrun).
+func (w *Worker) loadRender(ctx context.Context, job *river.Job[SynthesizeArgs]) (*studio.RenderInput, error) {
+	a := job.Args
 	in, err := w.store.RenderInput(ctx, a.LineID)
 	if errors.Is(err, studio.ErrNotFound) {
 		return nil, nil // the line was deleted
@@ -86,6 +89,9 @@ func (w *Worker) loadRender(ctx context.Context, a SynthesizeArgs) (*studio.Rend
 	}
 	if in.Line.RenderSeq != a.RenderSeq || in.Line.State == studio.StateCancelled {
 		return nil, nil // stale: edited, re-queued or cancelled since
+	}
+	if finished(in.Line.State) {
+		return nil, w.checkOverrun(ctx, job.JobRow, a.ProjectID, a.LineID)
 	}
 	return in, nil
 }

@@ -162,6 +162,9 @@ type Worker struct {
 	// fitClaims counts the syntheses that fit their own take, fitting or waiting for
 	// a fit (fitHere).
 	fitClaims atomic.Int32
+	// stopping is set once Stop begins: a job whose context River cancels from then
+	// on was interrupted, and has not failed (interrupted).
+	stopping atomic.Bool
 }
 
 // NewWorker builds a worker over the store's pool.
@@ -218,10 +221,25 @@ func NewWorker(p *Pipeline, permits Permits, cfg WorkerConfig, logger *slog.Logg
 // Client is the worker's River client (for tests and the River UI).
 func (w *Worker) Client() *river.Client[pgx.Tx] { return w.client }
 
-// Start registers the worker and starts working jobs.
+// Start registers the worker and starts working jobs. The jobs still marked as this
+// worker's (its name's) are handed back first: they belong to a process that ran
+// under the same name and ended without finishing them (killed, its container
+// restarted: the default name, hostname-pid, is the same each time there), whose
+// heartbeat the registration would otherwise refresh, hiding that it is gone.
+//
+// ctx bounds the start only: River treats the end of its Start context as a hard
+// stop that cancels every running job at once, so the client starts on a context
+// that the caller's (the signal's) does not cancel, and Stop stops it.
 func (w *Worker) Start(ctx context.Context) error {
 	if err := w.ensureDirs(); err != nil {
 		return err
+	}
+	n, err := w.store.RescueWorkerJobs(ctx, w.cfg.Name)
+	if err != nil {
+		return fmt.Errorf("error handing back the jobs of an earlier %s: %w", w.cfg.Name, err)
+	}
+	if n > 0 {
+		w.logger.InfoContext(ctx, "handed back the jobs of an earlier process of this worker", "name", w.cfg.Name, "jobs", n)
 	}
 	if err := w.register(ctx); err != nil {
 		return err
@@ -229,12 +247,16 @@ func (w *Worker) Start(ctx context.Context) error {
 	hbCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w.stopHB, w.hbDone = cancel, make(chan struct{})
 	go w.heartbeat(hbCtx)
-	return w.client.Start(ctx)
+	return w.client.Start(context.WithoutCancel(ctx))
 }
 
 // Stop stops fetching, lets running jobs finish until ctx ends, then cancels them
-// (River retries them later) and leaves the registry.
+// (River puts them back without spending their attempt, and another worker runs
+// them: interrupted) and leaves the registry. A worker whose jobs outlive even that
+// stays registered, its heartbeat stopped, so that RescueDeadWorkers hands them
+// back once it is seen dead (or its name's next Start does).
 func (w *Worker) Stop(ctx context.Context) error {
+	w.stopping.Store(true)
 	err := w.client.Stop(ctx)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		hard, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -245,10 +267,10 @@ func (w *Worker) Stop(ctx context.Context) error {
 		w.stopHB()
 		<-w.hbDone
 	}
-	if uerr := w.store.UnregisterWorker(context.WithoutCancel(ctx), w.cfg.Name); err == nil {
-		err = uerr
+	if err != nil {
+		return err
 	}
-	return err
+	return w.store.UnregisterWorker(context.WithoutCancel(ctx), w.cfg.Name)
 }
 
 func (w *Worker) ensureDirs() error {

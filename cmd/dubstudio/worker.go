@@ -78,7 +78,9 @@ func startWorker(ctx context.Context, cfg *config.Config, store *studio.Store, p
 	}
 	logger.InfoContext(ctx, "worker started", "name", cfg.WorkerName, "engines", permits.Engines(), "concurrency", permits.Capacity())
 	stop := func() {
-		// Running jobs get 30 s to finish; River retries the rest on another worker.
+		// Running jobs get 30 s to finish; the rest are cancelled and go back to the
+		// queue without spending their attempt, for another worker. (ctx, the
+		// signal's, ended already: Start gave River a context it does not cancel.)
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if err := w.Stop(stopCtx); err != nil {
