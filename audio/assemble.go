@@ -45,20 +45,6 @@ const assembleBlock = 1 << 16
 // sample count of a slot, or the offset of a line's start.
 func SamplesFor(ms, rate int) int64 { return int64(ms) * int64(rate) / 1000 }
 
-// Assemble writes a 16-bit (or 24-bit) PCM WAV of exactly p.Samples frames with each clip added
-// at its sample offset; where clips overlap their samples are summed and clipped to
-// 16 bits (AssembleWithResult counts the samples that clipped). It is done here rather than with ffmpeg filters so that placement is exact
-// to the sample and the same input always gives the same bytes. As long as nothing
-// clips, the stems of a programme (one Assemble per character) add up to its mix.
-//
-// Clips are read as the mix reaches them and dropped once past, so memory does not
-// grow with the programme's length. The file appears at p.OutputPath only when
-// complete; a full disk gives an error that unwraps to ErrNoSpace.
-func Assemble(ctx context.Context, p AssembleParams) error {
-	_, err := AssembleWithResult(ctx, p)
-	return err
-}
-
 // AssembleResult is what an assembly found while mixing.
 type AssembleResult struct {
 	// ClippedSamples is how many samples of the output (one per channel of a
@@ -67,9 +53,17 @@ type AssembleResult struct {
 	ClippedSamples int64
 }
 
-// AssembleWithResult is Assemble, also telling the caller how many samples clipped
-// where clips overlap (the mix itself is the same).
-func AssembleWithResult(ctx context.Context, p AssembleParams) (AssembleResult, error) {
+// Assemble writes a 16-bit (or 24-bit) PCM WAV of exactly p.Samples frames with each clip added
+// at its sample offset; where clips overlap their samples are summed and clipped to
+// 16 bits, and the result counts those. It is done here rather than with ffmpeg
+// filters so that placement is exact to the sample and the same input always gives
+// the same bytes. As long as nothing
+// clips, the stems of a programme (one Assemble per character) add up to its mix.
+//
+// Clips are read as the mix reaches them and dropped once past, so memory does not
+// grow with the programme's length. The file appears at p.OutputPath only when
+// complete; a full disk gives an error that unwraps to ErrNoSpace.
+func Assemble(ctx context.Context, p AssembleParams) (AssembleResult, error) {
 	var res AssembleResult
 	if p.SampleRate == 0 {
 		p.SampleRate = DefaultSampleRate

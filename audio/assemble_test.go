@@ -2,6 +2,7 @@ package audio
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"math"
 	"math/rand/v2"
@@ -41,7 +42,7 @@ func TestAssemblePlacesClipsAtTheirOffsets(t *testing.T) {
 		clips = append(clips, Clip{Path: marker, Offset: o})
 	}
 	out := filepath.Join(dir, "mix.wav")
-	require.NoError(t, Assemble(ctxT(t), AssembleParams{OutputPath: out, Samples: 200_000, Clips: clips}))
+	require.NoError(t, assemble(ctxT(t), AssembleParams{OutputPath: out, Samples: 200_000, Clips: clips}))
 	mix, err := ReadWAVFile(out)
 	require.NoError(t, err)
 	require.Equal(t, 200_000, mix.Frames())
@@ -70,7 +71,7 @@ func TestAssembleFittedTakes(t *testing.T) {
 
 	startMs := 2345
 	out := filepath.Join(dir, "mix.wav")
-	require.NoError(t, Assemble(ctxT(t), AssembleParams{OutputPath: out, Channels: 2, Samples: SamplesFor(5000, 48000),
+	require.NoError(t, assemble(ctxT(t), AssembleParams{OutputPath: out, Channels: 2, Samples: SamplesFor(5000, 48000),
 		Clips: []Clip{{Path: fitted, Offset: SamplesFor(startMs, 48000)}}}))
 	mix, err := ReadWAVFile(out)
 	require.NoError(t, err)
@@ -108,13 +109,13 @@ func TestAssembleIsReproducibleAndStemsSumToTheMix(t *testing.T) {
 		}
 	}
 	mixPath := filepath.Join(dir, "mix.wav")
-	require.NoError(t, Assemble(ctxT(t), AssembleParams{OutputPath: mixPath, Samples: total, Clips: all}))
+	require.NoError(t, assemble(ctxT(t), AssembleParams{OutputPath: mixPath, Samples: total, Clips: all}))
 
 	// Byte-identical across runs, and independent of the order clips are given in.
 	again := filepath.Join(dir, "again.wav")
 	shuffled := append([]Clip(nil), all...)
 	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	require.NoError(t, Assemble(ctxT(t), AssembleParams{OutputPath: again, Samples: total, Clips: shuffled}))
+	require.NoError(t, assemble(ctxT(t), AssembleParams{OutputPath: again, Samples: total, Clips: shuffled}))
 	require.Equal(t, fileSum(t, mixPath), fileSum(t, again))
 
 	mix, err := ReadWAVFile(mixPath)
@@ -122,7 +123,7 @@ func TestAssembleIsReproducibleAndStemsSumToTheMix(t *testing.T) {
 	sum := make([]int32, total)
 	for who, clips := range stems {
 		p := filepath.Join(dir, "stem-"+who+".wav")
-		require.NoError(t, Assemble(ctxT(t), AssembleParams{OutputPath: p, Samples: total, Clips: clips}))
+		require.NoError(t, assemble(ctxT(t), AssembleParams{OutputPath: p, Samples: total, Clips: clips}))
 		stem, err := ReadWAVFile(p)
 		require.NoError(t, err)
 		require.Equal(t, total, stem.Frames())
@@ -153,7 +154,7 @@ func TestAssembleClips(t *testing.T) {
 	loud := writeClip(t, dir, "loud.wav", 100, func(int) int16 { return 30000 })
 	quiet := writeClip(t, dir, "quiet.wav", 100, func(int) int16 { return -30000 })
 	out := filepath.Join(dir, "out.wav")
-	require.NoError(t, Assemble(ctxT(t), AssembleParams{OutputPath: out, Samples: 300, Clips: []Clip{
+	require.NoError(t, assemble(ctxT(t), AssembleParams{OutputPath: out, Samples: 300, Clips: []Clip{
 		{Path: loud, Offset: 0}, {Path: loud, Offset: 50}, {Path: quiet, Offset: 200}, {Path: quiet, Offset: 200},
 	}}))
 	mix, err := ReadWAVFile(out)
@@ -171,21 +172,21 @@ func TestAssembleErrors(t *testing.T) {
 	out := filepath.Join(dir, "out.wav")
 	at44 := filepath.Join(dir, "44.wav")
 	require.NoError(t, WriteWAVFile(at44, PCM{SampleRate: 44100, Channels: 1, Samples: make([]int16, 10)}))
-	err := Assemble(ctxT(t), AssembleParams{OutputPath: out, Samples: 100, Clips: []Clip{{Path: at44}}})
+	_, err := Assemble(ctxT(t), AssembleParams{OutputPath: out, Samples: 100, Clips: []Clip{{Path: at44}}})
 	require.ErrorIs(t, err, ErrInvalid)
 	require.NoFileExists(t, out)
 
-	err = Assemble(ctxT(t), AssembleParams{OutputPath: out, Samples: 100, Channels: 6})
+	_, err = Assemble(ctxT(t), AssembleParams{OutputPath: out, Samples: 100, Channels: 6})
 	require.ErrorIs(t, err, ErrInvalid)
 
-	err = Assemble(ctxT(t), AssembleParams{OutputPath: out, Samples: 100, Clips: []Clip{{Path: filepath.Join(dir, "missing.wav")}}})
+	_, err = Assemble(ctxT(t), AssembleParams{OutputPath: out, Samples: 100, Clips: []Clip{{Path: filepath.Join(dir, "missing.wav")}}})
 	require.ErrorIs(t, err, os.ErrNotExist)
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "nothing half-written is left")
 
 	// Empty programme: a valid WAV with no samples.
-	require.NoError(t, Assemble(ctxT(t), AssembleParams{OutputPath: out}))
+	require.NoError(t, assemble(ctxT(t), AssembleParams{OutputPath: out}))
 	empty, err := ReadWAVFile(out)
 	require.NoError(t, err)
 	require.Zero(t, empty.Frames())
@@ -254,7 +255,7 @@ func TestAssembleCountsClippedSamples(t *testing.T) {
 		channels int
 		second   int64
 	}{{"overlapping", 1, 314}, {"overlapping in stereo", 2, 314}, {"apart", 1, 1000}} {
-		res, err := AssembleWithResult(ctxT(t), AssembleParams{OutputPath: out, Channels: tc.channels, Samples: 2000,
+		res, err := Assemble(ctxT(t), AssembleParams{OutputPath: out, Channels: tc.channels, Samples: 2000,
 			Clips: []Clip{{Path: loud}, {Path: loud, Offset: tc.second}}})
 		require.NoError(t, err, tc.name)
 		mix, err := ReadWAVFile(out)
@@ -271,4 +272,10 @@ func TestAssembleCountsClippedSamples(t *testing.T) {
 			require.Positive(t, res.ClippedSamples, tc.name)
 		}
 	}
+}
+
+// assemble is Assemble for a test that checks the file alone.
+func assemble(ctx context.Context, p AssembleParams) error {
+	_, err := Assemble(ctx, p)
+	return err
 }

@@ -97,7 +97,7 @@ func TestMixOverBedDucksAndNormalises(t *testing.T) {
 	line, err := ReadWAVFile(fitted)
 	require.NoError(t, err)
 	dialogue := filepath.Join(dir, "dialogue.wav")
-	require.NoError(t, Assemble(ctx, AssembleParams{OutputPath: dialogue, Samples: n, Clips: []Clip{{Path: fitted, Offset: 2 * rate}}}))
+	require.NoError(t, assemble(ctx, AssembleParams{OutputPath: dialogue, Samples: n, Clips: []Clip{{Path: fitted, Offset: 2 * rate}}}))
 	bed := filepath.Join(dir, "bed.wav")
 	require.NoError(t, RenderBed(ctx, BedParams{InputPath: bedTone(t, dir, "tone.wav", 15000, 0.1, 8, 1), OutputPath: bed, Samples: n}))
 

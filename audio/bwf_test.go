@@ -23,7 +23,7 @@ func TestAssembleBroadcastWAV24BitStereo(t *testing.T) {
 	out := filepath.Join(dir, "mix.wav")
 	ref := int64(3600 * 48000) // 01:00:00:00
 	const frames = 100_000
-	require.NoError(t, Assemble(ctxT(t), AssembleParams{OutputPath: out, Channels: 2, BitDepth: 24, Samples: frames,
+	require.NoError(t, assemble(ctxT(t), AssembleParams{OutputPath: out, Channels: 2, BitDepth: 24, Samples: frames,
 		TimeReference: &ref, Clips: []Clip{{Path: clip, Offset: 70_000}}}))
 
 	b, err := os.ReadFile(out)

@@ -132,7 +132,7 @@ func (l *Library) RangeMix(ctx context.Context, projectID int64, lineIDs []int64
 	}
 	mix.Blob, err = l.store.DerivedAudio(ctx, l.blobs, derivedKey("range", key...),
 		func(ctx context.Context, out string) (studio.Blob, error) {
-			err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: out, SampleRate: rate, Channels: 1, Samples: samples, Clips: clips})
+			_, err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: out, SampleRate: rate, Channels: 1, Samples: samples, Clips: clips})
 			return studio.Blob{Format: audio.FormatWAV, DurationMs: int(samples * 1000 / rate), SampleRate: rate, Channels: 1}, err
 		})
 	if err != nil {

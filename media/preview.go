@@ -115,7 +115,7 @@ func (l *Library) PreviewMix(ctx context.Context, projectID int64, opts PreviewO
 	}
 	blob, err := l.store.DerivedAudio(ctx, l.blobs, derivedKey("preview", key...),
 		func(ctx context.Context, out string) (studio.Blob, error) {
-			err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: out, SampleRate: rate, Channels: channels, Samples: samples, Clips: clips})
+			_, err := audio.Assemble(ctx, audio.AssembleParams{OutputPath: out, SampleRate: rate, Channels: channels, Samples: samples, Clips: clips})
 			return studio.Blob{Format: audio.FormatWAV, DurationMs: int(samples * 1000 / rate), SampleRate: rate, Channels: channels}, err
 		})
 	if err != nil {

@@ -70,17 +70,21 @@ type ManifestLine struct {
 // the whole programme (studio.Store.ProgrammeMs). TimeReference is the Broadcast WAV
 // time reference of mixes and stems (StartTimecode in samples since midnight).
 type Manifest struct {
-	Project       string               `json:"project"`
-	SampleRate    int                  `json:"sample_rate"`
-	Channels      int                  `json:"channels"`
-	BitDepth      int                  `json:"bit_depth"`
-	StartTimecode string               `json:"start_timecode"`
-	FPS           script.FPS           `json:"fps"`
-	TimeReference int64                `json:"time_reference"`
-	Samples       int64                `json:"samples"`
-	Lines         []ManifestLine       `json:"lines"`
-	Stems         []string             `json:"stems"`
-	LeftOut       []studio.LeftOutLine `json:"left_out"`
+	Project       string     `json:"project"`
+	SampleRate    int        `json:"sample_rate"`
+	Channels      int        `json:"channels"`
+	BitDepth      int        `json:"bit_depth"`
+	StartTimecode string     `json:"start_timecode"`
+	FPS           script.FPS `json:"fps"`
+	TimeReference int64      `json:"time_reference"`
+	Samples       int64      `json:"samples"`
+	// ClippedSamples counts the samples of mix.wav where lines that overlap summed
+	// past full scale and were clipped (0: none); there the stems do not add up to
+	// the mix.
+	ClippedSamples int64                `json:"clipped_samples"`
+	Lines          []ManifestLine       `json:"lines"`
+	Stems          []string             `json:"stems"`
+	LeftOut        []studio.LeftOutLine `json:"left_out"`
 	// Bed is the project's M&E bed in the export; absent when it has none.
 	Bed *ManifestBed `json:"bed,omitempty"`
 }

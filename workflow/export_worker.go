@@ -252,14 +252,16 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 	// end), whichever is later, or to the end of a take that runs past both; every mix
 	// and stem is that long, with silence where a line is not exported.
 	man.Samples = max(man.Samples, audio.SamplesFor(programme, rate))
-	assemble := func(path string, clips []audio.Clip) error {
+	assemble := func(path string, clips []audio.Clip) (audio.AssembleResult, error) {
 		return audio.Assemble(ctx, audio.AssembleParams{OutputPath: path, SampleRate: rate, Channels: channels,
 			BitDepth: ex.BitDepth, TimeReference: &timeRef, Samples: man.Samples, Clips: clips})
 	}
 	mix := filepath.Join(work, "mix.wav")
-	if err := assemble(mix, all); err != nil {
+	mixed, err := assemble(mix, all)
+	if err != nil {
 		return 0, 0, nil, err
 	}
+	man.ClippedSamples = mixed.ClippedSamples
 	files = append(files, entry{"mix.wav", mix})
 	progress(55)
 	stemFiles := stemNames(byChar)
@@ -270,7 +272,7 @@ func (w *Worker) buildExport(ctx context.Context, ex *studio.Export) (int, int64
 	sort.Strings(stems)
 	for i, name := range stems {
 		path := filepath.Join(work, "stem-"+strconv.Itoa(i)+".wav")
-		if err := assemble(path, byChar[stemFiles[name]]); err != nil {
+		if _, err := assemble(path, byChar[stemFiles[name]]); err != nil {
 			return 0, 0, nil, err
 		}
 		files = append(files, entry{"stems/" + name + ".wav", path})

@@ -194,6 +194,13 @@ func checkArchive(t *testing.T, b *testBundle, lines []studio.Line, ex exported)
 	require.Equal(t, rate, man.SampleRate)
 	mix := ex.wav(t, "mix.wav")
 	require.EqualValues(t, man.Samples, mix.Frames(), "the mix is as long as the manifest says")
+	atFullScale := int64(0)
+	for _, v := range mix.Samples {
+		if v == math.MaxInt16 || v == math.MinInt16 {
+			atFullScale++
+		}
+	}
+	require.Equal(t, atFullScale, man.ClippedSamples, "the manifest counts the mix's clipped samples")
 
 	// Each line's WAV is its take, as long as the manifest says.
 	clips := make([]audio.PCM, len(man.Lines))
