@@ -232,7 +232,7 @@ func (s *Store) CharacterStats(ctx context.Context, projectID int64) ([]Characte
 		cs := &out[len(out)-1]
 		cs.Counts[r.State] += r.N
 		cs.TotalAudioMs += r.AudioMs
-		if r.State == StateDone || r.State == StateNeedsReview {
+		if r.State.Rendered() {
 			cs.DoneAudioMs += r.AudioMs
 		}
 	}

@@ -48,6 +48,10 @@ func (s LineState) Active() bool {
 	return false
 }
 
+// Rendered reports whether a line in state s has its take: done, or waiting for
+// review (doneStates, whose audio counts as rendered).
+func (s LineState) Rendered() bool { return s == StateDone || s == StateNeedsReview }
+
 // ParseLineState validates a state name; "" is allowed and means any.
 func ParseLineState(s string) (LineState, bool) {
 	if s == "" {

@@ -138,7 +138,7 @@ func (w *Worker) fail(ctx context.Context, job *rivertype.JobRow, lineID int64, 
 		permanent = earlierOOMs(job) >= w.cfg.OOMRetries
 		err = oomError{err}
 	}
-	final := permanent || job.Attempt >= job.MaxAttempts
+	final := permanent || lastAttempt(job)
 	msg, detail := errorText(err)
 	err = w.record(ctx, err, final, func(ctx context.Context) error {
 		_, serr := w.store.RenderFailure(ctx, lineID, seq, job.Attempt, msg, detail, final)

@@ -41,7 +41,7 @@ func (f *fitWorker) work(ctx context.Context, job *river.Job[FitArgs]) error {
 	if in.RenderSeq != a.RenderSeq || in.State == studio.StateCancelled {
 		return nil
 	}
-	if finished(in.State) {
+	if in.State.Rendered() {
 		// The take is recorded (a retry after the overrun check failed, or a twin).
 		return f.w.checkOverrun(ctx, job.JobRow, a.ProjectID, a.LineID)
 	}
@@ -114,11 +114,6 @@ func (w *Worker) fitTake(ctx context.Context, job *rivertype.JobRow, a FitArgs, 
 	// The fit read the gap before it recorded the take; a change of the slots that
 	// committed meanwhile skipped this line, which was being rendered.
 	return w.checkOverrun(ctx, job, a.ProjectID, a.LineID)
-}
-
-// finished reports whether a render in state has recorded its take.
-func finished(state studio.LineState) bool {
-	return state == studio.StateDone || state == studio.StateNeedsReview
 }
 
 // checkOverrun checks whether the take of a render that has finished runs into the

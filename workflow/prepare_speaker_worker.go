@@ -32,7 +32,7 @@ func (p *prepareWorker) Work(ctx context.Context, job *river.Job[PrepareSpeakerA
 	}
 	var cancel *river.JobCancelError
 	var snooze *river.JobSnoozeError
-	if err == nil || errors.As(err, &snooze) || !errors.As(err, &cancel) && job.Attempt < job.MaxAttempts {
+	if err == nil || errors.As(err, &snooze) || !errors.As(err, &cancel) && !lastAttempt(job.JobRow) {
 		return err
 	}
 	cause := err

@@ -90,7 +90,7 @@ func (w *Worker) loadRender(ctx context.Context, job *river.Job[SynthesizeArgs])
 	if in.Line.RenderSeq != a.RenderSeq || in.Line.State == studio.StateCancelled {
 		return nil, nil // stale: edited, re-queued or cancelled since
 	}
-	if finished(in.Line.State) {
+	if in.Line.State.Rendered() {
 		return nil, w.checkOverrun(ctx, job.JobRow, a.ProjectID, a.LineID)
 	}
 	return in, nil
